@@ -1,0 +1,50 @@
+# One entry point for humans and CI. Everything bootstraps .venv itself.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+SHARED  ?= ../shared
+
+.PHONY: demo test check lint typecheck contracts proto bench sim clean docker-setup
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)  ## run an embedded cluster (master + 2 workers x 4 simulated GPUs) on a sample workload
+	$(BIN)/python scripts/demo.py
+
+test: $(STAMP)  ## the whole test suite (lint, types and import contracts included)
+	$(MAKE) check
+	$(BIN)/python -m pytest -q -ra
+
+check: lint typecheck contracts  ## static checks only
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check horus_core/model.py
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+contracts: $(STAMP)
+	$(BIN)/lint-imports
+
+proto: $(STAMP)  ## regenerate horus_core/gen from proto/
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python scripts/gen_proto.py
+
+bench: $(STAMP)  ## benchmarks (JSON lines); not part of the tests
+	$(BIN)/python bench/placement.py
+	$(BIN)/python bench/submit.py
+	$(BIN)/python bench/sim_scale.py
+
+sim: $(STAMP)  ## compare policies on Gavel's 2869ce_cap trace, 16 V100
+	$(BIN)/horus-sim --trace horus_core/data/traces/msr_seed0_2869ce_cap.trace --cluster v100:16 --policies fifo,binpack,gandiva,lucid,horus --out runs/sim
+
+docker-setup:  ## install and start a local Docker engine + the offline test image (root, Debian)
+	bash scripts/docker-test-setup.sh
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache runs

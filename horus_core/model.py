@@ -1,0 +1,164 @@
+"""Core data model: frozen dataclasses shared by the master, the worker, the policies and the simulator.
+
+Nothing here imports grpc, protobuf, sqlite, docker or NVML. Conversion to and from the wire
+format lives in :mod:`horus_core.wire`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class JobState(enum.Enum):
+    PENDING = "PENDING"
+    ASSIGNED = "ASSIGNED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @property
+    def active(self) -> bool:
+        """Holds GPUs: assigned to a worker or running there."""
+        return self in (JobState.ASSIGNED, JobState.RUNNING)
+
+
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+
+class NodeState(enum.Enum):
+    READY = "READY"
+    LOST = "LOST"  # missed its heartbeat deadline; its attempts are re-queued
+    DRAINING = "DRAINING"  # takes no new work
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileHints:
+    """What the user says about a job's GPU use; any field may be unknown (None)."""
+
+    util_avg: float | None = None  # % of one GPU
+    util_peak: float | None = None
+    mem_mib: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a user asks for. Validated by :func:`horus_core.validation.validate_spec`."""
+
+    command: tuple[str, ...]
+    gpus: int = 1
+    name: str = ""
+    owner: str = ""
+    # Workload signature: the key of measured profiles and pair tables, e.g. "ResNet-18 (batch size 32)".
+    job_type: str = ""
+    image: str = ""  # non-empty means: run in a Docker container
+    env: tuple[tuple[str, str], ...] = ()
+    workdir: str = ""
+    exclusive: bool = False  # never share its GPUs with another job
+    priority: int = 0
+    hints: ProfileHints = field(default_factory=ProfileHints)
+    cpus: float = 0.0  # container CPU limit, 0 = none
+    memory_mib: int = 0  # container memory limit, 0 = none
+    mounts: tuple[str, ...] = ()  # "host:container[:ro]", only where the operator allow-lists the host path
+    total_steps: int = 0  # known work (simulator / progress), 0 = unknown
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    spec: JobSpec
+    state: JobState
+    attempt: int = 0  # 0 before the first assignment; each assignment increments it
+    submitted_at: float = 0.0
+    updated_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    node: str = ""  # where the current/last attempt runs
+    gpus: tuple[str, ...] = ()  # GPU UUIDs of the current/last attempt
+    reason: str = ""  # why it is in its state (pending reason, failure cause, ...)
+    exit_code: int | None = None
+    predicted_slowdown: float = 1.0  # predicted normalised speed (1.0 = solo) at placement
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    uuid: str
+    node: str
+    index: int
+    model: str  # e.g. "NVIDIA H100 80GB HBM3", "V100"
+    memory_mib: int
+    gpu_type: str = ""  # normalised family used by interference data: "v100", "p100", "k80", "h100", ...
+    healthy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    gpus: tuple[Gpu, ...]
+    state: NodeState = NodeState.READY
+    last_seen: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Everything a policy may look at. ``jobs`` holds the pending and active jobs only."""
+
+    nodes: tuple[Node, ...]
+    jobs: tuple[Job, ...]
+
+    def ready_gpus(self) -> tuple[Gpu, ...]:
+        return tuple(
+            g for n in self.nodes if n.state is NodeState.READY for g in n.gpus if g.healthy
+        )
+
+    def pending(self) -> tuple[Job, ...]:
+        return tuple(j for j in self.jobs if j.state is JobState.PENDING)
+
+    def active(self) -> tuple[Job, ...]:
+        return tuple(j for j in self.jobs if j.state.active)
+
+
+# ----------------------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """Start the next attempt of a pending job on ``gpus`` (all on ``node``)."""
+
+    job_id: str
+    node: str
+    gpus: tuple[str, ...]
+    predicted_slowdown: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Stop the running attempt of a job and put it back in the queue."""
+
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A pending job stays pending; ``reason`` is shown to the user."""
+
+    job_id: str
+    reason: str
+
+
+Action = Assign | Preempt | Wait
+
+
+def gpu_type_of(model: str) -> str:
+    """Normalise a GPU model name to the family key used by interference data."""
+    low = model.lower()
+    for family in ("h200", "h100", "a100", "a10g", "l40s", "l4", "v100", "p100", "k80", "t4", "a10"):
+        if family in low:
+            return family
+    return low.replace(" ", "-") or "unknown"

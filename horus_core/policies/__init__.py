@@ -1,0 +1,41 @@
+"""Scheduling policies, all behind :class:`horus_core.policies.base.Policy`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from horus_core.errors import InvalidArgument
+from horus_core.policies.base import Policy
+from horus_core.policies.fifo import FifoPolicy
+
+if TYPE_CHECKING:
+    from horus_core.interference import InterferenceModel
+
+# A factory gets the interference model to use (None: the packaged default) and returns a policy.
+Factory = Callable[["InterferenceModel | None"], Policy]
+
+_FACTORIES: dict[str, Factory] = {
+    "fifo": lambda _model: FifoPolicy(),
+}
+
+
+def register(name: str, factory: Factory) -> None:
+    _FACTORIES[name] = factory
+
+
+def policy_names() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def make_policy(name: str, interference: InterferenceModel | None = None) -> Policy:
+    try:
+        factory = _FACTORIES[name]
+    except KeyError:
+        raise InvalidArgument(
+            "policy", f"unknown policy {name!r}; choose one of {', '.join(policy_names())}"
+        ) from None
+    return factory(interference)
+
+
+__all__ = ["Policy", "make_policy", "policy_names", "register"]

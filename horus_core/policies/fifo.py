@@ -1,0 +1,39 @@
+"""``fifo``: exclusive GPUs in arrival order, what Kubernetes and Slurm do. The baseline.
+
+A job gets whole GPUs that nobody else uses, all on one node (a gang: all or none). Jobs are
+served in arrival order; one that does not fit waits with a reason and later jobs may pass it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from horus_core.model import Action, Assign, ClusterSnapshot, Wait
+from horus_core.policies.base import arrival_order, busy_gpu_uuids, gpus_by_node
+
+
+@dataclass
+class FifoPolicy:
+    name: str = "fifo"
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        busy = busy_gpu_uuids(snapshot.jobs)
+        free = {
+            node: [g.uuid for g in gpus if g.uuid not in busy]
+            for node, gpus in gpus_by_node(snapshot).items()
+        }
+        actions: list[Action] = []
+        for job in arrival_order(snapshot.pending()):
+            need = job.spec.gpus
+            # Best fit: the node with the fewest free GPUs that still holds the whole gang.
+            fits = [(len(uuids), node) for node, uuids in free.items() if len(uuids) >= need]
+            if not fits:
+                largest = max((len(u) for u in free.values()), default=0)
+                actions.append(
+                    Wait(job.id, f"needs {need} free GPU(s) on one node, largest free set is {largest}")
+                )
+                continue
+            _, node = min(fits)
+            chosen, free[node] = free[node][:need], free[node][need:]
+            actions.append(Assign(job.id, node, tuple(chosen)))
+        return actions

@@ -1,0 +1,222 @@
+"""Conversions between the model (frozen dataclasses) and the wire (protobuf), and the one
+place where :class:`horus_core.errors.HorusError` maps to gRPC status codes and back."""
+
+from __future__ import annotations
+
+import grpc
+
+from horus_core import errors
+from horus_core.gen import types_pb2 as pb
+from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState, ProfileHints
+
+# ------------------------------------------------------------------------------------ enums
+
+_JOB_STATE_TO_PB = {
+    JobState.PENDING: pb.JOB_STATE_PENDING,
+    JobState.ASSIGNED: pb.JOB_STATE_ASSIGNED,
+    JobState.RUNNING: pb.JOB_STATE_RUNNING,
+    JobState.SUCCEEDED: pb.JOB_STATE_SUCCEEDED,
+    JobState.FAILED: pb.JOB_STATE_FAILED,
+    JobState.CANCELLED: pb.JOB_STATE_CANCELLED,
+}
+_JOB_STATE_FROM_PB = {v: k for k, v in _JOB_STATE_TO_PB.items()}
+_NODE_STATE_TO_PB = {
+    NodeState.READY: pb.NODE_STATE_READY,
+    NodeState.LOST: pb.NODE_STATE_LOST,
+    NodeState.DRAINING: pb.NODE_STATE_DRAINING,
+}
+_NODE_STATE_FROM_PB = {v: k for k, v in _NODE_STATE_TO_PB.items()}
+
+
+def job_state_to_pb(state: JobState) -> pb.JobState.ValueType:
+    return _JOB_STATE_TO_PB[state]
+
+
+def job_state_from_pb(value: int, field: str = "state") -> JobState:
+    try:
+        return _JOB_STATE_FROM_PB[value]  # type: ignore[index]
+    except KeyError:
+        raise errors.InvalidArgument(field, f"unknown job state value {value}") from None
+
+
+def node_state_from_pb(value: int) -> NodeState:
+    try:
+        return _NODE_STATE_FROM_PB[value]  # type: ignore[index]
+    except KeyError:
+        raise errors.InvalidArgument("state", f"unknown node state value {value}") from None
+
+
+# ------------------------------------------------------------------------------------- spec
+
+
+def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
+    hints = pb.ProfileHints()
+    if spec.hints.util_avg is not None:
+        hints.util_avg = spec.hints.util_avg
+    if spec.hints.util_peak is not None:
+        hints.util_peak = spec.hints.util_peak
+    if spec.hints.mem_mib is not None:
+        hints.mem_mib = spec.hints.mem_mib
+    return pb.JobSpec(
+        command=list(spec.command),
+        gpus=spec.gpus,
+        name=spec.name,
+        owner=spec.owner,
+        job_type=spec.job_type,
+        image=spec.image,
+        env=[pb.EnvVar(key=k, value=v) for k, v in spec.env],
+        workdir=spec.workdir,
+        exclusive=spec.exclusive,
+        priority=spec.priority,
+        hints=hints,
+        cpus=spec.cpus,
+        memory_mib=spec.memory_mib,
+        mounts=list(spec.mounts),
+        total_steps=spec.total_steps,
+    )
+
+
+def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
+    h = msg.hints
+    return JobSpec(
+        command=tuple(msg.command),
+        gpus=msg.gpus,
+        name=msg.name,
+        owner=msg.owner,
+        job_type=msg.job_type,
+        image=msg.image,
+        env=tuple((e.key, e.value) for e in msg.env),
+        workdir=msg.workdir,
+        exclusive=msg.exclusive,
+        priority=msg.priority,
+        hints=ProfileHints(
+            util_avg=h.util_avg if h.HasField("util_avg") else None,
+            util_peak=h.util_peak if h.HasField("util_peak") else None,
+            mem_mib=h.mem_mib if h.HasField("mem_mib") else None,
+        ),
+        cpus=msg.cpus,
+        memory_mib=msg.memory_mib,
+        mounts=tuple(msg.mounts),
+        total_steps=msg.total_steps,
+    )
+
+
+# -------------------------------------------------------------------------------------- job
+
+
+def job_to_pb(job: Job) -> pb.Job:
+    msg = pb.Job(
+        id=job.id,
+        spec=spec_to_pb(job.spec),
+        state=job_state_to_pb(job.state),
+        attempt=job.attempt,
+        submitted_at=job.submitted_at,
+        updated_at=job.updated_at,
+        node=job.node,
+        gpus=list(job.gpus),
+        reason=job.reason,
+        predicted_slowdown=job.predicted_slowdown,
+    )
+    if job.started_at is not None:
+        msg.started_at = job.started_at
+    if job.finished_at is not None:
+        msg.finished_at = job.finished_at
+    if job.exit_code is not None:
+        msg.exit_code = job.exit_code
+    return msg
+
+
+def job_from_pb(msg: pb.Job) -> Job:
+    return Job(
+        id=msg.id,
+        spec=spec_from_pb(msg.spec),
+        state=job_state_from_pb(msg.state),
+        attempt=msg.attempt,
+        submitted_at=msg.submitted_at,
+        updated_at=msg.updated_at,
+        started_at=msg.started_at if msg.HasField("started_at") else None,
+        finished_at=msg.finished_at if msg.HasField("finished_at") else None,
+        node=msg.node,
+        gpus=tuple(msg.gpus),
+        reason=msg.reason,
+        exit_code=msg.exit_code if msg.HasField("exit_code") else None,
+        predicted_slowdown=msg.predicted_slowdown,
+    )
+
+
+# ---------------------------------------------------------------------------- nodes and GPUs
+
+
+def gpu_to_pb(gpu: Gpu) -> pb.Gpu:
+    return pb.Gpu(
+        uuid=gpu.uuid,
+        node=gpu.node,
+        index=gpu.index,
+        model=gpu.model,
+        memory_mib=gpu.memory_mib,
+        gpu_type=gpu.gpu_type,
+        healthy=gpu.healthy,
+    )
+
+
+def gpu_from_pb(msg: pb.Gpu, node: str | None = None) -> Gpu:
+    return Gpu(
+        uuid=msg.uuid,
+        node=node if node is not None else msg.node,
+        index=msg.index,
+        model=msg.model,
+        memory_mib=msg.memory_mib,
+        gpu_type=msg.gpu_type,
+        healthy=msg.healthy,
+    )
+
+
+def node_to_pb(node: Node) -> pb.Node:
+    return pb.Node(
+        name=node.name,
+        state=_NODE_STATE_TO_PB[node.state],
+        gpus=[gpu_to_pb(g) for g in node.gpus],
+        last_seen=node.last_seen,
+    )
+
+
+def node_from_pb(msg: pb.Node) -> Node:
+    return Node(
+        name=msg.name,
+        state=node_state_from_pb(msg.state),
+        gpus=tuple(gpu_from_pb(g, msg.name) for g in msg.gpus),
+        last_seen=msg.last_seen,
+    )
+
+
+# ---------------------------------------------------------------------------- error mapping
+
+_ERROR_CODES: tuple[tuple[type[errors.HorusError], grpc.StatusCode], ...] = (
+    (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
+    (errors.FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
+)
+
+
+def status_code_for(exc: errors.HorusError) -> grpc.StatusCode:
+    for cls, code in _ERROR_CODES:
+        if isinstance(exc, cls):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def error_from_status(code: grpc.StatusCode, details: str) -> errors.HorusError:
+    """Turn a gRPC status received by a client back into the matching HorusError."""
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        field, _, message = details.partition(": ")
+        return errors.InvalidArgument(field, message) if message else errors.InvalidArgument("request", details)
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return errors.Unavailable(details)
+    for cls, known in _ERROR_CODES:
+        if known is code:
+            return cls(details)
+    return errors.HorusError(f"{code.name}: {details}")

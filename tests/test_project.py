@@ -1,0 +1,49 @@
+"""Project-level guards: generated code is fresh, import contracts hold, the public surface is pinned."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BIN = pathlib.Path(sys.executable).parent
+
+
+def test_generated_code_is_fresh(tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "gen"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_proto.py"), "--out", str(out)],
+        check=True, env=env, capture_output=True,
+    )
+    committed = ROOT / "horus_core" / "gen"
+    fresh = sorted(p.name for p in out.iterdir())
+    assert fresh == sorted(p.name for p in committed.iterdir() if p.suffix in (".py", ".pyi")), (
+        "horus_core/gen has other files than the generator makes: run `make proto`"
+    )
+    cmp = filecmp.cmpfiles(out, committed, fresh, shallow=False)
+    assert cmp[1] == [] and cmp[2] == [], f"stale generated code {cmp[1] + cmp[2]}: run `make proto`"
+
+
+def test_import_contracts_hold() -> None:
+    result = subprocess.run([str(BIN / "lint-imports")], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_pure_core_imports_without_grpc() -> None:
+    code = (
+        "import sys; import horus_core.model, horus_core.policies, horus_core.validation;"
+        "bad = [m for m in ('grpc', 'aiosqlite', 'pynvml', 'aiodocker') if m in sys.modules];"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_public_sdk_surface() -> None:
+    import horus_core
+
+    assert set(horus_core.__all__) == {"HorusClient", "SyncHorusClient", "__version__"}
+    assert callable(horus_core.HorusClient.connect)

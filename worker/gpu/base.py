@@ -1,0 +1,64 @@
+"""The GPU probe seam: NVML on a real host, a simulation on a laptop or in CI."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from horus_core.model import JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    uuid: str
+    index: int
+    model: str
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    uuid: str
+    util_sm: float  # %
+    util_mem: float  # %
+    mem_used_mib: int
+    mem_total_mib: int
+    temperature_c: float = 0.0
+    power_w: float = 0.0
+    ecc_errors: int = 0
+    xid_events: tuple[int, ...] = ()
+    healthy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessReading:
+    """One process's use of one GPU."""
+
+    pid: int
+    gpu_uuid: str
+    mem_used_mib: int
+    util_sm: float | None = None  # None where NVML gives no per-process samples
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeTarget:
+    """A running attempt as the probe needs to see it: its processes, GPUs and workload."""
+
+    job_id: str
+    attempt: int
+    pids: tuple[int, ...]
+    gpu_uuids: tuple[str, ...]
+    spec: JobSpec
+
+
+class GpuProbe(Protocol):
+    """Implementations run blocking calls in a thread; every method is safe on the event loop."""
+
+    async def gpus(self) -> list[GpuInfo]: ...
+
+    async def read(
+        self, running: Sequence[ProbeTarget]
+    ) -> tuple[list[GpuReading], list[ProcessReading]]: ...
+
+    async def close(self) -> None: ...
