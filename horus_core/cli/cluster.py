@@ -1,0 +1,100 @@
+"""``hctl nodes``, ``hctl gpus``, ``hctl profiles`` and ``hctl info``."""
+
+from __future__ import annotations
+
+import argparse
+
+from horus_core.cli import output as fmt
+from horus_core.cli.base import Subparsers, add_command
+from horus_core.cli.output import Output
+from horus_core.cli.records import gpu_status_record, node_record, profile_record
+from horus_core.client import GpuStatus, HorusClient
+
+
+def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    add_command(sub, "nodes", list_nodes, common, "list worker nodes and their GPUs")
+    add_command(sub, "gpus", list_gpus, common, "list GPUs with live readings and the jobs on them")
+    add_command(sub, "profiles", list_profiles, common, "what the master has learned per job type")
+    add_command(sub, "info", cluster_info, common, "master version, policy and largest node")
+
+
+async def list_nodes(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    nodes = sorted(await client.nodes(), key=lambda n: n.name)
+    if out.json:
+        out.dump([node_record(n) for n in nodes])
+        return 0
+    rows = []
+    for n in nodes:
+        models = ", ".join(sorted({g.model for g in n.gpus})) or "-"
+        healthy = sum(1 for g in n.gpus if g.healthy)
+        rows.append((n.name, n.state.value, f"{healthy}/{len(n.gpus)}", models, fmt.age(n.last_seen)))
+    out.table(("NAME", "STATE", "GPUS (HEALTHY/ALL)", "MODEL", "LAST SEEN"), rows)
+    return 0
+
+
+async def list_gpus(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    statuses = sort_gpus(await client.gpus())
+    if out.json:
+        out.dump([gpu_status_record(s) for s in statuses])
+        return 0
+    out.table(
+        ("NODE", "IDX", "UUID", "MODEL", "UTIL", "MEMORY", "TEMP", "HEALTH", "JOBS"),
+        [gpu_row(s) for s in statuses],
+    )
+    return 0
+
+
+def sort_gpus(statuses: list[GpuStatus]) -> list[GpuStatus]:
+    return sorted(statuses, key=lambda s: (s.gpu.node, s.gpu.index))
+
+
+def gpu_row(s: GpuStatus) -> tuple[object, ...]:
+    total = s.stats.mem_total_mib or s.gpu.memory_mib
+    healthy = s.gpu.healthy and s.stats.healthy
+    return (
+        s.gpu.node,
+        s.gpu.index,
+        s.gpu.uuid,
+        s.gpu.model,
+        fmt.pct(s.stats.util_sm),
+        f"{fmt.mib(s.stats.mem_used_mib)}/{fmt.mib(total)}",
+        f"{s.stats.temperature_c:.0f}C",
+        "ok" if healthy else "UNHEALTHY",
+        ",".join(s.job_ids),
+    )
+
+
+async def list_profiles(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    profiles = sorted(await client.profiles(), key=lambda p: p.job_type)
+    if out.json:
+        out.dump([profile_record(p) for p in profiles])
+        return 0
+    rows = [
+        (
+            p.job_type,
+            fmt.pct(p.util_avg),
+            fmt.pct(p.util_peak),
+            fmt.mib(p.mem_mib),
+            p.samples,
+            len(p.co_speed),
+        )
+        for p in profiles
+    ]
+    out.table(("JOB TYPE", "UTIL AVG", "UTIL PEAK", "MEMORY", "SAMPLES", "KNOWN PAIRS"), rows)
+    return 0
+
+
+async def cluster_info(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    info = await client.cluster_info()
+    record = {
+        "master": client.target,
+        "version": info.version,
+        "policy": info.policy,
+        "max_gpus_per_node": info.max_gpus_per_node,
+    }
+    if out.json:
+        out.dump(record)
+    else:
+        labels = ("Master", "Version", "Policy", "Largest node (GPUs)")
+        out.line(fmt.render_fields(zip(labels, record.values(), strict=True)))
+    return 0

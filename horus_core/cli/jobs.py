@@ -1,0 +1,175 @@
+"""``hctl jobs``, ``hctl job ID``, ``hctl queue`` and ``hctl cancel ID``."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from horus_core.cli import output as fmt
+from horus_core.cli.base import ACTIVE_STATES, Subparsers, add_command, job_state
+from horus_core.cli.output import Output
+from horus_core.cli.records import job_gpu_stats_record, job_record
+from horus_core.client import GpuStatus, HorusClient, JobGpuStats
+from horus_core.model import Job, JobState
+
+REASON_WIDTH = 70
+
+
+def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = add_command(
+        sub, "jobs", list_jobs, common, "list jobs (pending and active ones unless told otherwise)"
+    )
+    p.add_argument(
+        "--state",
+        dest="states",
+        action="extend",
+        nargs="+",
+        type=job_state,
+        metavar="STATE",
+        help="only jobs in these states (repeatable)",
+    )
+    p.add_argument("--owner", help="only jobs of this owner")
+    p.add_argument("--all", action="store_true", help="include finished jobs")
+
+    p = add_command(sub, "job", show_job, common, "show one job in full, with its co-runners and GPU use")
+    p.add_argument("job_id", metavar="ID")
+
+    p = add_command(sub, "queue", show_queue, common, "pending jobs with their reasons, in queue order")
+    p.add_argument("--owner", help="only jobs of this owner")
+
+    p = add_command(sub, "cancel", cancel_job, common, "cancel a job")
+    p.add_argument("job_id", metavar="ID")
+    p.add_argument("--reason", default="", help="recorded with the cancellation")
+
+
+async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    states: tuple[JobState, ...] | None = ACTIVE_STATES
+    if args.states:
+        states = tuple(args.states)
+    elif args.all:
+        states = None
+    jobs = [job async for job in client.list(states=states, owner=args.owner)]
+    if out.json:
+        out.dump([job_record(j) for j in jobs])
+        return 0
+    rows = [
+        (
+            j.id,
+            j.spec.name,
+            j.state.value,
+            j.spec.gpus,
+            j.node,
+            fmt.age(j.submitted_at),
+            fmt.truncate(j.reason, REASON_WIDTH),
+        )
+        for j in jobs
+    ]
+    out.table(("ID", "NAME", "STATE", "GPUS", "NODE", "AGE", "REASON"), rows)
+    return 0
+
+
+async def show_queue(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    pending = [job async for job in client.list(states=(JobState.PENDING,), owner=args.owner)]
+    queue = queue_order(pending)
+    if out.json:
+        out.dump([{"position": i, **job_record(j)} for i, j in enumerate(queue, 1)])
+        return 0
+    rows = [
+        (i, j.id, j.spec.name, j.spec.owner, j.spec.gpus, j.spec.priority, fmt.age(j.submitted_at), j.reason)
+        for i, j in enumerate(queue, 1)
+    ]
+    out.table(("#", "ID", "NAME", "OWNER", "GPUS", "PRIO", "WAITING", "REASON"), rows)
+    return 0
+
+
+def queue_order(jobs: list[Job]) -> list[Job]:
+    """The order the policies serve pending jobs in (horus_core.policies.base.arrival_order)."""
+    return sorted(jobs, key=lambda j: (-j.spec.priority, j.submitted_at, j.id))
+
+
+async def cancel_job(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    job = await client.cancel(args.job_id, args.reason)
+    if out.json:
+        out.dump(job_record(job))
+    else:
+        out.line(f"{job.id} {job.state.value}")
+    return 0
+
+
+async def show_job(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    job = await client.get(args.job_id)
+    statuses = await client.gpus() if job.gpus and job.state.active else []
+    co_runners = co_runners_of(job, statuses)
+    usage = usage_of(job, statuses)
+    if out.json:
+        record = job_record(job)
+        record["co_runners"] = co_runners
+        record["gpu_stats"] = [job_gpu_stats_record(u) for u in usage]
+        out.dump(record)
+        return 0
+    out.line(fmt.render_fields(job_fields(job)))
+    if co_runners:
+        out.line("Co-runners:")
+        for uuid, ids in co_runners.items():
+            out.line(f"  {uuid}: {', '.join(ids) if ids else '(none)'}")
+    if usage:
+        out.line("GPU use:")
+        rows = [(u.gpu_uuid, u.attempt, fmt.pct(u.util_sm), fmt.mib(u.mem_used_mib)) for u in usage]
+        out.line(_indent(fmt.render_table(("GPU", "ATTEMPT", "UTIL", "MEM"), rows)))
+    return 0
+
+
+def job_fields(job: Job) -> list[tuple[str, object]]:
+    spec = job.spec
+    share = "exclusive" if spec.exclusive else "shared"
+    return [
+        ("ID", job.id),
+        ("Name", spec.name),
+        ("Owner", spec.owner),
+        ("Type", spec.job_type),
+        ("State", f"{job.state.value} (attempt {job.attempt})"),
+        ("Reason", job.reason),
+        ("Command", shlex.join(spec.command)),
+        ("Image", spec.image or "(none: runs as a process)"),
+        ("Requested", f"{spec.gpus} GPU(s), {share}, priority {spec.priority}"),
+        ("Hints", hints_text(job)),
+        ("Node", job.node),
+        ("GPUs", ", ".join(job.gpus)),
+        ("Predicted slowdown", f"{job.predicted_slowdown:.2f}"),
+        ("Submitted", fmt.timestamp(job.submitted_at)),
+        ("Started", fmt.timestamp(job.started_at)),
+        ("Finished", fmt.timestamp(job.finished_at)),
+        ("Exit code", job.exit_code),
+    ]
+
+
+def hints_text(job: Job) -> str:
+    h = job.spec.hints
+    if h.util_avg is None and h.util_peak is None and h.mem_mib is None:
+        return "(none)"
+    avg = "-" if h.util_avg is None else fmt.pct(h.util_avg)
+    peak = "-" if h.util_peak is None else fmt.pct(h.util_peak)
+    mem = "-" if h.mem_mib is None else f"{h.mem_mib} MiB"
+    return f"util avg {avg}, peak {peak}, memory {mem}"
+
+
+def co_runners_of(job: Job, statuses: list[GpuStatus]) -> dict[str, list[str]]:
+    """GPU UUID -> the other jobs on it, for each GPU of an active job."""
+    if not job.state.active:
+        return {}
+    by_uuid = {s.gpu.uuid: s for s in statuses}
+    return {
+        uuid: [other for other in by_uuid[uuid].job_ids if other != job.id] if uuid in by_uuid else []
+        for uuid in job.gpus
+    }
+
+
+def usage_of(job: Job, statuses: list[GpuStatus]) -> list[JobGpuStats]:
+    """What the current attempt of an active job uses on each of its GPUs."""
+    if not job.state.active:
+        return []
+    return [u for s in statuses for u in s.jobs if u.job_id == job.id and u.attempt == job.attempt]
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())

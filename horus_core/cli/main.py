@@ -1,0 +1,112 @@
+"""``hctl``: argument parsing, the connection, and the one place errors become exit codes.
+
+Exit codes: 0 success; 1 failure (including an unreachable master, and ``wait`` for a job that
+did not succeed); 2 bad input (usage errors and INVALID_ARGUMENT, whose message names the field);
+130 interrupted (Ctrl-C ends ``watch``, ``top`` and ``logs -f`` with 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from horus_core import __version__, errors
+from horus_core.cli import cluster, jobs, logs, submit, top, waiting
+from horus_core.cli.output import FORMATS, TABLE, Output
+from horus_core.client import DEFAULT_TARGET, HorusClient
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+_MODULES = (cluster, jobs, submit, waiting, logs, top)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hctl",
+        description="Command-line client of the Horus GPU cluster manager.",
+        epilog="Options -o/--master/--token/--rpc-timeout may also follow the command.",
+    )
+    parser.add_argument("--version", action="version", version=f"hctl {__version__}")
+    _global_options(parser, with_defaults=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, with_defaults=False)
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    for module in _MODULES:
+        module.register(sub, common)
+    return parser
+
+
+def _global_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> None:
+    """On the main parser with real defaults; on every command with none, so that an option given
+    after the command overrides the one before it and an absent one changes nothing."""
+
+    def default(value: object) -> object:
+        return value if with_defaults else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--master",
+        metavar="HOST:PORT",
+        default=default(os.environ.get("HORUS_MASTER") or DEFAULT_TARGET),
+        help=f"master address (env HORUS_MASTER, default {DEFAULT_TARGET})",
+    )
+    parser.add_argument(
+        "--token",
+        default=default(os.environ.get("HORUS_TOKEN") or None),
+        help="bearer token (env HORUS_TOKEN)",
+    )
+    parser.add_argument("-o", "--output", choices=FORMATS, default=default(TABLE), help="output format")
+    parser.add_argument(
+        "--rpc-timeout", type=float, default=default(10.0), metavar="SECONDS", help="deadline of each call"
+    )
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split at the first ``--``: what follows is the job's command (``hctl submit``)."""
+    if "--" in argv:
+        i = list(argv).index("--")
+        return list(argv[:i]), list(argv[i + 1 :])
+    return list(argv), []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    head, tail = split_command(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(head)
+    if tail and args.cmd != "submit":
+        parser.error("arguments after '--' are only taken by 'submit'")
+    args.command_argv = tail
+    try:
+        return asyncio.run(_run(args, Output(args.output)))
+    except errors.HorusError as exc:
+        return _fail(exc)
+    except KeyboardInterrupt:
+        return EXIT_OK if args.interrupt_ok else EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `hctl logs ID | head`
+        _silence_stdout()
+        return EXIT_OK
+
+
+async def _run(args: argparse.Namespace, out: Output) -> int:
+    async with HorusClient.connect(args.master, token=args.token, timeout=args.rpc_timeout) as client:
+        code: int = await args.func(client, args, out)
+        return code
+
+
+def _fail(exc: errors.HorusError) -> int:
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    print(f"hctl: error: {message}", file=sys.stderr)
+    return EXIT_USAGE if isinstance(exc, errors.InvalidArgument) else EXIT_FAILURE
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""Model objects -> plain JSON-able dicts for ``-o json``.
+
+These spellings are a contract that automation relies on; add keys, never rename them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from horus_core.client import GpuStatus, JobEvent, JobGpuStats, Profile
+from horus_core.model import Gpu, Job, Node
+
+Record = dict[str, Any]
+
+
+def job_record(job: Job) -> Record:
+    spec = job.spec
+    return {
+        "id": job.id,
+        "name": spec.name,
+        "owner": spec.owner,
+        "type": spec.job_type,
+        "state": job.state.value,
+        "attempt": job.attempt,
+        "node": job.node,
+        "gpus": list(job.gpus),  # GPU UUIDs of the current/last attempt
+        "gpus_requested": spec.gpus,
+        "exclusive": spec.exclusive,
+        "priority": spec.priority,
+        "reason": job.reason,
+        "predicted_slowdown": job.predicted_slowdown,
+        "submitted_at": job.submitted_at,
+        "updated_at": job.updated_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "exit_code": job.exit_code,
+        "command": list(spec.command),
+        "image": spec.image,
+        "hints": {
+            "util_avg": spec.hints.util_avg,
+            "util_peak": spec.hints.util_peak,
+            "mem_mib": spec.hints.mem_mib,
+        },
+    }
+
+
+def gpu_record(gpu: Gpu) -> Record:
+    return {
+        "uuid": gpu.uuid,
+        "index": gpu.index,
+        "model": gpu.model,
+        "memory_mib": gpu.memory_mib,
+        "gpu_type": gpu.gpu_type,
+        "healthy": gpu.healthy,
+    }
+
+
+def node_record(node: Node) -> Record:
+    return {
+        "name": node.name,
+        "state": node.state.value,
+        "last_seen": node.last_seen,
+        "gpus": [gpu_record(g) for g in sorted(node.gpus, key=lambda g: g.index)],
+    }
+
+
+def job_gpu_stats_record(stats: JobGpuStats) -> Record:
+    return {
+        "job_id": stats.job_id,
+        "attempt": stats.attempt,
+        "gpu_uuid": stats.gpu_uuid,
+        "util_sm": stats.util_sm,
+        "mem_used_mib": stats.mem_used_mib,
+    }
+
+
+def gpu_status_record(status: GpuStatus) -> Record:
+    s = status.stats
+    return {
+        **gpu_record(status.gpu),
+        "node": status.gpu.node,
+        "util_sm": s.util_sm,
+        "util_mem": s.util_mem,
+        "mem_used_mib": s.mem_used_mib,
+        "mem_total_mib": s.mem_total_mib,
+        "temperature_c": s.temperature_c,
+        "power_w": s.power_w,
+        "ecc_errors": s.ecc_errors,
+        "xid_events": list(s.xid_events),
+        "stats_healthy": s.healthy,
+        "job_ids": list(status.job_ids),
+        "jobs": [job_gpu_stats_record(j) for j in status.jobs],
+    }
+
+
+def event_record(event: JobEvent) -> Record:
+    return {
+        "at": event.at,
+        "previous_state": event.previous_state.value if event.previous_state else None,
+        "state": event.job.state.value,
+        "reason": event.reason,
+        "job": job_record(event.job),
+    }
+
+
+def profile_record(profile: Profile) -> Record:
+    return {
+        "job_type": profile.job_type,
+        "util_avg": profile.util_avg,
+        "util_peak": profile.util_peak,
+        "mem_mib": profile.mem_mib,
+        "samples": profile.samples,
+        "co_speed": dict(profile.co_speed),
+    }

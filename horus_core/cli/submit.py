@@ -1,0 +1,86 @@
+"""``hctl submit --gpus N [options] -- CMD [ARGS...]``: prints only the new job's id."""
+
+from __future__ import annotations
+
+import argparse
+
+from horus_core.cli.base import Subparsers, add_command
+from horus_core.cli.output import Output
+from horus_core.cli.records import job_record
+from horus_core.client import HorusClient
+from horus_core.errors import InvalidArgument
+from horus_core.model import JobSpec, ProfileHints
+from horus_core.validation import validate_spec
+
+
+def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    p = add_command(sub, "submit", submit_job, common, "submit a job; prints its id")
+    p.usage = "hctl submit --gpus N [options] -- CMD [ARGS...]"
+    p.add_argument("--gpus", type=int, required=True, metavar="N", help="number of GPUs (all on one node)")
+    p.add_argument("--name", default="")
+    p.add_argument(
+        "--type",
+        dest="job_type",
+        default="",
+        metavar="JOB_TYPE",
+        help='workload signature, e.g. "ResNet-18 (batch size 32)"',
+    )
+    p.add_argument("--image", default="", help="run in this Docker image (default: a plain process)")
+    p.add_argument(
+        "--env", action="extend", nargs="+", default=[], metavar="K=V", help="environment (repeatable)"
+    )
+    p.add_argument("--workdir", default="")
+    p.add_argument("--exclusive", action="store_true", help="never share its GPUs")
+    p.add_argument("--priority", type=int, default=0)
+    p.add_argument("--util-avg", type=float, metavar="PCT", help="expected average GPU utilisation, %%")
+    p.add_argument("--util-peak", type=float, metavar="PCT", help="expected peak GPU utilisation, %%")
+    p.add_argument("--mem-mib", type=int, metavar="MIB", help="expected GPU memory use")
+    p.add_argument("--cpus", type=float, default=0.0, help="container CPU limit (0: none)")
+    p.add_argument("--memory-mib", type=int, default=0, help="container memory limit (0: none)")
+    p.add_argument("--mount", dest="mounts", action="append", default=[], metavar="HOST:CONTAINER[:ro]")
+    p.add_argument("--request-id", default=None, help="idempotency key (default: a fresh uuid)")
+    p.add_argument("argv", nargs="*", metavar="CMD", help=argparse.SUPPRESS)
+
+
+def build_spec(args: argparse.Namespace) -> JobSpec:
+    """The spec the arguments describe, validated here first so mistakes fail fast (exit 2)."""
+    command: list[str] = list(args.command_argv)
+    if args.argv and command:
+        raise InvalidArgument("command", f"unexpected arguments before '--': {' '.join(args.argv)}")
+    command = command or list(args.argv)
+    if not command:
+        raise InvalidArgument(
+            "command", "missing; give it after '--', e.g. hctl submit --gpus 1 -- python train.py"
+        )
+    spec = JobSpec(
+        command=tuple(command),
+        gpus=args.gpus,
+        name=args.name,
+        job_type=args.job_type,
+        image=args.image,
+        env=tuple(parse_env(item) for item in args.env),
+        workdir=args.workdir,
+        exclusive=args.exclusive,
+        priority=args.priority,
+        hints=ProfileHints(util_avg=args.util_avg, util_peak=args.util_peak, mem_mib=args.mem_mib),
+        cpus=args.cpus,
+        memory_mib=args.memory_mib,
+        mounts=tuple(args.mounts),
+    )
+    return validate_spec(spec)
+
+
+def parse_env(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise InvalidArgument("env", f"expected KEY=VALUE, got {item!r}")
+    return key, value
+
+
+async def submit_job(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    job = await client.submit(build_spec(args), request_id=args.request_id)
+    if out.json:
+        out.dump(job_record(job))
+    else:
+        out.line(job.id)
+    return 0

@@ -1,0 +1,257 @@
+"""The asyncio SDK: :class:`HorusClient`."""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Self, TypedDict, TypeVar
+
+import grpc
+import grpc.aio
+
+from horus_core import __version__, errors, wire
+from horus_core.client import _convert
+from horus_core.client._rpc import NO_RETRY, RetryPolicy, call_with_retry, map_rpc_error
+from horus_core.client._views import ClusterInfo, GpuStatus, JobEvent, JobPage, LogChunk, Profile
+from horus_core.client._wait import wait_for_terminal
+from horus_core.gen import client_pb2 as cpb
+from horus_core.gen import client_pb2_grpc
+from horus_core.gen import types_pb2 as pb
+from horus_core.model import Job, JobSpec, JobState, Node
+
+T = TypeVar("T")
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+DEFAULT_PAGE_SIZE = 100
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+_CHANNEL_OPTIONS: tuple[tuple[str, int | str], ...] = (
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    # Reconnect quickly after a master restart, so the bounded retries can get through.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.primary_user_agent", f"horus-sdk/{__version__}"),
+)
+
+
+class HorusClient:
+    """Async client of the Horus master.
+
+    >>> async with HorusClient.connect("127.0.0.1:50051", token=None) as c:   # doctest: +SKIP
+    ...     job = await c.submit(JobSpec(command=("python", "train.py"), gpus=1))
+    ...     job = await c.wait(job.id)
+
+    Every unary call has a deadline of ``timeout`` seconds; reads and submits are retried on
+    UNAVAILABLE / DEADLINE_EXCEEDED (bounded, see :class:`RetryPolicy`). Failures surface as
+    :class:`horus_core.errors.HorusError` subclasses.
+    """
+
+    def __init__(
+        self,
+        channel: grpc.aio.Channel,
+        target: str,
+        *,
+        token: str | None = None,
+        timeout: float | None = 10.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self._channel = channel
+        self._stub = client_pb2_grpc.HorusServiceStub(channel)
+        self._target = target
+        self._timeout = timeout
+        self._retry = retry if retry is not None else RetryPolicy()
+        self._metadata = _auth_metadata(token)
+
+    @classmethod
+    def connect(
+        cls,
+        target: str = DEFAULT_TARGET,
+        token: str | None = None,
+        timeout: float | None = 10.0,
+        *,
+        retry: RetryPolicy | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> HorusClient:
+        """Open a channel to the master at ``host:port`` (lazily: nothing is sent until a call).
+
+        ``credentials`` (e.g. ``grpc.ssl_channel_credentials(ca)``) switches the channel to TLS.
+        Use as ``async with HorusClient.connect(...) as c`` or call :meth:`close`.
+        """
+        _auth_metadata(token)  # reject a malformed token before a channel exists
+        if credentials is None:
+            channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        else:
+            channel = grpc.aio.secure_channel(target, credentials, options=_CHANNEL_OPTIONS)
+        return cls(channel, target, token=token, timeout=timeout, retry=retry)
+
+    @property
+    def target(self) -> str:
+        return self._target
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return self._retry
+
+    async def close(self) -> None:
+        await self._channel.close(None)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------------------ jobs
+
+    async def submit(self, spec: JobSpec, request_id: str | None = None) -> Job:
+        """Submit a job. Retried with the same ``request_id`` (a fresh uuid4 when None), so a
+        retry returns the job the first attempt created instead of making a second one."""
+        req = cpb.SubmitJobRequest(request_id=request_id or str(uuid.uuid4()), spec=wire.spec_to_pb(spec))
+        resp = await self._unary(lambda: self._stub.SubmitJob(req, **self._opts()))
+        return wire.job_from_pb(resp.job)
+
+    async def get(self, job_id: str) -> Job:
+        req = cpb.GetJobRequest(job_id=job_id)
+        return wire.job_from_pb(await self._unary(lambda: self._stub.GetJob(req, **self._opts())))
+
+    async def list_page(
+        self,
+        states: Iterable[JobState] | None = None,
+        owner: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        page_token: str = "",
+    ) -> JobPage:
+        """One page of jobs (all states when ``states`` is None or empty)."""
+        req = cpb.ListJobsRequest(
+            states=[wire.job_state_to_pb(s) for s in states or ()],
+            owner=owner or "",
+            page_size=page_size,
+            page_token=page_token,
+        )
+        return _convert.job_page_from_pb(await self._unary(lambda: self._stub.ListJobs(req, **self._opts())))
+
+    async def list(
+        self,
+        states: Iterable[JobState] | None = None,
+        owner: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> AsyncGenerator[Job, None]:
+        """Every matching job, fetching page after page as the caller iterates."""
+        wanted = tuple(states or ())
+        token = ""
+        while True:
+            page = await self.list_page(wanted, owner, page_size, token)
+            for job in page.jobs:
+                yield job
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def cancel(self, job_id: str, reason: str = "") -> Job:
+        """Cancel a job (not retried: a blind retry could report an error for a cancel that worked)."""
+        req = cpb.CancelJobRequest(job_id=job_id, reason=reason)
+        return wire.job_from_pb(
+            await self._unary(lambda: self._stub.CancelJob(req, **self._opts()), NO_RETRY)
+        )
+
+    async def watch(self, job_id: str | None = None) -> AsyncGenerator[JobEvent, None]:
+        """Every state change from now on, of one job or (``job_id`` None) of all visible jobs.
+
+        The stream stays open until the generator is closed: leave it early through
+        ``contextlib.aclosing(client.watch())`` (or ``await gen.aclose()``).
+        """
+        async for msg in self._stream(self._watch_call(job_id)):
+            yield _convert.job_event_from_pb(msg)
+
+    async def log_chunks(
+        self, job_id: str, attempt: int = 0, follow: bool = False, offset: int = 0
+    ) -> AsyncGenerator[LogChunk, None]:
+        """Output of an attempt (0 = latest) as chunks with their offsets."""
+        req = cpb.GetLogsRequest(job_id=job_id, attempt=attempt, follow=follow, offset=offset)
+        async for msg in self._stream(self._stub.GetLogs(req, metadata=self._metadata)):
+            yield _convert.log_chunk_from_pb(msg)
+
+    async def logs(
+        self, job_id: str, attempt: int = 0, follow: bool = False, offset: int = 0
+    ) -> AsyncGenerator[bytes, None]:
+        """Output (stdout + stderr) of an attempt (0 = latest); ``follow`` keeps streaming."""
+        async for chunk in self.log_chunks(job_id, attempt, follow, offset):
+            yield chunk.data
+
+    async def wait(
+        self,
+        job_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (the public API takes a plain timeout)
+        *,
+        poll_interval: float = 5.0,
+    ) -> Job:
+        """Return the job once it is SUCCEEDED, FAILED or CANCELLED.
+
+        Watches the job and re-reads it every ``poll_interval`` seconds, so a change that happens
+        between the read and the start of the watch is never missed; a broken watch is reopened.
+        Raises :class:`TimeoutError` after ``timeout`` seconds (None: wait forever).
+        """
+        return await wait_for_terminal(self, job_id, timeout, poll_interval)
+
+    # --------------------------------------------------------------------------- cluster
+
+    async def nodes(self) -> builtins.list[Node]:
+        resp = await self._unary(lambda: self._stub.ListNodes(cpb.ListNodesRequest(), **self._opts()))
+        return [wire.node_from_pb(n) for n in resp.nodes]
+
+    async def gpus(self) -> builtins.list[GpuStatus]:
+        resp = await self._unary(lambda: self._stub.ListGpus(cpb.ListGpusRequest(), **self._opts()))
+        return [_convert.gpu_status_from_pb(g) for g in resp.gpus]
+
+    async def profiles(self) -> builtins.list[Profile]:
+        resp = await self._unary(lambda: self._stub.ListProfiles(cpb.ListProfilesRequest(), **self._opts()))
+        return [_convert.profile_from_pb(p) for p in resp.profiles]
+
+    async def cluster_info(self) -> ClusterInfo:
+        req = cpb.GetClusterInfoRequest()
+        return _convert.cluster_info_from_pb(
+            await self._unary(lambda: self._stub.GetClusterInfo(req, **self._opts()))
+        )
+
+    # --------------------------------------------------------------------------- helpers
+
+    def _watch_call(self, job_id: str | None) -> grpc.aio.UnaryStreamCall[cpb.WatchJobsRequest, pb.JobEvent]:
+        return self._stub.WatchJobs(cpb.WatchJobsRequest(job_id=job_id or ""), metadata=self._metadata)
+
+    def _opts(self) -> _CallOptions:
+        return {"timeout": self._timeout, "metadata": self._metadata}
+
+    async def _unary(self, attempt: Callable[[], Awaitable[T]], retry: RetryPolicy | None = None) -> T:
+        policy = retry if retry is not None else self._retry
+        return await call_with_retry(attempt, policy=policy, target=self._target, rpc_timeout=self._timeout)
+
+    async def _stream(self, call: grpc.aio.UnaryStreamCall[Any, T]) -> AsyncGenerator[T, None]:
+        try:
+            async for msg in call:
+                yield msg
+        except grpc.aio.AioRpcError as exc:
+            raise map_rpc_error(exc, self._target, None) from exc
+        finally:
+            call.cancel()
+
+
+def _auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    token = (token or "").strip()
+    if not token:
+        return ()
+    if not all("!" <= ch <= "~" for ch in token):
+        raise errors.InvalidArgument("token", "must be printable ASCII without spaces")
+    return (("authorization", f"Bearer {token}"),)
+
+
+class _CallOptions(TypedDict):
+    timeout: float | None
+    metadata: tuple[tuple[str, str], ...]
+
+
+__all__: Sequence[str] = ["DEFAULT_TARGET", "HorusClient"]

@@ -1,0 +1,83 @@
+"""Protobuf -> view converters that :mod:`horus_core.wire` does not (yet) provide."""
+
+from __future__ import annotations
+
+from horus_core import wire
+from horus_core.client._views import (
+    ClusterInfo,
+    GpuStats,
+    GpuStatus,
+    JobEvent,
+    JobGpuStats,
+    JobPage,
+    LogChunk,
+    Profile,
+)
+from horus_core.gen import client_pb2 as cpb
+from horus_core.gen import types_pb2 as pb
+from horus_core.model import JobState
+
+
+def gpu_stats_from_pb(msg: pb.GpuStats, uuid: str) -> GpuStats:
+    return GpuStats(
+        uuid=msg.uuid or uuid,
+        util_sm=msg.util_sm,
+        util_mem=msg.util_mem,
+        mem_used_mib=msg.mem_used_mib,
+        mem_total_mib=msg.mem_total_mib,
+        temperature_c=msg.temperature_c,
+        power_w=msg.power_w,
+        ecc_errors=msg.ecc_errors,
+        xid_events=tuple(msg.xid_events),
+        healthy=msg.healthy,
+    )
+
+
+def job_gpu_stats_from_pb(msg: pb.JobGpuStats) -> JobGpuStats:
+    return JobGpuStats(
+        job_id=msg.job_id,
+        attempt=msg.attempt,
+        gpu_uuid=msg.gpu_uuid,
+        util_sm=msg.util_sm,
+        mem_used_mib=msg.mem_used_mib,
+    )
+
+
+def gpu_status_from_pb(msg: pb.GpuStatus) -> GpuStatus:
+    gpu = wire.gpu_from_pb(msg.gpu)
+    return GpuStatus(
+        gpu=gpu,
+        stats=gpu_stats_from_pb(msg.stats, gpu.uuid),
+        job_ids=tuple(msg.job_ids),
+        jobs=tuple(job_gpu_stats_from_pb(j) for j in msg.jobs),
+    )
+
+
+def job_event_from_pb(msg: pb.JobEvent) -> JobEvent:
+    previous: JobState | None = None
+    if msg.previous_state != pb.JOB_STATE_UNSPECIFIED:
+        previous = wire.job_state_from_pb(msg.previous_state, "previous_state")
+    return JobEvent(job=wire.job_from_pb(msg.job), previous_state=previous, at=msg.at, reason=msg.reason)
+
+
+def profile_from_pb(msg: pb.Profile) -> Profile:
+    return Profile(
+        job_type=msg.job_type,
+        util_avg=msg.util_avg,
+        util_peak=msg.util_peak,
+        mem_mib=msg.mem_mib,
+        samples=msg.samples,
+        co_speed=dict(msg.co_speed),
+    )
+
+
+def log_chunk_from_pb(msg: cpb.LogChunk) -> LogChunk:
+    return LogChunk(job_id=msg.job_id, attempt=msg.attempt, offset=msg.offset, data=msg.data)
+
+
+def cluster_info_from_pb(msg: cpb.ClusterInfo) -> ClusterInfo:
+    return ClusterInfo(version=msg.version, policy=msg.policy, max_gpus_per_node=msg.max_gpus_per_node)
+
+
+def job_page_from_pb(msg: cpb.ListJobsResponse) -> JobPage:
+    return JobPage(jobs=tuple(wire.job_from_pb(j) for j in msg.jobs), next_page_token=msg.next_page_token)

@@ -1,0 +1,95 @@
+"""Read-only views returned by the SDK for the things the core model does not cover.
+
+Jobs and nodes come back as :class:`horus_core.model.Job` and :class:`horus_core.model.Node`;
+everything else the client plane returns (live GPU readings, job events, profiles, log chunks,
+cluster info, a page of jobs) is one of the small frozen dataclasses below. None of them is a
+protobuf message, so callers never depend on the generated code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from horus_core.model import Gpu, Job, JobState
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStats:
+    """Live readings of one GPU (NVML or the simulated probe)."""
+
+    uuid: str
+    util_sm: float = 0.0  # %
+    util_mem: float = 0.0  # %
+    mem_used_mib: int = 0
+    mem_total_mib: int = 0
+    temperature_c: float = 0.0
+    power_w: float = 0.0
+    ecc_errors: int = 0
+    xid_events: tuple[int, ...] = ()
+    healthy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class JobGpuStats:
+    """What one attempt of one job uses on one GPU."""
+
+    job_id: str
+    attempt: int
+    gpu_uuid: str
+    util_sm: float = 0.0
+    mem_used_mib: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStatus:
+    """A GPU as the cluster sees it now: identity, live readings and the attempts on it."""
+
+    gpu: Gpu
+    stats: GpuStats
+    job_ids: tuple[str, ...] = ()
+    jobs: tuple[JobGpuStats, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One state change of a job; ``previous_state`` is None for a newly submitted job."""
+
+    job: Job
+    previous_state: JobState | None
+    at: float
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What the master has learned about a workload signature (``job_type``)."""
+
+    job_type: str
+    util_avg: float
+    util_peak: float
+    mem_mib: int
+    samples: int
+    co_speed: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LogChunk:
+    job_id: str
+    attempt: int
+    offset: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    version: str
+    policy: str
+    max_gpus_per_node: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """One page of :meth:`HorusClient.list_page`; ``next_page_token`` is empty on the last page."""
+
+    jobs: tuple[Job, ...]
+    next_page_token: str = ""

@@ -1,0 +1,352 @@
+"""hctl against the fake master: real subprocesses for the contract, in-process for the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from test_client_fake import FakeMaster, ThreadedFakeMaster
+
+from horus_core.cli.main import main
+from horus_core.model import JobSpec, JobState
+
+
+@pytest.fixture
+def server() -> Iterator[ThreadedFakeMaster]:
+    with ThreadedFakeMaster(FakeMaster()).running() as srv:
+        yield srv
+
+
+def hctl(server: ThreadedFakeMaster | None, *args: str, master: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HORUS_MASTER": master or (server.address if server else "")}
+    env.pop("HORUS_TOKEN", None)
+    return subprocess.run(
+        [sys.executable, "-m", "horus_core.cli", *args], capture_output=True, text=True, env=env, timeout=30
+    )
+
+
+def run(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["--master", server.address, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def add(server: ThreadedFakeMaster, **kw: object) -> str:
+    job = server.call(lambda: server.fake.add_job(**kw))  # type: ignore[arg-type]
+    return job.id
+
+
+# ----------------------------------------------------------------- the contract (subprocess)
+
+
+def test_submit_prints_only_the_id(server: ThreadedFakeMaster) -> None:
+    res = hctl(
+        server,
+        "submit",
+        "--gpus",
+        "2",
+        "--name",
+        "r18",
+        "--type",
+        "ResNet-18",
+        "--env",
+        "A=1",
+        "B=x=y",
+        "--exclusive",
+        "--priority",
+        "5",
+        "--util-avg",
+        "40",
+        "--util-peak",
+        "90",
+        "--mem-mib",
+        "3000",
+        "--request-id",
+        "req-7",
+        "--",
+        "python",
+        "train.py",
+        "--lr",
+        "0.1",
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "j-0001\n" and res.stderr == ""
+    spec = server.fake.jobs["j-0001"].spec
+    assert spec.command == ("python", "train.py", "--lr", "0.1")
+    assert (spec.gpus, spec.name, spec.job_type, spec.exclusive, spec.priority) == (
+        2,
+        "r18",
+        "ResNet-18",
+        True,
+        5,
+    )
+    assert spec.env == (("A", "1"), ("B", "x=y"))
+    assert (spec.hints.util_avg, spec.hints.util_peak, spec.hints.mem_mib) == (40.0, 90.0, 3000)
+    assert server.fake.submit_request_ids == ["req-7"]
+
+
+def test_jobs_json_contract_with_o_before_and_after(server: ThreadedFakeMaster) -> None:
+    add(
+        server,
+        state=JobState.RUNNING,
+        node="node-a",
+        gpus=("GPU-a0", "GPU-a1"),
+        attempt=1,
+        predicted_slowdown=1.2,
+    )
+    add(server)
+    before = hctl(server, "-o", "json", "jobs")
+    after = hctl(server, "jobs", "-o", "json")
+    assert before.returncode == after.returncode == 0, before.stderr
+    assert before.stdout == after.stdout
+    items = json.loads(before.stdout)
+    assert isinstance(items, list) and len(items) == 2
+    required = {
+        "id",
+        "state",
+        "node",
+        "gpus",
+        "name",
+        "type",
+        "attempt",
+        "reason",
+        "predicted_slowdown",
+        "submitted_at",
+        "exit_code",
+    }
+    assert all(required <= set(item) for item in items)
+    running = items[0]
+    assert running["state"] == "RUNNING" and running["node"] == "node-a"
+    assert running["gpus"] == ["GPU-a0", "GPU-a1"] and running["predicted_slowdown"] == 1.2
+    assert items[1]["reason"] == "waiting for the next scheduling round"
+
+
+def test_unreachable_master_is_one_line_exit_1() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = hctl(None, "nodes", master=f"127.0.0.1:{port}")
+    assert res.returncode == 1
+    assert res.stdout == ""
+    assert res.stderr.startswith(f"hctl: error: cannot reach the Horus master at 127.0.0.1:{port}: ")
+    assert res.stderr.count("\n") == 1
+
+
+def test_invalid_argument_from_master_names_field_exit_2(server: ThreadedFakeMaster) -> None:
+    res = hctl(server, "submit", "--gpus", "8", "--", "python", "train.py")
+    assert res.returncode == 2
+    assert res.stdout == ""
+    assert res.stderr == "hctl: error: gpus: asks for 8 GPUs but the largest node has 2\n"
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["submit", "--gpus", "1", "--env", "NOEQUALS", "--", "x"], "env: expected KEY=VALUE"),
+        (["submit", "--gpus", "1"], "command: missing"),
+        (["submit", "--gpus", "0", "--", "x"], "gpus: must be at least 1"),
+        (["submit", "--gpus", "1", "--util-avg", "140", "--", "x"], "hints.util_avg"),
+    ],
+)
+def test_local_bad_input_exit_2(
+    server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    code, out, err = run(server, capsys, *args)
+    assert code == 2 and out == "" and needle in err and err.count("\n") == 1
+    assert server.fake.submit_request_ids == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["jobs", "--state", "SLEEPING"],
+        ["nodes", "--", "x"],
+        ["bogus"],
+        ["-o", "yaml", "jobs"],
+        ["submit", "--", "x"],
+    ],
+)
+def test_usage_errors_exit_2(
+    server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--master", server.address, *args])
+    assert info.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_not_found_exit_1(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(server, capsys, "job", "j-nope")
+    assert (code, out, err) == (1, "", "hctl: error: job j-nope not found\n")
+
+
+def test_token_from_env(
+    server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.fake.required_token = "tok"
+    monkeypatch.setenv("HORUS_TOKEN", "tok")
+    assert run(server, capsys, "info")[0] == 0
+    assert run(server, capsys, "info", "--token", "bad")[0] == 1
+    monkeypatch.delenv("HORUS_TOKEN")
+    code, _, err = run(server, capsys, "info")
+    assert code == 1 and "bearer token" in err
+
+
+# ------------------------------------------------------------------------------- commands
+
+
+def test_jobs_table_filters_and_shows_reason(
+    server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pending = add(server, reason="needs 2 free GPU(s) on one node, largest free set is 1")
+    done = add(server, state=JobState.SUCCEEDED)
+    code, out, _ = run(server, capsys, "jobs")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split() == ["ID", "NAME", "STATE", "GPUS", "NODE", "AGE", "REASON"]
+    assert pending in out and "largest free set is 1" in out and done not in out
+    assert done in run(server, capsys, "jobs", "--all")[1]
+    code, out, _ = run(server, capsys, "jobs", "--state", "succeeded", "-o", "json")
+    assert [j["id"] for j in json.loads(out)] == [done]
+
+
+def test_job_detail_shows_reason_slowdown_co_runners_and_gpu_use(
+    server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    me = add(
+        server,
+        state=JobState.RUNNING,
+        node="node-a",
+        gpus=("GPU-a0",),
+        attempt=1,
+        predicted_slowdown=1.35,
+        reason="placed with j-0002",
+    )
+    other = add(server, state=JobState.RUNNING, node="node-a", gpus=("GPU-a0",), attempt=1)
+    code, out, _ = run(server, capsys, "job", me)
+    assert code == 0
+    assert "placed with j-0002" in out and "1.35" in out
+    assert f"GPU-a0: {other}" in out and "Co-runners:" in out and "GPU use:" in out
+    code, out, _ = run(server, capsys, "-o", "json", "job", me)
+    record = json.loads(out)
+    assert record["co_runners"] == {"GPU-a0": [other]}
+    assert record["gpu_stats"] == [
+        {"job_id": me, "attempt": 1, "gpu_uuid": "GPU-a0", "util_sm": 40.0, "mem_used_mib": 1000}
+    ]
+
+
+def test_queue_in_queue_order(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
+    low = add(server, reason="no GPU free")
+    high = add(server, spec=JobSpec(command=("x",), priority=10), reason="no GPU free")
+    add(server, state=JobState.RUNNING)
+    out = run(server, capsys, "queue", "-o", "json")[1]
+    assert [(j["position"], j["id"]) for j in json.loads(out)] == [(1, high), (2, low)]
+    out = run(server, capsys, "queue")[1]
+    assert out.index(high) < out.index(low) and "no GPU free" in out
+
+
+def test_nodes_json_and_table(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(server, capsys, "nodes", "-o", "json")
+    nodes = json.loads(out)
+    assert [(n["name"], n["state"]) for n in nodes] == [("node-a", "READY"), ("node-b", "LOST")]
+    gpu = nodes[0]["gpus"][1]
+    assert {k: gpu[k] for k in ("uuid", "index", "model", "memory_mib")} == {
+        "uuid": "GPU-a1",
+        "index": 1,
+        "model": "NVIDIA H100",
+        "memory_mib": 81559,
+    }
+    code, out, _ = run(server, capsys, "nodes")
+    assert code == 0 and "node-b" in out and "0/1" in out and "2/2" in out
+
+
+def test_gpus_profiles_info_top(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
+    job = add(
+        server,
+        state=JobState.RUNNING,
+        node="node-a",
+        gpus=("GPU-a1",),
+        attempt=1,
+        spec=JobSpec(("x",), name="bert"),
+    )
+    code, out, _ = run(server, capsys, "gpus")
+    assert code == 0 and "UNHEALTHY" in out and job in out
+    assert json.loads(run(server, capsys, "gpus", "-o", "json")[1])[1]["job_ids"] == [job]
+    assert "ResNet-18 (batch size 32)" in run(server, capsys, "profiles")[1]
+    assert json.loads(run(server, capsys, "-o", "json", "info")[1])["policy"] == "fifo"
+    code, out, _ = run(server, capsys, "top", "--once")
+    assert code == 0 and "bert" in out and "40%" in out and "\x1b" not in out
+    frame = json.loads(run(server, capsys, "top", "--once", "-o", "json")[1])
+    assert frame["jobs"][0]["job_id"] == job
+
+
+def test_cancel(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
+    job = add(server)
+    assert run(server, capsys, "cancel", job) == (0, f"{job} CANCELLED\n", "")
+    code, _, err = run(server, capsys, "cancel", job)
+    assert code == 1 and err == f"hctl: error: job {job} is already CANCELLED\n"
+
+
+def test_wait_exit_codes(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
+    ok = add(server, state=JobState.SUCCEEDED, exit_code=0)
+    bad = add(server, state=JobState.FAILED, exit_code=3, reason="exit status 3")
+    assert run(server, capsys, "wait", ok) == (0, f"{ok} SUCCEEDED (exit code 0)\n", "")
+    assert run(server, capsys, "wait", bad) == (1, f"{bad} FAILED (exit code 3): exit status 3\n", "")
+    slow = add(server)
+    server.when_watching(lambda: server.fake.set_state(slow, JobState.SUCCEEDED, exit_code=0))
+    assert run(server, capsys, "wait", slow)[0] == 0
+    never = add(server)
+    code, _, err = run(server, capsys, "wait", never, "--timeout", "0.2")
+    assert code == 1 and err == f"hctl: error: job {never} did not finish within 0.2 s\n"
+
+
+def test_watch_one_job_until_it_ends(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
+    job = add(server)
+
+    def progress() -> None:
+        server.fake.set_state(job, JobState.RUNNING, "started", node="node-a")
+        server.fake.set_state(job, JobState.SUCCEEDED, "exit 0")
+
+    server.when_watching(progress)
+    code, out, _ = run(server, capsys, "watch", job, "-o", "json")
+    events = [json.loads(line) for line in out.splitlines()]
+    assert code == 0
+    assert [(e["previous_state"], e["state"]) for e in events] == [
+        ("PENDING", "RUNNING"),
+        ("RUNNING", "SUCCEEDED"),
+    ]
+
+
+def test_logs(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
+    job = add(server, state=JobState.SUCCEEDED, attempt=2)
+    server.fake.logs[(job, 2)] = [b"epoch 1\n", b"epoch 2\n"]
+    server.fake.logs[(job, 1)] = [b"crashed\n"]
+    assert run(server, capsys, "logs", job) == (0, "epoch 1\nepoch 2\n", "")
+    assert run(server, capsys, "logs", job, "--attempt", "1", "-f") == (0, "crashed\n", "")
+
+
+def test_submit_command_after_dashes_keeps_its_own_options(
+    server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        server, capsys, "submit", "--gpus", "1", "--", "python", "x.py", "-o", "json", "--gpus", "9"
+    )
+    assert code == 0 and out == "j-0001\n"
+    assert server.fake.jobs["j-0001"].spec.command == ("python", "x.py", "-o", "json", "--gpus", "9")
+    code, out, _ = run(server, capsys, "-o", "json", "submit", "--gpus", "1", "nvidia-smi")
+    assert code == 0 and json.loads(out)["command"] == ["nvidia-smi"]
+
+
+def test_watch_a_finished_job_returns_at_once(
+    server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = add(server, state=JobState.FAILED)
+    assert run(server, capsys, "watch", job) == (0, "", f"hctl: job {job} has already finished: FAILED\n")
+    assert run(server, capsys, "watch", "j-nope")[0] == 1
