@@ -1,0 +1,305 @@
+"""The worker's I/O shell around :class:`worker.state.WorkerState`.
+
+It carries out the state machine's effects (start and stop attempts through the runtime, send
+updates through the connection), feeds it the events of the stream and the runtime, and runs the
+worker's loops: lease ticks, heartbeats (probe readings → GpuStats / JobGpuStats, and on simulated
+GPUs each attempt's speed into its ``$HORUS_SPEED_FILE``), and the tails that push each attempt's
+log chunks and progress. Blocking work (files, /proc, the probe) runs in threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import pathlib
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from horus_core.gen import worker_pb2
+from horus_core.model import JobState
+from horus_core.wire import spec_from_pb
+from worker import messages
+from worker.connection import Connection
+from worker.files import AttemptFiles, attempts_dir
+from worker.gpu.base import GpuInfo, GpuProbe, ProbeTarget
+from worker.runtime.base import AttemptKey, ExitStatus, LaunchRequest, RunningAttempt, Runtime
+from worker.state import Clock, Effect, Send, Start, Stop, WorkerState
+from worker.tails import LogTail, ProgressTail
+
+log = logging.getLogger(__name__)
+SpeedOf = Callable[[str, int], float]
+MAX_BACKLOG = 256  # messages queued on the stream before the tails wait
+MAX_DRAIN_ROUNDS = 16  # at an attempt's end, up to 16 x 4 chunks at once; the tail loop does the rest
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def time(self) -> float:
+        return time.time()
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    name: str
+    master: str  # host:port
+    state_dir: pathlib.Path
+    join_token: str = ""
+    grace_s: float = 10.0
+    credentials: grpc.ChannelCredentials | None = None
+    poll_s: float = 0.2  # tails and lease ticks
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        gpus: Sequence[GpuInfo],
+        probe: GpuProbe,
+        runtime: Runtime,
+        *,
+        speed_of: SpeedOf | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.gpus = list(gpus)
+        self._probe, self._runtime, self._speed_of = probe, runtime, speed_of
+        self.state = WorkerState([g.uuid for g in gpus], clock or SystemClock(), grace_s=config.grace_s)
+        self.connection = Connection(config.master, self, credentials=config.credentials)
+        self._handles: dict[AttemptKey, RunningAttempt] = {}
+        self._files: dict[AttemptKey, AttemptFiles] = {}
+        self._logs: dict[AttemptKey, LogTail] = {}
+        self._progress: dict[AttemptKey, ProgressTail] = {}
+        self._tail_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._beat_now = asyncio.Event()
+        self._shutdown = asyncio.Event()
+        self._finished = asyncio.Event()  # set whenever an attempt reaches its final state
+
+    # ------------------------------------------------------------------------- lifecycle
+
+    async def run(self) -> None:
+        """Until :meth:`request_shutdown`; then stop every attempt, send the finals, close the stream."""
+        await self._recover()
+        killed = await self._runtime.remove_orphans(set(self._handles))
+        if killed:
+            log.warning("killed %d attempt(s) left running by a previous worker: %s", len(killed), killed)
+        loops = [
+            asyncio.create_task(self.connection.run(), name="connection"),
+            asyncio.create_task(self._tick_loop(), name="tick"),
+            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+            asyncio.create_task(self._tail_loop(), name="tails"),
+        ]
+        try:
+            await self._shutdown.wait()
+            await self._wind_down(loops[0])
+        finally:
+            for task in [*loops, *self._tasks]:
+                task.cancel()
+            await asyncio.gather(*loops, *self._tasks, return_exceptions=True)
+
+    async def _recover(self) -> None:
+        """Re-attach what the runtime can (containers); the master decides at registration."""
+        for handle in await self._runtime.recover(attempts_dir(self.config.state_dir)):
+            key, files = handle.key, AttemptFiles.of(self.config.state_dir, handle.key)
+            recorded = await asyncio.to_thread(files.load_assignment)
+            spec, gpus = recorded if recorded is not None else (None, ())
+            self.state.adopt(key, spec, gpus)
+            self._track(key, handle, files)
+            log.warning("re-attached %s/%d, left running by a previous worker", key.job_id, key.attempt)
+
+    def _track(self, key: AttemptKey, handle: RunningAttempt, files: AttemptFiles) -> None:
+        self._handles[key], self._files[key] = handle, files
+        self._logs[key], self._progress[key] = LogTail(files.log), ProgressTail(files.progress)
+        self._spawn(self._watch(key, handle))
+
+    def request_shutdown(self) -> None:
+        self._shutdown.set()
+
+    async def _wind_down(self, connection_task: asyncio.Task[None]) -> None:
+        self._apply(self.state.shutdown())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._until_idle(), self.config.grace_s + 10.0)
+        if self.connection.registered:
+            await self._pump_tails(drain=True)
+            await self.connection.flush(5.0)
+        self.connection.close()
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(connection_task, 5.0)
+
+    async def _until_idle(self) -> None:
+        while not self.state.idle():
+            self._finished.clear()
+            await self._finished.wait()
+
+    # ------------------------------------------------------------ the stream (StreamHandler)
+
+    def register_message(self) -> worker_pb2.WorkerMessage:
+        self.state.stream_opened()
+        return messages.register(self.config.name, self.gpus, self.state.running(), self.config.join_token)
+
+    def on_registered(self, msg: worker_pb2.Registered) -> None:
+        effects = self.state.on_registered(msg.heartbeat_interval_s, msg.lease_s)
+        for tail in self._logs.values():
+            tail.rewind()
+        self._apply(effects)
+        self._beat_now.set()
+
+    def on_message(self, msg: worker_pb2.MasterMessage) -> None:
+        self.state.on_contact()
+        kind = msg.WhichOneof("msg")
+        if kind == "registered":
+            self._apply(self.state.on_registered(msg.registered.heartbeat_interval_s, msg.registered.lease_s))
+        elif kind == "assign":
+            a = msg.assign
+            if not a.job_id or len(a.job_id) > 256:
+                log.warning("ignoring an assignment with a bad job id %r", a.job_id[:80])
+                return
+            key = AttemptKey(a.job_id, a.attempt)
+            self._apply(self.state.on_assignment(key, spec_from_pb(a.spec), tuple(a.gpus)))
+        elif kind == "kill":
+            self._apply(self.state.on_kill(AttemptKey(msg.kill.job_id, msg.kill.attempt), msg.kill.reason))
+
+    def on_closed(self, why: str) -> None:
+        self.state.stream_closed()
+
+    # --------------------------------------------------------------------------- effects
+
+    def _apply(self, effects: Sequence[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Start):
+                self._spawn(self._launch(effect))
+            elif isinstance(effect, Stop):
+                handle = self._handles.get(effect.key)
+                if handle is not None:
+                    log.info("stopping %s/%d: %s", effect.key.job_id, effect.key.attempt, effect.reason)
+                    self._spawn(handle.stop(effect.grace_s, effect.reason))
+            elif isinstance(effect, Send):
+                self.connection.send(messages.update(effect.update))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("worker task failed", exc_info=task.exception())
+
+    async def _launch(self, start: Start) -> None:
+        key = start.key
+        files = AttemptFiles.of(self.config.state_dir, key)
+        env = (
+            ("CUDA_VISIBLE_DEVICES", ",".join(start.gpus)),
+            ("HORUS_JOB_ID", key.job_id),
+            ("HORUS_ATTEMPT", str(key.attempt)),
+            ("HORUS_PROGRESS_FILE", str(files.progress)),
+            ("HORUS_SPEED_FILE", str(files.speed)),
+            ("HORUS_WORKER", self.config.name),
+        )
+        try:
+            await asyncio.to_thread(files.prepare, start.spec, start.gpus)
+            handle = await self._runtime.start(LaunchRequest(key, start.spec, start.gpus, files.log, env))
+        except Exception as exc:
+            log.warning("cannot start %s/%d: %s", key.job_id, key.attempt, exc)
+            self._apply(self.state.on_start_failed(key, str(exc) or type(exc).__name__))
+            self._finished.set()
+            return
+        log.info("started %s/%d on %s", key.job_id, key.attempt, ",".join(start.gpus))
+        self._track(key, handle, files)  # first: a kill that came while starting needs the handle
+        self._apply(self.state.on_started(key))
+
+    async def _watch(self, key: AttemptKey, handle: RunningAttempt) -> None:
+        try:
+            status = await handle.wait()
+        except Exception as exc:
+            status = ExitStatus(JobState.FAILED, None, f"lost track of the attempt: {exc}")
+        self._handles.pop(key, None)
+        if self.connection.registered:
+            await self._pump_tails(drain=True, keys={key})
+        self._progress.pop(key, None)
+        log.info("%s/%d ended: %s (%s)", key.job_id, key.attempt, status.state.value, status.reason)
+        self._apply(self.state.on_exited(key, status))
+        self._finished.set()
+
+    # ----------------------------------------------------------------------------- loops
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.poll_s)
+            self._apply(self.state.tick())
+            for key in [k for k in self._logs if k not in self.state.attempts]:
+                self._logs.pop(key, None)
+                self._files.pop(key, None)
+
+    async def _tail_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.poll_s)
+            if self.connection.registered and self.connection.backlog() < MAX_BACKLOG:
+                await self._pump_tails()
+
+    async def _pump_tails(self, *, drain: bool = False, keys: set[AttemptKey] | None = None) -> None:
+        """Read new log chunks and the latest progress (in a thread) and queue them on the stream."""
+        logs = [(k, t) for k, t in self._logs.items() if keys is None or k in keys]
+        progress = [(k, t) for k, t in self._progress.items() if keys is None or k in keys]
+        async with self._tail_lock:
+            for _ in range(MAX_DRAIN_ROUNDS if drain else 1):
+                msgs = await asyncio.to_thread(_read_tails, logs, progress)
+                for msg in msgs:
+                    self.connection.send(msg)
+                if not msgs:
+                    return
+                progress = []
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._beat_now.wait(), self.state.heartbeat_interval_s)
+            self._beat_now.clear()
+            if self.connection.registered:
+                try:
+                    await self._heartbeat()
+                except Exception:
+                    log.exception("heartbeat failed")
+
+    async def _heartbeat(self) -> None:
+        live = [(a, self._handles[a.key]) for a in self.state.live() if a.key in self._handles and a.spec]
+        pids = await asyncio.to_thread(lambda: {a.key: tuple(h.pids()) for a, h in live})
+        targets = [
+            ProbeTarget(a.key.job_id, a.key.attempt, pids[a.key], a.gpus, a.spec) for a, _ in live if a.spec
+        ]
+        try:
+            readings, procs = await self._probe.read(targets)
+        except Exception as exc:
+            log.warning("GPU probe failed: %s", exc)
+            readings, procs = [], []
+        owner = {pid: key for key, ps in pids.items() for pid in ps}
+        self.connection.send(messages.heartbeat(readings, procs, owner, self.state.running()))
+        if self._speed_of is not None:
+            speed_of = self._speed_of
+            speeds = [(self._files[k], speed_of(k.job_id, k.attempt)) for k in pids if k in self._files]
+            await asyncio.to_thread(_write_speeds, speeds)
+
+
+def _read_tails(
+    logs: Sequence[tuple[AttemptKey, LogTail]], progress: Sequence[tuple[AttemptKey, ProgressTail]]
+) -> list[worker_pb2.WorkerMessage]:
+    out = [messages.log_chunk(key, off, data) for key, tail in logs for off, data in tail.read()]
+    for key, ptail in progress:
+        latest = ptail.read()
+        if latest is not None:
+            out.append(messages.progress(key, latest))
+    return out
+
+
+def _write_speeds(speeds: Sequence[tuple[AttemptFiles, float]]) -> None:
+    for files, speed in speeds:
+        with contextlib.suppress(OSError):
+            files.write_speed(speed)

@@ -1,0 +1,210 @@
+"""The worker's one stream to the master: dial out, register, read and write, reconnect with backoff.
+
+Each session opens a fresh channel, writes the handler's Register, waits for Registered, then runs
+a reader (every message to the handler) and a writer (one queue, in order). Messages sent while no
+registered stream is up are dropped: the state machine re-sends what matters after the next
+registration (RUNNING updates, recent finals, recent log chunks). A write that does not complete
+within ``write_timeout_s`` ends the session, like a read error. Backoff between sessions goes from
+0.2 s to 5 s and starts again after each successful registration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+import grpc
+from grpc import aio
+
+from horus_core.gen import worker_pb2, worker_pb2_grpc
+
+log = logging.getLogger(__name__)
+_Call = aio.StreamStreamCall[worker_pb2.WorkerMessage, worker_pb2.MasterMessage]
+MAX_MESSAGE = 16 * 1024 * 1024
+REPEAT_WARNING_S = 60.0  # while the master stays unreachable, one warning a minute
+
+
+class StreamHandler(Protocol):
+    def register_message(self) -> worker_pb2.WorkerMessage: ...
+    def on_registered(self, msg: worker_pb2.Registered) -> None: ...
+    def on_message(self, msg: worker_pb2.MasterMessage) -> None: ...
+    def on_closed(self, why: str) -> None: ...
+
+
+class Backoff:
+    def __init__(self, initial_s: float = 0.2, max_s: float = 5.0, jitter: float = 0.1) -> None:
+        self.initial_s, self.max_s, self.jitter = initial_s, max_s, jitter
+        self._next = initial_s
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self.max_s, self._next * 2)
+        return delay * (1.0 + random.uniform(-self.jitter, self.jitter))
+
+    def reset(self) -> None:
+        self._next = self.initial_s
+
+
+class ProtocolError(Exception):
+    pass
+
+
+class Connection:
+    def __init__(
+        self,
+        target: str,
+        handler: StreamHandler,
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        backoff: Backoff | None = None,
+        register_timeout_s: float = 10.0,
+        write_timeout_s: float = 10.0,
+    ) -> None:
+        self.target = target
+        self._handler = handler
+        self._credentials = credentials
+        self._backoff = backoff or Backoff()
+        self._register_timeout_s = register_timeout_s
+        self.write_timeout_s = write_timeout_s
+        self._queue: asyncio.Queue[worker_pb2.WorkerMessage] | None = None
+        self._closing = False
+        self._wake = asyncio.Event()
+        self._call: _Call | None = None
+
+    @property
+    def registered(self) -> bool:
+        return self._queue is not None
+
+    def send(self, msg: worker_pb2.WorkerMessage) -> bool:
+        """Queue a message on the registered stream; False (dropped) when there is none."""
+        if self._queue is None:
+            return False
+        self._queue.put_nowait(msg)
+        return True
+
+    def backlog(self) -> int:
+        return self._queue.qsize() if self._queue is not None else 0
+
+    async def flush(self, timeout_s: float) -> bool:
+        """Wait until everything queued so far is written (or the stream is gone)."""
+        queue = self._queue
+        if queue is None:
+            return False
+        try:
+            await asyncio.wait_for(queue.join(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    async def run(self) -> None:
+        """Sessions until :meth:`close`."""
+        failures, last_warned = 0, -REPEAT_WARNING_S
+        while not self._closing:
+            why, registered = await self._session()
+            if self._closing:
+                break
+            failures = 0 if registered else failures + 1
+            delay = self._backoff.next()
+            now = time.monotonic()
+            quiet = failures > 1 and now - last_warned < REPEAT_WARNING_S
+            if not quiet:
+                last_warned = now
+            state = "closed" if registered else "unavailable"
+            level = logging.DEBUG if quiet else logging.WARNING
+            log.log(level, "stream to %s %s (%s); reconnecting in %.1f s", self.target, state, why, delay)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+
+    def close(self) -> None:
+        """End the stream politely once what is queued is written (a stream not registered yet is cut)."""
+        self._closing = True
+        self._wake.set()
+        if self._queue is not None:
+            self._queue.put_nowait(_CLOSE)
+        elif self._call is not None:
+            self._call.cancel()
+
+    async def _session(self) -> tuple[str, bool]:
+        """One stream: (why it ended, whether it got registered)."""
+        channel = self._channel()
+        self._call = call = worker_pb2_grpc.WorkerServiceStub(channel).Connect()  # type: ignore[call-arg]
+        why = "closed"
+        try:
+            await asyncio.wait_for(call.write(self._handler.register_message()), self._register_timeout_s)
+            first = await asyncio.wait_for(call.read(), self._register_timeout_s)
+            if not isinstance(first, worker_pb2.MasterMessage) or not first.HasField("registered"):
+                raise ProtocolError("the master did not answer Register with Registered")
+            self._queue = queue = asyncio.Queue[worker_pb2.WorkerMessage]()
+            self._backoff.reset()
+            log.info("registered with %s", self.target)
+            self._handler.on_registered(first.registered)
+            if self._closing:
+                queue.put_nowait(_CLOSE)
+            why = await self._pump(call, queue)
+        except aio.AioRpcError as exc:
+            why = f"{exc.code().name}: {exc.details()}"
+            if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                log.error("the master refused this worker: %s (check --join-token / TLS)", why)
+        except (TimeoutError, ProtocolError, OSError) as exc:
+            why = str(exc) or type(exc).__name__
+        except Exception as exc:  # never let one bad session end the worker's reconnect loop
+            log.exception("stream to %s failed", self.target)
+            why = f"{type(exc).__name__}: {exc}"
+        finally:
+            was_registered, self._queue, self._call = self._queue is not None, None, None
+            call.cancel()
+            await channel.close(None)
+            if was_registered:
+                self._handler.on_closed(why)
+        return why, was_registered
+
+    async def _pump(self, call: _Call, queue: asyncio.Queue[worker_pb2.WorkerMessage]) -> str:
+        reader = asyncio.create_task(self._read_loop(call))
+        writer = asyncio.create_task(self._write_loop(call, queue))
+        done, pending = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        return next(iter(done)).result()
+
+    async def _read_loop(self, call: _Call) -> str:
+        while True:
+            msg = await call.read()
+            if not isinstance(msg, worker_pb2.MasterMessage):  # grpc.aio.EOF
+                return "the master ended the stream"
+            try:
+                self._handler.on_message(msg)
+            except Exception:
+                log.exception("handling %s from the master failed", msg.WhichOneof("msg"))
+
+    async def _write_loop(self, call: _Call, queue: asyncio.Queue[worker_pb2.WorkerMessage]) -> str:
+        while True:
+            msg = await queue.get()
+            try:
+                if msg is _CLOSE:
+                    await asyncio.wait_for(call.done_writing(), self.write_timeout_s)
+                    return "closed by the worker"
+                await asyncio.wait_for(call.write(msg), self.write_timeout_s)
+            except TimeoutError:
+                return f"a write took longer than {self.write_timeout_s:.0f} s"
+            finally:
+                queue.task_done()
+
+    def _channel(self) -> aio.Channel:
+        options: Sequence[tuple[str, int]] = (
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+            ("grpc.enable_retries", 0),
+        )
+        if self._credentials is not None:
+            return aio.secure_channel(self.target, self._credentials, options=options)
+        return aio.insecure_channel(self.target, options=options)
+
+
+_CLOSE = worker_pb2.WorkerMessage()

@@ -1,0 +1,217 @@
+"""Simulated GPUs: a laptop demo that looks like a real cluster.
+
+Each simulated GPU's utilisation and memory follow the profiles of the attempts placed on it (the
+interference model's ``profile(spec)``; summed utilisation capped at 100 %), every attempt's main
+process shows up in the per-process readings, and each attempt gets a normalised speed from its
+co-runners (``co_speeds``, the minimum over its GPUs) that the worker hands to the job through
+``$HORUS_SPEED_FILE``, so a badly paired job really runs slower.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import random
+import uuid
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, cast
+
+from horus_core.model import JobSpec, gpu_type_of
+from worker.gpu.base import GpuInfo, GpuReading, ProbeTarget, ProcessReading
+
+
+@dataclass(frozen=True, slots=True)
+class GpuModel:
+    name: str  # as NVML would report it
+    memory_mib: int
+    tdp_w: float
+
+
+CATALOG: dict[str, GpuModel] = {
+    "v100": GpuModel("Tesla V100-SXM2-16GB", 16384, 300.0),
+    "p100": GpuModel("Tesla P100-PCIE-16GB", 16384, 250.0),
+    "k80": GpuModel("Tesla K80", 11441, 150.0),
+    "t4": GpuModel("Tesla T4", 15360, 70.0),
+    "a100": GpuModel("NVIDIA A100-SXM4-80GB", 81920, 400.0),
+    "h100": GpuModel("NVIDIA H100 80GB HBM3", 81559, 700.0),
+}
+DEFAULT_MODEL = "v100"
+
+
+def parse_fake_gpus(text: str) -> list[GpuModel]:
+    """``"4"`` (V100s), ``"4xV100"``, ``"2xK80,2xV100"`` → one GpuModel per GPU."""
+    out: list[GpuModel] = []
+    for part in text.lower().replace(" ", "").split(","):
+        count_s, _, model = part.partition("x")
+        model = model or DEFAULT_MODEL
+        if not count_s.isdigit() or int(count_s) < 1 or model not in CATALOG:
+            known = ", ".join(k.upper() for k in CATALOG)
+            raise ValueError(f"--fake-gpus: expected N or NxMODEL (MODEL one of {known}), got {part!r}")
+        out += [CATALOG[model]] * int(count_s)
+    if len(out) > 64:
+        raise ValueError(f"--fake-gpus: at most 64 simulated GPUs per worker, got {len(out)}")
+    return out
+
+
+def simulated_uuid(worker_name: str, index: int) -> str:
+    """Stable per worker name and index, shaped like an NVML UUID, so a restarted worker keeps its GPUs."""
+    digest = hashlib.sha256(f"horus-sim/{worker_name}/{index}".encode()).digest()
+    return f"GPU-{uuid.UUID(bytes=digest[:16], version=4)}"
+
+
+def simulated_gpus(worker_name: str, models: Sequence[GpuModel]) -> list[GpuInfo]:
+    return [
+        GpuInfo(uuid=simulated_uuid(worker_name, i), index=i, model=m.name, memory_mib=m.memory_mib)
+        for i, m in enumerate(models)
+    ]
+
+
+# ------------------------------------------------------------------------ interference model
+
+
+class Profile(Protocol):
+    @property
+    def util_avg(self) -> float: ...
+    @property
+    def util_peak(self) -> float: ...
+    @property
+    def mem_mib(self) -> int: ...
+
+
+class InterferenceLike(Protocol):
+    """The part of ``horus_core.interference.InterferenceModel`` the simulation uses."""
+
+    def profile(self, spec: JobSpec) -> Profile: ...
+    def signature(self, spec: JobSpec) -> Hashable: ...
+    def co_speeds(self, signatures: Sequence[Hashable], gpu_type: str) -> tuple[float, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _FallbackProfile:
+    util_avg: float
+    util_peak: float
+    mem_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class _FallbackSignature:
+    name: str
+    util_avg: float
+
+
+class FallbackModel:
+    """Used only while ``horus_core.interference`` is absent: hints or 50 % / 2 GiB, and a slowdown
+    from summed utilisation (none up to 100 %, proportional above)."""
+
+    def profile(self, spec: JobSpec) -> Profile:
+        h = spec.hints
+        avg = h.util_avg if h.util_avg is not None else 50.0
+        peak = h.util_peak if h.util_peak is not None else max(avg, min(100.0, avg * 1.2))
+        return _FallbackProfile(avg, peak, h.mem_mib if h.mem_mib is not None else 2048)
+
+    def signature(self, spec: JobSpec) -> Hashable:
+        name = spec.job_type or (spec.command[0] if spec.command else "")
+        return _FallbackSignature(name, self.profile(spec).util_avg)
+
+    def co_speeds(self, signatures: Sequence[Hashable], gpu_type: str) -> tuple[float, ...]:
+        total = sum(s.util_avg if isinstance(s, _FallbackSignature) else 50.0 for s in signatures)
+        speed = 1.0 if total <= 100.0 else 100.0 / total
+        return tuple(speed for _ in signatures)
+
+
+def load_model() -> InterferenceLike:
+    """``horus_core.interference.default_model()`` when that package exists, else :class:`FallbackModel`."""
+    try:
+        module = importlib.import_module("horus_core.interference")
+        return cast(InterferenceLike, module.default_model())
+    except (ImportError, AttributeError):
+        return FallbackModel()
+
+
+# --------------------------------------------------------------------------------- the probe
+
+
+class SimulatedProbe:
+    """A GpuProbe over simulated GPUs; ``noise`` (0..1) moves utilisation between avg and peak."""
+
+    def __init__(
+        self,
+        gpus: Sequence[GpuInfo],
+        model: InterferenceLike | None = None,
+        *,
+        noise: float = 0.5,
+        seed: int | None = None,
+    ) -> None:
+        self._gpus = list(gpus)
+        self._tdp = {g.uuid: _tdp_of(g.model) for g in self._gpus}
+        self._model = model
+        self._noise = noise
+        self._rng = random.Random(seed)
+        self._speeds: dict[tuple[str, int], float] = {}
+
+    async def gpus(self) -> list[GpuInfo]:
+        return list(self._gpus)
+
+    async def read(self, running: Sequence[ProbeTarget]) -> tuple[list[GpuReading], list[ProcessReading]]:
+        gpus, procs, speeds = await asyncio.to_thread(self.read_now, running)
+        self._speeds = speeds
+        return gpus, procs
+
+    def speed_of(self, job_id: str, attempt: int) -> float:
+        """The attempt's normalised speed at the last reading (1.0 if it was not running then)."""
+        return self._speeds.get((job_id, attempt), 1.0)
+
+    async def close(self) -> None:
+        return None
+
+    def read_now(
+        self, running: Sequence[ProbeTarget]
+    ) -> tuple[list[GpuReading], list[ProcessReading], dict[tuple[str, int], float]]:
+        """The synchronous computation behind :meth:`read` (runs in a thread)."""
+        if self._model is None:
+            self._model = load_model()
+        model = self._model
+        profiles = {(t.job_id, t.attempt): model.profile(t.spec) for t in running}
+        speeds = {key: 1.0 for key in profiles}
+        readings: list[GpuReading] = []
+        procs: list[ProcessReading] = []
+        for gpu in self._gpus:
+            here = [t for t in running if gpu.uuid in t.gpu_uuids]
+            utils = [self._util(profiles[(t.job_id, t.attempt)]) for t in here]
+            scale = min(1.0, 100.0 / sum(utils)) if sum(utils) > 0 else 1.0
+            mem = min(gpu.memory_mib, sum(profiles[(t.job_id, t.attempt)].mem_mib for t in here))
+            if here:
+                co = model.co_speeds([model.signature(t.spec) for t in here], gpu_type_of(gpu.model))
+                for t, s in zip(here, co, strict=True):
+                    speeds[(t.job_id, t.attempt)] = min(speeds[(t.job_id, t.attempt)], s)
+            for t, util in zip(here, utils, strict=True):
+                if t.pids:
+                    mem_t = profiles[(t.job_id, t.attempt)].mem_mib
+                    procs.append(ProcessReading(t.pids[0], gpu.uuid, mem_t, round(util * scale, 1)))
+            readings.append(self._reading(gpu, min(100.0, sum(utils)), mem))
+        return readings, procs, speeds
+
+    def _util(self, profile: Profile) -> float:
+        jitter = self._rng.random() * self._noise if self._noise > 0 else 0.0
+        return max(0.0, profile.util_avg + (profile.util_peak - profile.util_avg) * jitter)
+
+    def _reading(self, gpu: GpuInfo, util: float, mem: int) -> GpuReading:
+        tdp = self._tdp[gpu.uuid]
+        return GpuReading(
+            uuid=gpu.uuid,
+            util_sm=round(util, 1),
+            util_mem=round(util * 0.6, 1),
+            mem_used_mib=mem,
+            mem_total_mib=gpu.memory_mib,
+            temperature_c=round(34.0 + 0.45 * util, 1),
+            power_w=round(tdp * (0.12 + 0.88 * util / 100.0), 1),
+        )
+
+
+def _tdp_of(model_name: str) -> float:
+    for m in CATALOG.values():
+        if m.name == model_name:
+            return m.tdp_w
+    return 250.0

@@ -1,0 +1,182 @@
+"""``horus-worker``: the daemon on every GPU host. It dials the master and runs what it is assigned.
+
+    horus-worker --master HOST:PORT --name NAME [--fake-gpus N | --fake-gpus 4xV100]
+                 [--runtime process|docker] [--state-dir DIR] [--join-token T] [--grace-s 10]
+
+Without ``--fake-gpus`` the GPUs come from NVML. SIGTERM or SIGINT stops the attempts gracefully,
+sends their final updates and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import pathlib
+import re
+import signal
+import socket
+import sys
+
+import grpc
+
+from horus_core import __version__
+from worker.agent import Agent, AgentConfig, SpeedOf
+from worker.files import safe_name
+from worker.gpu.base import GpuInfo, GpuProbe
+from worker.gpu.simulated import SimulatedProbe, parse_fake_gpus, simulated_gpus
+from worker.runtime.base import Runtime
+from worker.runtime.process import ProcessRuntime
+
+log = logging.getLogger("horus.worker")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+class StartupError(Exception):
+    pass
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="horus-worker", description=__doc__.splitlines()[0])
+    p.add_argument("--master", default=os.environ.get("HORUS_MASTER", ""), metavar="HOST:PORT",
+                   help="the master's worker endpoint (default $HORUS_MASTER)")
+    p.add_argument("--name", default=socket.gethostname().split(".")[0],
+                   help="node name (default: the host name)")
+    p.add_argument("--fake-gpus", metavar="N|NxMODEL[,...]",
+                   help="simulated GPUs instead of NVML: 4 (V100s), 4xV100, 2xK80,2xH100")
+    p.add_argument("--runtime", choices=("process", "docker"), default="process",
+                   help="run attempts as local processes (default) or Docker containers")
+    p.add_argument("--state-dir", type=pathlib.Path,
+                   help="attempt logs and bookkeeping (default ~/.local/state/horus/worker-NAME)")
+    p.add_argument("--join-token", default=os.environ.get("HORUS_JOIN_TOKEN", ""),
+                   help="the master's join token (default $HORUS_JOIN_TOKEN)")
+    p.add_argument("--grace-s", type=float, default=10.0, help="SIGTERM → SIGKILL grace period (default 10)")
+    p.add_argument("--tls-ca", type=pathlib.Path, help="CA bundle of the master's certificate (enables TLS)")
+    p.add_argument("--tls-cert", type=pathlib.Path, help="this worker's client certificate (mutual TLS)")
+    p.add_argument("--tls-key", type=pathlib.Path, help="the client certificate's private key")
+    p.add_argument("--allow-mount", action="append", default=[], metavar="PREFIX",
+                   help="docker: host path prefix jobs may mount (repeatable)")
+    p.add_argument("--docker-url", help="docker: engine address (default $DOCKER_HOST or the local socket)")
+    p.add_argument("--docker-network", default="none", help="docker: network for containers (default none)")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--version", action="version", version=f"horus-worker {__version__}")
+    args = p.parse_args(argv)
+    if not args.master or ":" not in args.master:
+        p.error("--master HOST:PORT is required (or set $HORUS_MASTER)")
+    if not _NAME.match(args.name):
+        p.error(f"--name must be 1-63 letters, digits, '.', '_' or '-', got {args.name!r}")
+    if args.grace_s < 0:
+        p.error("--grace-s must not be negative")
+    if bool(args.tls_cert) != bool(args.tls_key) or (args.tls_cert and not args.tls_ca):
+        p.error("--tls-cert and --tls-key go together, and need --tls-ca")
+    return args
+
+
+def default_state_dir(name: str) -> pathlib.Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(pathlib.Path.home() / ".local" / "state")
+    return pathlib.Path(base) / "horus" / f"worker-{safe_name(name)}"
+
+
+async def open_probe(args: argparse.Namespace) -> tuple[GpuProbe, list[GpuInfo], SpeedOf | None]:
+    if args.fake_gpus:
+        try:
+            models = parse_fake_gpus(args.fake_gpus)
+        except ValueError as exc:
+            raise StartupError(str(exc)) from None
+        sim = SimulatedProbe(simulated_gpus(args.name, models))
+        return sim, await sim.gpus(), sim.speed_of
+    try:
+        from worker.gpu.nvml import NvmlProbe
+
+        probe = await NvmlProbe.open()
+        gpus = await probe.gpus()
+    except Exception as exc:
+        raise StartupError(f"no NVIDIA GPU found (NVML: {exc}); use --fake-gpus N") from None
+    if not gpus:
+        await probe.close()
+        raise StartupError("no NVIDIA GPU found (NVML sees none); use --fake-gpus N")
+    return probe, gpus, None
+
+
+async def open_runtime(args: argparse.Namespace, state_dir: pathlib.Path) -> Runtime:
+    if args.runtime == "process":
+        return ProcessRuntime(state_dir)
+    try:
+        from worker.runtime.docker import DockerRuntime
+
+        return await DockerRuntime.open(
+            args.name, url=args.docker_url, allow_mounts=args.allow_mount, network=args.docker_network,
+            orphan_grace_s=args.grace_s,
+        )
+    except Exception as exc:
+        raise StartupError(f"--runtime docker: {exc}") from None
+
+
+def credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | None:
+    if not args.tls_ca:
+        return None
+    try:
+        ca = args.tls_ca.read_bytes()
+        key = args.tls_key.read_bytes() if args.tls_key else None
+        cert = args.tls_cert.read_bytes() if args.tls_cert else None
+    except OSError as exc:
+        raise StartupError(f"cannot read TLS files: {exc}") from None
+    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+def make_state_dir(args: argparse.Namespace) -> pathlib.Path:
+    state_dir: pathlib.Path = args.state_dir or default_state_dir(args.name)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise StartupError(f"cannot use --state-dir {state_dir}: {exc}") from None
+    return state_dir
+
+
+async def serve(args: argparse.Namespace, config: AgentConfig) -> None:
+    state_dir = config.state_dir
+    probe, gpus, speed_of = await open_probe(args)
+    try:
+        runtime = await open_runtime(args, state_dir)
+    except BaseException:
+        await probe.close()
+        raise
+    agent = Agent(config, gpus, probe, runtime, speed_of=speed_of)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, _on_signal, agent, sig)
+    kind = "simulated" if args.fake_gpus else "NVML"
+    models = ", ".join(sorted({g.model for g in gpus}))
+    log.info("horus-worker %s: %d GPU(s) (%s, %s), runtime %s, master %s, state %s",
+             args.name, len(gpus), models, kind, runtime.name, args.master, state_dir)
+    try:
+        await agent.run()
+    finally:
+        await runtime.close()
+        await probe.close()
+    log.info("horus-worker %s stopped", args.name)
+
+
+def _on_signal(agent: Agent, sig: signal.Signals) -> None:
+    log.info("%s: stopping attempts and shutting down", sig.name)
+    agent.request_shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("grpc").setLevel(logging.WARNING)
+    try:
+        config = AgentConfig(
+            args.name, args.master, make_state_dir(args), args.join_token, args.grace_s, credentials(args)
+        )
+        asyncio.run(serve(args, config))
+    except StartupError as exc:
+        print(f"horus-worker: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

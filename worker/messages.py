@@ -1,0 +1,116 @@
+"""Building the worker's protobuf messages from the worker's own types (pure functions)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from horus_core import __version__
+from horus_core.gen import types_pb2, worker_pb2
+from horus_core.model import Gpu, gpu_type_of
+from horus_core.wire import gpu_to_pb, job_state_to_pb
+from worker.gpu.base import GpuInfo, GpuReading, ProcessReading
+from worker.runtime.base import AttemptKey
+from worker.state import Update
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    step: int
+    loss: float = 0.0
+    samples_per_s: float = 0.0
+    at: float = 0.0
+
+
+def refs(keys: Iterable[AttemptKey]) -> list[worker_pb2.AttemptRef]:
+    return [worker_pb2.AttemptRef(job_id=k.job_id, attempt=k.attempt) for k in keys]
+
+
+def register(
+    name: str, gpus: Sequence[GpuInfo], running: Iterable[AttemptKey], token: str
+) -> worker_pb2.WorkerMessage:
+    pb_gpus = [
+        gpu_to_pb(Gpu(g.uuid, name, g.index, g.model, g.memory_mib, gpu_type_of(g.model))) for g in gpus
+    ]
+    msg = worker_pb2.Register(
+        name=name, gpus=pb_gpus, running=refs(running), token=token, version=__version__
+    )
+    return worker_pb2.WorkerMessage(register=msg)
+
+
+def update(u: Update) -> worker_pb2.WorkerMessage:
+    msg = worker_pb2.AttemptUpdate(
+        job_id=u.key.job_id, attempt=u.key.attempt, state=job_state_to_pb(u.state), reason=u.reason, at=u.at
+    )
+    if u.exit_code is not None:
+        msg.exit_code = u.exit_code
+    return worker_pb2.WorkerMessage(update=msg)
+
+
+def log_chunk(key: AttemptKey, offset: int, data: bytes) -> worker_pb2.WorkerMessage:
+    msg = worker_pb2.AttemptLog(job_id=key.job_id, attempt=key.attempt, offset=offset, data=data)
+    return worker_pb2.WorkerMessage(log=msg)
+
+
+def progress(key: AttemptKey, p: Progress) -> worker_pb2.WorkerMessage:
+    msg = worker_pb2.AttemptProgress(
+        job_id=key.job_id,
+        attempt=key.attempt,
+        step=p.step,
+        loss=p.loss,
+        samples_per_s=p.samples_per_s,
+        at=p.at,
+    )
+    return worker_pb2.WorkerMessage(progress=msg)
+
+
+def gpu_stats(r: GpuReading) -> types_pb2.GpuStats:
+    return types_pb2.GpuStats(
+        uuid=r.uuid,
+        util_sm=r.util_sm,
+        util_mem=r.util_mem,
+        mem_used_mib=r.mem_used_mib,
+        mem_total_mib=r.mem_total_mib,
+        temperature_c=r.temperature_c,
+        power_w=r.power_w,
+        ecc_errors=r.ecc_errors,
+        xid_events=list(r.xid_events),
+        healthy=r.healthy,
+    )
+
+
+def job_stats(
+    procs: Iterable[ProcessReading], owner: Mapping[int, AttemptKey]
+) -> list[types_pb2.JobGpuStats]:
+    """Per-process readings summed per (attempt, GPU); processes of no attempt are left out."""
+    sums: dict[tuple[AttemptKey, str], list[float]] = {}
+    for p in procs:
+        key = owner.get(p.pid)
+        if key is None:
+            continue
+        acc = sums.setdefault((key, p.gpu_uuid), [0.0, 0.0])
+        acc[0] += p.util_sm or 0.0
+        acc[1] += p.mem_used_mib
+    ordered = sorted(sums.items(), key=lambda kv: (kv[0][0].job_id, kv[0][0].attempt, kv[0][1]))
+    return [
+        types_pb2.JobGpuStats(
+            job_id=key.job_id,
+            attempt=key.attempt,
+            gpu_uuid=gpu,
+            util_sm=min(100.0, util),
+            mem_used_mib=int(mem),
+        )
+        for (key, gpu), (util, mem) in ordered
+    ]
+
+
+def heartbeat(
+    readings: Iterable[GpuReading],
+    procs: Iterable[ProcessReading],
+    owner: Mapping[int, AttemptKey],
+    running: Iterable[AttemptKey],
+) -> worker_pb2.WorkerMessage:
+    msg = worker_pb2.Heartbeat(
+        gpus=[gpu_stats(r) for r in readings], jobs=job_stats(procs, owner), running=refs(running)
+    )
+    return worker_pb2.WorkerMessage(heartbeat=msg)

@@ -1,0 +1,275 @@
+"""The worker's decisions as a pure state machine: no I/O, no asyncio, time from an injected clock.
+
+:class:`WorkerState` knows every attempt this worker has been given, in which phase it is, and the
+final updates of the last ``finals_ttl_s`` (re-sent after each registration). Each event method
+returns the effects the I/O shell (:mod:`worker.agent`) must carry out: :class:`Start` an attempt,
+:class:`Stop` one (SIGTERM, SIGKILL after ``grace_s``) or :class:`Send` an update to the master.
+
+The rules (docs/protocol.md): an Assignment starts its attempt once (a copy of a known attempt is
+ignored, or answered with its final when it already finished); a Kill stops it and its final is
+CANCELLED; cut off from the master for longer than ``lease_s``, the worker stops all its attempts
+itself ("lease expired") before the master could re-queue them, so an attempt never runs twice.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from horus_core.model import JobSpec, JobState
+from worker.runtime.base import AttemptKey, ExitStatus
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...  # for deadlines
+    def time(self) -> float: ...  # unix seconds, for the ``at`` of updates
+
+
+class Phase(enum.Enum):
+    STARTING = "STARTING"  # Start handed to the runtime, not confirmed yet
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"  # Stop handed to the runtime
+    FINISHED = "FINISHED"  # final update known
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """An AttemptUpdate: RUNNING or a final state."""
+
+    key: AttemptKey
+    state: JobState
+    exit_code: int | None = None
+    reason: str = ""
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    key: AttemptKey
+    spec: JobSpec
+    gpus: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    key: AttemptKey
+    reason: str
+    grace_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    update: Update
+
+
+Effect = Start | Stop | Send
+
+
+@dataclass(slots=True)
+class Attempt:
+    key: AttemptKey
+    spec: JobSpec | None  # None for an attempt killed before it was ever assigned here
+    gpus: tuple[str, ...]
+    phase: Phase
+    stop_reason: str | None = None  # a stop asked for while STARTING is carried out once started
+    final: Update | None = None
+    finished_at: float = 0.0  # monotonic
+
+
+class WorkerState:
+    def __init__(
+        self,
+        gpu_uuids: Iterable[str],
+        clock: Clock,
+        *,
+        grace_s: float = 10.0,
+        lease_s: float = 20.0,
+        heartbeat_interval_s: float = 5.0,
+        finals_ttl_s: float = 600.0,
+        max_tombstones: int = 4096,
+    ) -> None:
+        self.gpu_uuids = frozenset(gpu_uuids)
+        self.clock = clock
+        self.grace_s = grace_s
+        self.lease_s = lease_s
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.finals_ttl_s = finals_ttl_s
+        self.attempts: dict[AttemptKey, Attempt] = {}
+        self.registered = False  # a stream is open and the master answered Registered on it
+        self.renewing = False  # the master re-sends Registered on this stream: silence means cut off
+        self.fenced = False
+        self.shutting_down = False
+        self.last_contact = clock.monotonic()
+        self._tombstones: OrderedDict[AttemptKey, None] = OrderedDict()
+        self._max_tombstones = max_tombstones
+
+    # ------------------------------------------------------------------------- the stream
+
+    def stream_opened(self) -> None:
+        self.registered = self.renewing = False
+
+    def on_registered(self, heartbeat_interval_s: float, lease_s: float) -> list[Effect]:
+        """Registered: the first one on a stream re-sends RUNNING and the recent finals; a later
+        one on the same stream is a lease renewal (from then on, silence counts as cut off)."""
+        self.last_contact = self.clock.monotonic()
+        if heartbeat_interval_s > 0:
+            self.heartbeat_interval_s = heartbeat_interval_s
+        if lease_s > 0:
+            self.lease_s = lease_s
+        if self.registered:
+            self.renewing = True
+            return []
+        self.registered, self.fenced = True, False
+        self.prune()
+        effects: list[Effect] = [
+            Send(Update(a.key, JobState.RUNNING, at=self.clock.time()))
+            for a in self._in(Phase.RUNNING)
+        ]
+        effects += [Send(f) for f in self.finals()]
+        return effects
+
+    def on_contact(self) -> None:
+        """Any message from the master."""
+        self.last_contact = self.clock.monotonic()
+
+    def stream_closed(self) -> None:
+        if self.registered and not self.renewing:
+            self.last_contact = self.clock.monotonic()
+        self.registered = self.renewing = False
+
+    def tick(self) -> list[Effect]:
+        """Call often: keeps the lease, prunes old finals, fences when cut off for too long."""
+        now = self.clock.monotonic()
+        if self.registered and not self.renewing:
+            self.last_contact = now  # the stream is up; its breaking is what tells us
+        self.prune()
+        if self.fenced or now - self.last_contact <= self.lease_s:
+            return []
+        self.fenced = True
+        reason = f"lease expired: no contact with the master for {now - self.last_contact:.0f} s"
+        return self._stop_all(reason, min(self.grace_s, self.lease_s / 4))
+
+    # -------------------------------------------------------------------- from the master
+
+    def on_assignment(self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...]) -> list[Effect]:
+        known = self.attempts.get(key)
+        if known is not None:  # a copy: started once only; a finished one gets its final again
+            return [Send(known.final)] if known.final is not None else []
+        if key in self._tombstones or self.shutting_down or self.fenced:
+            return []
+        attempt = Attempt(key, spec, gpus, Phase.STARTING)
+        self.attempts[key] = attempt
+        foreign = sorted(set(gpus) - self.gpu_uuids)
+        if not gpus or foreign:
+            what = f"GPUs not on this worker: {', '.join(foreign)}" if foreign else "no GPUs"
+            return self._finish(attempt, JobState.FAILED, None, f"bad assignment: {what}")
+        return [Start(key, spec, gpus)]
+
+    def on_kill(self, key: AttemptKey, reason: str) -> list[Effect]:
+        reason = reason or "killed by the master"
+        attempt = self.attempts.get(key)
+        if attempt is None:
+            if key in self._tombstones:
+                return []
+            # Never assigned here (or its Assignment was lost): remember it, so a late copy never starts.
+            attempt = self.attempts[key] = Attempt(key, None, (), Phase.STARTING)
+            return self._finish(attempt, JobState.CANCELLED, None, f"{reason} (before it started)")
+        if attempt.phase is Phase.FINISHED:
+            return [Send(attempt.final)] if attempt.final is not None else []
+        return self._stop(attempt, reason, self.grace_s)
+
+    # ------------------------------------------------------------------- from the runtime
+
+    def adopt(self, key: AttemptKey, spec: JobSpec | None, gpus: tuple[str, ...]) -> None:
+        """An attempt a previous life of this worker left running that the runtime re-attached;
+        it is reported in Register, and the master kills it unless it is still current."""
+        if key not in self.attempts:
+            self.attempts[key] = Attempt(key, spec, gpus, Phase.RUNNING)
+
+    def on_started(self, key: AttemptKey) -> list[Effect]:
+        attempt = self.attempts.get(key)
+        if attempt is None or attempt.phase is not Phase.STARTING:
+            return []
+        attempt.phase = Phase.RUNNING
+        if attempt.stop_reason is not None:
+            return self._stop(attempt, attempt.stop_reason, self.grace_s)
+        return [Send(Update(key, JobState.RUNNING, at=self.clock.time()))]
+
+    def on_start_failed(self, key: AttemptKey, error: str) -> list[Effect]:
+        attempt = self.attempts.get(key)
+        if attempt is None or attempt.phase is Phase.FINISHED:
+            return []
+        if attempt.stop_reason is not None:
+            return self._finish(attempt, JobState.CANCELLED, None, attempt.stop_reason)
+        return self._finish(attempt, JobState.FAILED, None, f"cannot start: {error}")
+
+    def on_exited(self, key: AttemptKey, status: ExitStatus) -> list[Effect]:
+        attempt = self.attempts.get(key)
+        if attempt is None or attempt.phase is Phase.FINISHED:
+            return []
+        return self._finish(attempt, status.state, status.exit_code, status.reason)
+
+    # -------------------------------------------------------------------------- shutdown
+
+    def shutdown(self, reason: str = "worker shutting down") -> list[Effect]:
+        self.shutting_down = True
+        return self._stop_all(reason, self.grace_s)
+
+    # --------------------------------------------------------------------------- queries
+
+    def running(self) -> list[AttemptKey]:
+        """What to report as running: every attempt not finished (it may still hold its GPUs)."""
+        return sorted(
+            (a.key for a in self.attempts.values() if a.phase is not Phase.FINISHED),
+            key=lambda k: (k.job_id, k.attempt),
+        )
+
+    def live(self) -> list[Attempt]:
+        """Attempts with processes: RUNNING or STOPPING."""
+        return self._in(Phase.RUNNING, Phase.STOPPING)
+
+    def idle(self) -> bool:
+        return not self.running()
+
+    def finals(self) -> list[Update]:
+        return [a.final for a in self.attempts.values() if a.final is not None]
+
+    def prune(self) -> None:
+        """Forget finals older than ``finals_ttl_s``; keep their keys so a late copy never starts."""
+        horizon = self.clock.monotonic() - self.finals_ttl_s
+        for key in [k for k, a in self.attempts.items() if a.final is not None and a.finished_at < horizon]:
+            del self.attempts[key]
+            self._tombstones[key] = None
+            while len(self._tombstones) > self._max_tombstones:
+                self._tombstones.popitem(last=False)
+
+    # --------------------------------------------------------------------------- helpers
+
+    def _in(self, *phases: Phase) -> list[Attempt]:
+        return [a for a in self.attempts.values() if a.phase in phases]
+
+    def _stop(self, attempt: Attempt, reason: str, grace_s: float) -> list[Effect]:
+        if attempt.phase is Phase.STARTING:
+            attempt.stop_reason = attempt.stop_reason or reason
+            return []
+        if attempt.phase is Phase.RUNNING:
+            attempt.phase, attempt.stop_reason = Phase.STOPPING, reason
+            return [Stop(attempt.key, reason, grace_s)]
+        return []
+
+    def _stop_all(self, reason: str, grace_s: float) -> list[Effect]:
+        effects: list[Effect] = []
+        for attempt in self._in(Phase.STARTING, Phase.RUNNING):
+            effects += self._stop(attempt, reason, grace_s)
+        return effects
+
+    def _finish(
+        self, attempt: Attempt, state: JobState, exit_code: int | None, reason: str
+    ) -> list[Effect]:
+        attempt.phase = Phase.FINISHED
+        attempt.final = Update(attempt.key, state, exit_code, reason, self.clock.time())
+        attempt.finished_at = self.clock.monotonic()
+        return [Send(attempt.final)]
