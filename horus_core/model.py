@@ -112,9 +112,7 @@ class ClusterSnapshot:
     jobs: tuple[Job, ...]
 
     def ready_gpus(self) -> tuple[Gpu, ...]:
-        return tuple(
-            g for n in self.nodes if n.state is NodeState.READY for g in n.gpus if g.healthy
-        )
+        return tuple(g for n in self.nodes if n.state is NodeState.READY for g in n.gpus if g.healthy)
 
     def pending(self) -> tuple[Job, ...]:
         return tuple(j for j in self.jobs if j.state is JobState.PENDING)

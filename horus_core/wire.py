@@ -213,7 +213,9 @@ def error_from_status(code: grpc.StatusCode, details: str) -> errors.HorusError:
     """Turn a gRPC status received by a client back into the matching HorusError."""
     if code is grpc.StatusCode.INVALID_ARGUMENT:
         field, _, message = details.partition(": ")
-        return errors.InvalidArgument(field, message) if message else errors.InvalidArgument("request", details)
+        return (
+            errors.InvalidArgument(field, message) if message else errors.InvalidArgument("request", details)
+        )
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return errors.Unavailable(details)
     for cls, known in _ERROR_CODES:

@@ -8,7 +8,7 @@ import re
 import shutil
 import sys
 
-from grpc_tools import protoc  # type: ignore[import-untyped]
+from grpc_tools import protoc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROTO = ROOT / "proto"
@@ -19,8 +19,16 @@ def generate(out: pathlib.Path) -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     files = sorted(str(p.relative_to(PROTO)) for p in PROTO.rglob("*.proto"))
     include = str(pathlib.Path(protoc.__file__).parent / "_proto")
-    args = ["protoc", f"-I{PROTO}", f"-I{include}", f"--python_out={tmp}", f"--grpc_python_out={tmp}",
-            f"--mypy_out={tmp}", f"--mypy_grpc_out={tmp}", *files]
+    args = [
+        "protoc",
+        f"-I{PROTO}",
+        f"-I{include}",
+        f"--python_out={tmp}",
+        f"--grpc_python_out={tmp}",
+        f"--mypy_out={tmp}",
+        f"--mypy_grpc_out={tmp}",
+        *files,
+    ]
     if protoc.main(args) != 0:
         sys.exit("protoc failed")
     # Flatten horus/v1/*.py into gen/ and make imports package-relative.

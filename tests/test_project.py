@@ -17,7 +17,9 @@ def test_generated_code_is_fresh(tmp_path: pathlib.Path) -> None:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gen_proto.py"), "--out", str(out)],
-        check=True, env=env, capture_output=True,
+        check=True,
+        env=env,
+        capture_output=True,
     )
     committed = ROOT / "horus_core" / "gen"
     fresh = sorted(p.name for p in out.iterdir())

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from horus_core.errors import InvalidArgument
+from horus_core.policies import binpack, gandiva, horus, horus_plus, lucid
 from horus_core.policies.base import Policy
 from horus_core.policies.fifo import FifoPolicy
 
@@ -17,6 +18,12 @@ Factory = Callable[["InterferenceModel | None"], Policy]
 
 _FACTORIES: dict[str, Factory] = {
     "fifo": lambda _model: FifoPolicy(),
+    "binpack": binpack.make,
+    "gandiva": gandiva.make,
+    "horus": horus.make,
+    "horus-paper": horus.make_paper,
+    "horus+": horus_plus.make,
+    "lucid": lucid.make,
 }
 
 

@@ -1,0 +1,77 @@
+"""Pair speeds learned from live measurements, and their low-rank completion per GPU type."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from numpy.typing import NDArray
+
+from horus_core.interference.completion import complete
+from horus_core.interference.table import ThroughputTable
+
+Pair = tuple[float, float]
+MIN_KNOWN = 3  # a job needs this many measured partners before completion predicts for it
+
+
+class PairObservations:
+    """EWMA of measured normalised speeds per (gpu_type, a, b), both orientations."""
+
+    def __init__(self, weight: float) -> None:
+        self._weight = weight
+        self.speeds: dict[tuple[str, str, str], tuple[float, float]] = {}
+
+    def add(self, gpu_type: str, a: str, b: str, speed_a: float, speed_b: float) -> None:
+        old = self.speeds.get((gpu_type, a, b))
+        if old is not None:
+            w = self._weight
+            speed_a, speed_b = old[0] + w * (speed_a - old[0]), old[1] + w * (speed_b - old[1])
+        speed_a, speed_b = _unit(speed_a), _unit(speed_b)
+        self.speeds[(gpu_type, a, b)] = (speed_a, speed_b)
+        self.speeds[(gpu_type, b, a)] = (speed_b, speed_a)
+
+    def get(self, gpu_type: str, a: str, b: str) -> tuple[float, float] | None:
+        return self.speeds.get((gpu_type, a, b))
+
+
+class CompletedPairs:
+    """The table's pairs of one GPU type plus the observations, completed to a full matrix."""
+
+    def __init__(
+        self, table: ThroughputTable, gpu_type: str, observed: Mapping[tuple[str, str, str], Pair]
+    ) -> None:
+        pair_type = table.pair_type_for(gpu_type)
+        names = list(table.job_types)
+        names += sorted({a for (g, a, _b) in observed if g == gpu_type} - set(names))
+        self._index = {name: i for i, name in enumerate(names)}
+        n = len(names)
+        values = np.zeros((n, n))
+        known = np.zeros((n, n), dtype=np.bool_)
+        for (g, a, b), speeds in table.pairs.items():
+            if g == pair_type and speeds[0] > 0.0:
+                self._put(values, known, a, b, speeds[0])
+        for (g, a, b), speeds in observed.items():
+            if g == gpu_type and speeds[0] > 0.0:
+                self._put(values, known, a, b, speeds[0])
+        self._counts: NDArray[np.int64] = known.sum(axis=1)
+        self._known = known
+        self._values = values
+        self._fitted: NDArray[np.float64] | None = None
+
+    def _put(self, values: NDArray[np.float64], known: NDArray[np.bool_], a: str, b: str, v: float) -> None:
+        i, j = self._index[a], self._index[b]
+        values[i, j] = v
+        known[i, j] = True
+
+    def predict(self, a: str, b: str) -> tuple[float, float] | None:
+        """(speed a, speed b), or None when either job has too few measured partners."""
+        i, j = self._index.get(a), self._index.get(b)
+        if i is None or j is None or min(self._counts[i], self._counts[j]) < MIN_KNOWN:
+            return None
+        if self._fitted is None:
+            self._fitted = complete(self._values, self._known)
+        return float(self._fitted[i, j]), float(self._fitted[j, i])
+
+
+def _unit(x: float) -> float:
+    return min(1.0, max(0.0, float(x)))

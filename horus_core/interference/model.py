@@ -1,0 +1,211 @@
+"""The interference model: job profiles and co-location speeds, from the best source known.
+
+Profiles, in order of trust: live measurements of the signature (EWMA), the table-derived
+profile of a Gavel job type (:mod:`profiles`), the job's hints, a conservative default.
+
+Speeds of jobs sharing ONE GPU (1.0 = as fast as alone), in order of trust:
+1. pairs measured live on this GPU type (:meth:`InterferenceModel.observe_pair`, EWMA);
+2. the packaged Gavel table for this GPU type; GPU types it lacks (a100, h100, ...) use the
+   V100 data (speeds are normalised, so no scaling is needed);
+3. a low-rank completion of the table plus observations (:mod:`completion`), for a job with
+   at least 3 measured partners;
+4. the analytic model over the two profiles (:func:`profiles.analytic_speed`).
+Pairs were measured for 1-GPU jobs; a multi-GPU job is assumed to interfere on each of its
+GPUs as its 1-GPU version does. Triples were never measured: each job's speed in a triple is
+the product of its speeds in the two pairs (pessimistic: it counts the overlap twice). The
+packing kernel uses the same rule, so its predictions match :meth:`co_speeds` exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import combinations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from horus_core.interference.learned import CompletedPairs, PairObservations
+from horus_core.interference.profiles import (
+    GAVEL_PROFILES,
+    RESERVE_MIB,
+    analytic_speed,
+    gpu_memory_of,
+)
+from horus_core.interference.signature import (
+    JobProfile,
+    default_profile,
+    hints_of_signature,
+    profile_from_hints,
+    signature_of,
+)
+from horus_core.interference.table import INFEASIBLE, TABLE_GPU_MEMORY_MIB, ThroughputTable, packaged_table
+from horus_core.model import JobSpec, ProfileHints
+
+MAX_PER_GPU = 3
+EWMA_WEIGHT = 0.3  # weight of a new measurement
+_TABLE_SLACK_MIB = 1024  # a table's out-of-memory pairs apply to GPUs up to 1 GiB larger
+_MATRIX_CACHE = 64
+
+
+class InterferenceModel:
+    def __init__(self, table: ThroughputTable) -> None:
+        self._table = table
+        self._measured: dict[str, JobProfile] = {}
+        self._hinted: dict[str, JobProfile] = {}
+        self._pairs = PairObservations(EWMA_WEIGHT)
+        self._completed: dict[str, CompletedPairs] = {}
+        self._speeds: dict[tuple[str, tuple[str, ...]], tuple[float, ...]] = {}
+        self._matrices: dict[tuple[str, int, tuple[str, ...]], NDArray[np.float64]] = {}
+        self.version = 0  # bumped by every observation; caches keyed on it stay valid
+
+    # ------------------------------------------------------------------ profiles
+    def signature(self, spec: JobSpec) -> str:
+        return signature_of(spec)
+
+    def profile(self, spec: JobSpec) -> JobProfile:
+        sig = signature_of(spec)
+        known = self._measured.get(sig) or self._table_profile(sig)
+        if known is None and spec.job_type and spec.hints != ProfileHints():
+            # an unknown job type with hints: remember them under its signature
+            prof = profile_from_hints(spec.hints)
+            if self._hinted.get(sig) != prof:
+                self._hinted[sig] = prof
+                self._invalidate()
+        return known or self.profile_of(sig)
+
+    def profile_of(self, signature: str) -> JobProfile:
+        known = self._measured.get(signature) or self._table_profile(signature)
+        if known is not None:
+            return known
+        if signature in self._hinted:
+            return self._hinted[signature]
+        hints = hints_of_signature(signature)
+        return default_profile() if hints is None else profile_from_hints(hints)
+
+    def _table_profile(self, signature: str) -> JobProfile | None:
+        row = GAVEL_PROFILES.get(signature)
+        return None if row is None else JobProfile(row[0], row[1], row[2], "table")
+
+    def known_job_types(self) -> list[str]:
+        return list(self._table.job_types)
+
+    def solo_throughput(self, job_type: str, gpus: int, gpu_type: str) -> float | None:
+        return self._table.solo.get((gpu_type, job_type, gpus))
+
+    # ------------------------------------------------------------------ co-location
+    def co_speeds(self, signatures: Sequence[str], gpu_type: str) -> tuple[float, ...]:
+        order = sorted(range(len(signatures)), key=lambda i: signatures[i])
+        key = (gpu_type, tuple(signatures[i] for i in order))
+        speeds = self._speeds.get(key)
+        if speeds is None:
+            speeds = self._compute_speeds(key[1], gpu_type)
+            self._speeds[key] = speeds
+        out = [0.0] * len(signatures)
+        for rank, i in enumerate(order):
+            out[i] = speeds[rank]
+        return tuple(out)
+
+    def _compute_speeds(self, sigs: tuple[str, ...], gpu_type: str) -> tuple[float, ...]:
+        n = len(sigs)
+        if n == 0:
+            return ()
+        if not self.fits(sigs, gpu_memory_of(gpu_type)):
+            return (0.0,) * n
+        speeds = [1.0] * n
+        for i, j in combinations(range(n), 2):
+            s_i, s_j = self.pair_speeds(sigs[i], sigs[j], gpu_type)
+            speeds[i] *= s_i
+            speeds[j] *= s_j
+        return tuple(speeds)
+
+    def pair_speeds(self, a: str, b: str, gpu_type: str) -> tuple[float, float]:
+        """Normalised speeds of a and b sharing one GPU, ignoring memory (see module doc)."""
+        observed = self._pairs.get(gpu_type, a, b)
+        if observed is not None:
+            return observed
+        measured = self._table.pairs.get((self._table.pair_type_for(gpu_type), a, b))
+        if measured is not None and measured != INFEASIBLE:  # out of memory there: speed unknown
+            return measured
+        completed = self._completion(gpu_type).predict(a, b)
+        if completed is not None:
+            return completed
+        pa, pb = self.profile_of(a), self.profile_of(b)
+        return analytic_speed(pa.util_peak, pb.util_avg), analytic_speed(pb.util_peak, pa.util_avg)
+
+    def _completion(self, gpu_type: str) -> CompletedPairs:
+        done = self._completed.get(gpu_type)
+        if done is None:
+            done = CompletedPairs(self._table, gpu_type, self._pairs.speeds)
+            self._completed[gpu_type] = done
+        return done
+
+    def fits(self, signatures: Sequence[str], gpu_memory_mib: int) -> bool:
+        """At most 3 jobs, more than 500 MiB left free, and no pair the table saw run out of
+        memory on a GPU of this size or larger."""
+        if len(signatures) > MAX_PER_GPU:
+            return False
+        used = sum(self.profile_of(s).mem_mib for s in signatures)
+        if gpu_memory_mib - used <= RESERVE_MIB:
+            return False
+        tables = [t for t, mib in TABLE_GPU_MEMORY_MIB.items() if mib + _TABLE_SLACK_MIB >= gpu_memory_mib]
+        pairs = self._table.pairs
+        return not any(
+            pairs.get((t, a, b)) == INFEASIBLE for a, b in combinations(signatures, 2) for t in tables
+        )
+
+    def predicted_slowdown(self, signatures: Sequence[str], gpu_type: str) -> float:
+        return min(self.co_speeds(signatures, gpu_type), default=1.0)
+
+    def pair_matrix(
+        self, signatures: Sequence[str], gpu_type: str, gpu_memory_mib: int
+    ) -> NDArray[np.float64]:
+        """``S[i, j]`` = speed of signatures[i] sharing a GPU of this type and size with
+        signatures[j]; 0.0 where the pair does not fit. Memoised; treat as read-only."""
+        key = (gpu_type, gpu_memory_mib, tuple(signatures))
+        out = self._matrices.get(key)
+        if out is None:
+            if len(self._matrices) >= _MATRIX_CACHE:  # the queue's mix changes: keep the cache small
+                self._matrices.clear()
+            out = np.zeros((len(signatures), len(signatures)))
+            for i, j in combinations(range(len(signatures)), 2):
+                self._fill(out, signatures, i, j, gpu_type, gpu_memory_mib)
+            for i in range(len(signatures)):
+                self._fill(out, signatures, i, i, gpu_type, gpu_memory_mib)
+            self._matrices[key] = out
+        return out
+
+    def _fill(
+        self, out: NDArray[np.float64], sigs: Sequence[str], i: int, j: int, gpu_type: str, mib: int
+    ) -> None:
+        if self.fits((sigs[i], sigs[j]), mib):
+            out[i, j], out[j, i] = self.pair_speeds(sigs[i], sigs[j], gpu_type)
+
+    # ------------------------------------------------------------------ learning
+    def observe_profile(self, signature: str, util_avg: float, util_peak: float, mem_mib: int) -> None:
+        """A live measurement. Utilisations follow an EWMA; memory rises at once to a larger
+        reading and decays only slowly, so that packing stays on the safe side."""
+        old = self._measured.get(signature)
+        if old is not None:
+            w = EWMA_WEIGHT
+            util_avg = old.util_avg + w * (util_avg - old.util_avg)
+            util_peak = old.util_peak + w * (util_peak - old.util_peak)
+            mem_mib = max(mem_mib, round(old.mem_mib + w * (mem_mib - old.mem_mib)))
+        avg = min(100.0, max(0.0, util_avg))
+        peak = max(avg, min(100.0, util_peak))
+        self._measured[signature] = JobProfile(avg, peak, max(1, int(mem_mib)), "measured")
+        self._invalidate()
+
+    def observe_pair(self, a: str, b: str, gpu_type: str, speed_a: float, speed_b: float) -> None:
+        self._pairs.add(gpu_type, a, b, speed_a, speed_b)
+        self._completed.pop(gpu_type, None)
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        self._speeds.clear()
+        self._matrices.clear()
+        self.version += 1
+
+
+def default_model() -> InterferenceModel:
+    """A fresh model over the packaged table (the parsed table itself is shared, immutable)."""
+    return InterferenceModel(packaged_table())

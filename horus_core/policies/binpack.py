@@ -1,0 +1,34 @@
+"""``binpack``: naive co-location by free memory, blind to interference.
+
+Jobs in arrival order; each goes to the GPU (a gang: the node) with the least memory left free
+after placing it, up to 3 jobs per GPU, as long as memory fits (the only thing it checks,
+together with the table's out-of-memory pairs). What Gavel calls "fifo with packing": it fills
+GPUs, and pays for it in interference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from horus_core.interference import InterferenceModel, default_model
+from horus_core.model import Action, ClusterSnapshot
+from horus_core.packing import PackParams, codes
+from horus_core.policies._packing import pack_actions
+from horus_core.policies.base import arrival_order
+from horus_core.policies.reasons import interference_text
+
+PARAMS = PackParams(mode=codes.MODE_BINPACK, max_per_gpu=3)
+
+
+@dataclass
+class BinpackPolicy:
+    model: InterferenceModel
+    name: str = "binpack"
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        queue = arrival_order(snapshot.pending())
+        return pack_actions(snapshot, queue, self.model, PARAMS, interference_text(0.0))
+
+
+def make(model: InterferenceModel | None) -> BinpackPolicy:
+    return BinpackPolicy(model or default_model())

@@ -1,0 +1,78 @@
+"""``gandiva``: introspective packing (after Gandiva, OSDI 2018).
+
+Placement is blind to interference: jobs in arrival order, an idle GPU while there is one
+(Horus cost), a second job per GPU only when the cluster is oversubscribed, memory permitting.
+Then it watches: every tick, a GPU whose jobs' normalised throughputs (measured when the
+model has observations, else predicted) sum below 1.0 (worse than taking turns) is split by
+preempting the job that started last, and that pair of signatures is never packed again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from horus_core.interference import InterferenceModel, default_model
+from horus_core.model import Action, ClusterSnapshot, Job, Preempt
+from horus_core.packing import PackParams, codes
+from horus_core.packing.build import gpu_type
+from horus_core.policies._packing import pack_actions
+from horus_core.policies.base import arrival_order, busy_gpu_uuids
+
+PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
+REFUSED = "every GPU with enough memory runs a job it was split from before (or that it does not fit next to)"
+
+
+@dataclass
+class GandivaPolicy:
+    model: InterferenceModel
+    name: str = "gandiva"
+    bad_pairs: set[frozenset[str]] = field(default_factory=set)
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        actions: list[Action] = list(self.split_bad_pairs(snapshot))
+        queue = arrival_order(snapshot.pending())
+        actions += pack_actions(snapshot, queue, self.model, PARAMS, REFUSED, pair_filter=self.allowed)
+        return actions
+
+    def split_bad_pairs(self, snapshot: ClusterSnapshot) -> list[Preempt]:
+        jobs = {j.id: j for j in snapshot.active()}
+        types = {g.uuid: gpu_type(g) for n in snapshot.nodes for g in n.gpus}
+        out: dict[str, Preempt] = {}
+        for uuid, ids in busy_gpu_uuids(jobs.values()).items():
+            if len(ids) < 2 or any(i in out for i in ids):
+                continue
+            sharing = [jobs[i] for i in ids]
+            sigs = [self.model.signature(j.spec) for j in sharing]
+            speeds = self.model.co_speeds(sigs, types.get(uuid, "v100"))
+            if sum(speeds) >= 1.0:
+                continue
+            self.bad_pairs.update(frozenset((a, b)) for a in sigs for b in sigs)
+            last = max(sharing, key=_started)
+            out[last.id] = Preempt(
+                last.id, f"split from its co-runners: their normalised speeds sum to {sum(speeds):.2f} < 1.0"
+            )
+        return list(out.values())
+
+    def allowed(self, speed: NDArray[np.float64], classes: Sequence[tuple[str, int]]) -> NDArray[np.bool_]:
+        ok = np.ones(speed.shape, np.bool_)
+        rows: dict[str, list[int]] = {}
+        for i, (sig, _) in enumerate(classes):
+            rows.setdefault(sig, []).append(i)
+        for pair in self.bad_pairs:
+            a, b = min(pair), max(pair)
+            for i in rows.get(a, []):
+                for k in rows.get(b, []):
+                    ok[i, k] = ok[k, i] = False
+        return ok
+
+
+def _started(job: Job) -> tuple[float, str]:
+    return (job.started_at if job.started_at is not None else job.updated_at, job.id)
+
+
+def make(model: InterferenceModel | None) -> GandivaPolicy:
+    return GandivaPolicy(model or default_model())

@@ -1,0 +1,71 @@
+"""``lucid``: packing by sharing scores (after Lucid, ASPLOS 2023).
+
+A job's sharing score in a pair comes from its predicted speed next to the other job:
+below 0.85x scores 2, below 0.95x scores 1, else 0. Two jobs may share a GPU only if their
+scores sum to at most 2 (one suffers a lot, or both a little) and they ask for the same number
+of GPUs; at most 2 jobs per GPU. Jobs are served shortest estimated work first: total steps /
+solo throughput on the cluster's most common GPU type, times GPUs (unknown work goes last,
+in arrival order). Placement uses the Horus cost, so a job takes an idle GPU while there is
+one and is packed when the cluster is busy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from horus_core.interference import InterferenceModel, default_model
+from horus_core.model import Action, ClusterSnapshot, Job
+from horus_core.packing import PackParams, codes
+from horus_core.packing.build import gpu_type
+from horus_core.policies._packing import pack_actions
+
+PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
+REFUSED = (
+    "every GPU with enough memory runs a job it may not share with "
+    "(sharing scores sum above 2, or a different GPU count)"
+)
+
+
+def sharing_scores(speed: NDArray[np.float64]) -> NDArray[np.int64]:
+    out: NDArray[np.int64] = np.where(speed < 0.85, 2, np.where(speed < 0.95, 1, 0))
+    return out
+
+
+def lucid_filter(speed: NDArray[np.float64], classes: Sequence[tuple[str, int]]) -> NDArray[np.bool_]:
+    scores = sharing_scores(speed)
+    out: NDArray[np.bool_] = (scores + scores.T) <= 2
+    return out
+
+
+@dataclass
+class LucidPolicy:
+    model: InterferenceModel
+    name: str = "lucid"
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        types = Counter(gpu_type(g) for g in snapshot.ready_gpus())
+        main_type = types.most_common(1)[0][0] if types else "v100"
+        queue = sorted(
+            snapshot.pending(),
+            key=lambda j: (-j.spec.priority, self.work(j, main_type), j.submitted_at, j.id),
+        )
+        return pack_actions(
+            snapshot, queue, self.model, PARAMS, REFUSED, split_by_gpus=True, pair_filter=lucid_filter
+        )
+
+    def work(self, job: Job, gpu_type_name: str) -> float:
+        """Estimated GPU-seconds: steps / steps-per-second alone x GPUs (inf when unknown)."""
+        rate = self.model.solo_throughput(job.spec.job_type, job.spec.gpus, gpu_type_name)
+        if not rate or job.spec.total_steps <= 0:
+            return math.inf
+        return job.spec.total_steps / rate * job.spec.gpus
+
+
+def make(model: InterferenceModel | None) -> LucidPolicy:
+    return LucidPolicy(model or default_model())

@@ -1,0 +1,64 @@
+"""Human-readable reasons for jobs that stay pending after a packing pass."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from horus_core.packing import PackParams, codes
+
+
+@dataclass(frozen=True, slots=True)
+class WaitFacts:
+    """What a reason may mention about the job and the pass."""
+
+    gpus: int
+    exclusive: bool
+    mem_mib: int
+    code: int
+    detail: int  # R_GANG: the largest suitable set on one node
+    largest_node: int  # GPUs on the biggest ready node
+    blocked_ahead: int  # R_LOOKAHEAD: jobs ahead of it that did not fit
+
+
+def wait_reason(facts: WaitFacts, params: PackParams, refuse_text: str) -> str:
+    """One sentence; ``refuse_text`` says what the policy's co-location rule refused."""
+    f = facts
+    if f.code == codes.R_NO_GPUS:
+        return "no ready GPU in the cluster"
+    if f.gpus > f.largest_node:
+        return f"needs {f.gpus} GPUs on one node, the largest node has {f.largest_node}"
+    if f.code == codes.R_LOOKAHEAD:
+        return (
+            f"queued behind {f.blocked_ahead} jobs that do not fit now "
+            f"(look-ahead {params.lookahead}): served when they are"
+        )
+    if f.code == codes.R_GANG:
+        what = "idle GPUs" if f.exclusive else "GPUs"
+        return f"needs {f.gpus} {what} on one node, largest suitable set is {f.detail}"
+    if f.code == codes.R_FULL:
+        if f.exclusive:
+            return f"needs {_gpus(f.gpus)} nobody else uses (exclusive); every GPU is in use"
+        return f"every GPU already runs {params.max_per_gpu} job(s) or an exclusive job"
+    if f.code == codes.R_MEMORY:
+        return (
+            f"needs {f.mem_mib} MiB of GPU memory plus {params.reserve_mib} MiB headroom; "
+            "no GPU with a free slot has that much free"
+        )
+    return refuse_text
+
+
+def _gpus(n: int) -> str:
+    return "a GPU" if n == 1 else f"{n} GPUs on one node"
+
+
+def interference_text(min_speed: float = 0.0, min_gain: float = -math.inf) -> str:
+    """What a refusal by the pair table, a speed floor or a throughput-gain rule means."""
+    rules = []
+    if min_gain > -math.inf:
+        rules.append(f"raise the GPU's summed normalised speed by less than {min_gain:g}")
+    if min_speed > 0.0:
+        rules.append(f"slow a co-runner or this job below {min_speed:g}x")
+    if rules:
+        return "every GPU with enough memory would " + " or ".join(rules) + " if this job joined it"
+    return "every GPU with enough memory runs a job it does not fit next to (out-of-memory pair)"
