@@ -142,7 +142,10 @@ class Agent:
 
     def register_message(self) -> worker_pb2.WorkerMessage:
         self.state.stream_opened()
-        return messages.register(self.config.name, self.gpus, self.state.running(), self.config.join_token)
+        self.state.prune()
+        return messages.register(
+            self.config.name, self.gpus, self.state.running(), self.config.join_token, self.state.finals()
+        )
 
     def on_registered(self, msg: worker_pb2.Registered) -> None:
         effects = self.state.on_registered(msg.heartbeat_interval_s, msg.lease_s)

@@ -39,24 +39,47 @@ class StartupError(Exception):
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="horus-worker", description=__doc__.splitlines()[0])
-    p.add_argument("--master", default=os.environ.get("HORUS_MASTER", ""), metavar="HOST:PORT",
-                   help="the master's worker endpoint (default $HORUS_MASTER)")
-    p.add_argument("--name", default=socket.gethostname().split(".")[0],
-                   help="node name (default: the host name)")
-    p.add_argument("--fake-gpus", metavar="N|NxMODEL[,...]",
-                   help="simulated GPUs instead of NVML: 4 (V100s), 4xV100, 2xK80,2xH100")
-    p.add_argument("--runtime", choices=("process", "docker"), default="process",
-                   help="run attempts as local processes (default) or Docker containers")
-    p.add_argument("--state-dir", type=pathlib.Path,
-                   help="attempt logs and bookkeeping (default ~/.local/state/horus/worker-NAME)")
-    p.add_argument("--join-token", default=os.environ.get("HORUS_JOIN_TOKEN", ""),
-                   help="the master's join token (default $HORUS_JOIN_TOKEN)")
+    p.add_argument(
+        "--master",
+        default=os.environ.get("HORUS_MASTER", ""),
+        metavar="HOST:PORT",
+        help="the master's worker endpoint (default $HORUS_MASTER)",
+    )
+    p.add_argument(
+        "--name", default=socket.gethostname().split(".")[0], help="node name (default: the host name)"
+    )
+    p.add_argument(
+        "--fake-gpus",
+        metavar="N|NxMODEL[,...]",
+        help="simulated GPUs instead of NVML: 4 (V100s), 4xV100, 2xK80,2xH100",
+    )
+    p.add_argument(
+        "--runtime",
+        choices=("process", "docker"),
+        default="process",
+        help="run attempts as local processes (default) or Docker containers",
+    )
+    p.add_argument(
+        "--state-dir",
+        type=pathlib.Path,
+        help="attempt logs and bookkeeping (default ~/.local/state/horus/worker-NAME)",
+    )
+    p.add_argument(
+        "--join-token",
+        default=os.environ.get("HORUS_JOIN_TOKEN", ""),
+        help="the master's join token (default $HORUS_JOIN_TOKEN)",
+    )
     p.add_argument("--grace-s", type=float, default=10.0, help="SIGTERM → SIGKILL grace period (default 10)")
     p.add_argument("--tls-ca", type=pathlib.Path, help="CA bundle of the master's certificate (enables TLS)")
     p.add_argument("--tls-cert", type=pathlib.Path, help="this worker's client certificate (mutual TLS)")
     p.add_argument("--tls-key", type=pathlib.Path, help="the client certificate's private key")
-    p.add_argument("--allow-mount", action="append", default=[], metavar="PREFIX",
-                   help="docker: host path prefix jobs may mount (repeatable)")
+    p.add_argument(
+        "--allow-mount",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="docker: host path prefix jobs may mount (repeatable)",
+    )
     p.add_argument("--docker-url", help="docker: engine address (default $DOCKER_HOST or the local socket)")
     p.add_argument("--docker-network", default="none", help="docker: network for containers (default none)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -106,7 +129,10 @@ async def open_runtime(args: argparse.Namespace, state_dir: pathlib.Path) -> Run
         from worker.runtime.docker import DockerRuntime
 
         return await DockerRuntime.open(
-            args.name, url=args.docker_url, allow_mounts=args.allow_mount, network=args.docker_network,
+            args.name,
+            url=args.docker_url,
+            allow_mounts=args.allow_mount,
+            network=args.docker_network,
             orphan_grace_s=args.grace_s,
         )
     except Exception as exc:
@@ -148,8 +174,16 @@ async def serve(args: argparse.Namespace, config: AgentConfig) -> None:
         loop.add_signal_handler(sig, _on_signal, agent, sig)
     kind = "simulated" if args.fake_gpus else "NVML"
     models = ", ".join(sorted({g.model for g in gpus}))
-    log.info("horus-worker %s: %d GPU(s) (%s, %s), runtime %s, master %s, state %s",
-             args.name, len(gpus), models, kind, runtime.name, args.master, state_dir)
+    log.info(
+        "horus-worker %s: %d GPU(s) (%s, %s), runtime %s, master %s, state %s",
+        args.name,
+        len(gpus),
+        models,
+        kind,
+        runtime.name,
+        args.master,
+        state_dir,
+    )
     try:
         await agent.run()
     finally:

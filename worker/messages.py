@@ -27,13 +27,22 @@ def refs(keys: Iterable[AttemptKey]) -> list[worker_pb2.AttemptRef]:
 
 
 def register(
-    name: str, gpus: Sequence[GpuInfo], running: Iterable[AttemptKey], token: str
+    name: str,
+    gpus: Sequence[GpuInfo],
+    running: Iterable[AttemptKey],
+    token: str,
+    finished: Iterable[Update] = (),
 ) -> worker_pb2.WorkerMessage:
     pb_gpus = [
         gpu_to_pb(Gpu(g.uuid, name, g.index, g.model, g.memory_mib, gpu_type_of(g.model))) for g in gpus
     ]
     msg = worker_pb2.Register(
-        name=name, gpus=pb_gpus, running=refs(running), token=token, version=__version__
+        name=name,
+        gpus=pb_gpus,
+        running=refs(running),
+        token=token,
+        version=__version__,
+        finished=[update(u).update for u in finished],
     )
     return worker_pb2.WorkerMessage(register=msg)
 

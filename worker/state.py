@@ -125,8 +125,7 @@ class WorkerState:
         self.registered, self.fenced = True, False
         self.prune()
         effects: list[Effect] = [
-            Send(Update(a.key, JobState.RUNNING, at=self.clock.time()))
-            for a in self._in(Phase.RUNNING)
+            Send(Update(a.key, JobState.RUNNING, at=self.clock.time())) for a in self._in(Phase.RUNNING)
         ]
         effects += [Send(f) for f in self.finals()]
         return effects
@@ -266,9 +265,7 @@ class WorkerState:
             effects += self._stop(attempt, reason, grace_s)
         return effects
 
-    def _finish(
-        self, attempt: Attempt, state: JobState, exit_code: int | None, reason: str
-    ) -> list[Effect]:
+    def _finish(self, attempt: Attempt, state: JobState, exit_code: int | None, reason: str) -> list[Effect]:
         attempt.phase = Phase.FINISHED
         attempt.final = Update(attempt.key, state, exit_code, reason, self.clock.time())
         attempt.finished_at = self.clock.monotonic()

@@ -50,6 +50,7 @@ class Register(_message.Message):
     RUNNING_FIELD_NUMBER: _builtins.int
     TOKEN_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
+    FINISHED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     token: _builtins.str
     """join token, when the master requires one"""
@@ -60,6 +61,12 @@ class Register(_message.Message):
     def running(self) -> _containers.RepeatedCompositeFieldContainer[Global___AttemptRef]:
         """attempts this worker still runs (after a reconnect)"""
 
+    @_builtins.property
+    def finished(self) -> _containers.RepeatedCompositeFieldContainer[Global___AttemptUpdate]:
+        """Final updates of attempts that ended in the last 10 minutes (the master may have missed them
+        while the stream was down). The master applies them before it reconciles.
+        """
+
     def __init__(
         self,
         *,
@@ -68,10 +75,11 @@ class Register(_message.Message):
         running: _abc.Iterable[Global___AttemptRef] | None = ...,
         token: _builtins.str = ...,
         version: _builtins.str = ...,
+        finished: _abc.Iterable[Global___AttemptUpdate] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "name", b"name", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished", b"finished", "gpus", b"gpus", "name", b"name", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -269,6 +269,9 @@ async def _reconnect_scenario(master: FakeMaster, worker: Worker) -> None:
         reg = await master2.wait_registered()
         assert [(r.job_id, r.attempt) for r in reg.running] == [("long", 1)]
         assert [g.uuid for g in reg.gpus] == [gpu0, gpu1]
+        # The registration itself carries the finals, so the master applies them before it
+        # declares anything unreported lost.
+        assert [(u.job_id, u.attempt, u.exit_code) for u in reg.finished] == [("short", 1, 0)]
         resent = await master2.update("short", SUCCEEDED)  # a final of the last 10 minutes, sent again
         assert resent.exit_code == 0
         await master2.update("long", RUNNING)  # idempotent re-statement of what runs
@@ -301,6 +304,7 @@ async def test_cut_off_longer_than_the_lease_stops_attempts(tmp_path: pathlib.Pa
         master = await FakeMaster(lease_s=1.0).start(port)
         reg = await master.wait_registered()
         assert list(reg.running) == []
+        assert [u.reason for u in reg.finished if u.job_id == "long"][0].startswith("lease expired")
         final = await master.update("long", CANCELLED)
         assert final.reason.startswith("lease expired")
     finally:

@@ -45,8 +45,14 @@ _RECOVERABLE = ("running", "paused", "restarting", "exited")
 class DockerAttempt:
     """A running container; :meth:`wait` gives its final status once, the container is then removed."""
 
-    def __init__(self, container: DockerContainer, key: AttemptKey, log_path: pathlib.Path, pid: int,
-                 resume: bool = False) -> None:
+    def __init__(
+        self,
+        container: DockerContainer,
+        key: AttemptKey,
+        log_path: pathlib.Path,
+        pid: int,
+        resume: bool = False,
+    ) -> None:
         self.key = key
         self.container_id = container.id
         self._container = container
@@ -140,9 +146,18 @@ class DockerRuntime:
         self._attempts: dict[AttemptKey, DockerAttempt] = {}
 
     @classmethod
-    async def open(cls, worker: str, *, url: str | None = None, allow_mounts: Sequence[str] = (),
-                   network: str = "none", readonly_rootfs: bool = False, pids_limit: int = 4096,
-                   orphan_grace_s: float = 10.0, nvidia: bool | None = None) -> DockerRuntime:
+    async def open(
+        cls,
+        worker: str,
+        *,
+        url: str | None = None,
+        allow_mounts: Sequence[str] = (),
+        network: str = "none",
+        readonly_rootfs: bool = False,
+        pids_limit: int = 4096,
+        orphan_grace_s: float = 10.0,
+        nvidia: bool | None = None,
+    ) -> DockerRuntime:
         """Connect to the engine (``url`` or $DOCKER_HOST or the default socket).
 
         ``nvidia``: give GPUs as DeviceRequests (True) or only through the NVIDIA_VISIBLE_DEVICES /

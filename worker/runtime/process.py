@@ -54,9 +54,7 @@ def exit_status(returncode: int, stop_reason: str | None) -> ExitStatus:
 class ProcessAttempt:
     """One running attempt; its process group id is its leader's pid."""
 
-    def __init__(
-        self, key: AttemptKey, proc: asyncio.subprocess.Process, records: GroupRecords
-    ) -> None:
+    def __init__(self, key: AttemptKey, proc: asyncio.subprocess.Process, records: GroupRecords) -> None:
         self.key = key
         self._proc = proc
         self._records = records

@@ -1,0 +1,1 @@
+"""Thin gRPC servicers: decode the request, call a service, encode the answer."""

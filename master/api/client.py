@@ -1,0 +1,99 @@
+"""``HorusService``: the client plane (SDK and hctl)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+import horus_core
+from horus_core import wire
+from horus_core.gen import client_pb2 as cpb
+from horus_core.gen import client_pb2_grpc as cgrpc
+from horus_core.gen import types_pb2 as pb
+from master.api.errors import Ctx, streaming, unary
+from master.api.views import gpu_statuses, profile_to_pb
+from master.auth import caller
+from master.services.access import owner_for
+from master.services.core import Core
+from master.services.events import JobEvent
+from master.services.joblogs import LogReader
+from master.services.jobs import JobService
+
+
+def event_to_pb(ev: JobEvent) -> pb.JobEvent:
+    msg = pb.JobEvent(job=wire.job_to_pb(ev.job), at=ev.at, reason=ev.reason)
+    if ev.previous is not None:
+        msg.previous_state = wire.job_state_to_pb(ev.previous)
+    return msg
+
+
+class HorusServicer(cgrpc.HorusServiceServicer):
+    def __init__(self, core: Core, jobs: JobService, logs: LogReader, policy_name: str) -> None:
+        self.core = core
+        self.jobs = jobs
+        self.logs = logs
+        self.policy_name = policy_name
+
+    @unary
+    async def SubmitJob(self, request: cpb.SubmitJobRequest, context: Ctx) -> cpb.SubmitJobResponse:
+        who = caller()
+        request.spec.owner = owner_for(who, request.spec.owner)  # saves a copy of the converted spec
+        result = await self.jobs.submit(wire.spec_from_pb(request.spec), request.request_id, who)
+        return cpb.SubmitJobResponse(job=wire.job_to_pb(result.row.job), created=result.created)
+
+    @unary
+    async def GetJob(self, request: cpb.GetJobRequest, context: Ctx) -> pb.Job:
+        return wire.job_to_pb(await self.jobs.get(request.job_id, caller()))
+
+    @unary
+    async def ListJobs(self, request: cpb.ListJobsRequest, context: Ctx) -> cpb.ListJobsResponse:
+        states = [wire.job_state_from_pb(s, "states") for s in request.states]
+        page = await self.jobs.list(states, request.owner, request.page_size, request.page_token, caller())
+        jobs = [wire.job_to_pb(j) for j in page.jobs]
+        return cpb.ListJobsResponse(jobs=jobs, next_page_token=page.next_token)
+
+    @unary
+    async def CancelJob(self, request: cpb.CancelJobRequest, context: Ctx) -> pb.Job:
+        return wire.job_to_pb(await self.jobs.cancel(request.job_id, request.reason, caller()))
+
+    @streaming
+    async def WatchJobs(self, request: cpb.WatchJobsRequest, context: Ctx) -> AsyncIterator[pb.JobEvent]:
+        sub = await self.jobs.watch(request.job_id, caller())
+        try:
+            # Tells the client that events from here on will reach it.
+            await context.send_initial_metadata((("horus-watch", "subscribed"),))
+            while (ev := await sub.next()) is not None:
+                yield event_to_pb(ev)
+        finally:
+            self.core.events.unsubscribe(sub)
+        if sub.dropped:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "watcher too slow: events were dropped")
+
+    @unary
+    async def ListNodes(self, request: cpb.ListNodesRequest, context: Ctx) -> cpb.ListNodesResponse:
+        return cpb.ListNodesResponse(nodes=[wire.node_to_pb(e.model()) for e in self.core.registry.all()])
+
+    @unary
+    async def ListGpus(self, request: cpb.ListGpusRequest, context: Ctx) -> cpb.ListGpusResponse:
+        active = await self.core.store.read.active_jobs()
+        return cpb.ListGpusResponse(gpus=gpu_statuses(self.core.registry.all(), [r.job for r in active]))
+
+    @streaming
+    async def GetLogs(self, request: cpb.GetLogsRequest, context: Ctx) -> AsyncIterator[cpb.LogChunk]:
+        pieces = self.logs.stream(request.job_id, request.attempt, request.offset, request.follow, caller())
+        async for p in pieces:
+            yield cpb.LogChunk(job_id=p.job_id, attempt=p.attempt, offset=p.offset, data=p.data)
+
+    @unary
+    async def ListProfiles(self, request: cpb.ListProfilesRequest, context: Ctx) -> cpb.ListProfilesResponse:
+        rows = await self.core.store.read.profiles()
+        return cpb.ListProfilesResponse(profiles=[profile_to_pb(p) for p in rows])
+
+    @unary
+    async def GetClusterInfo(self, request: cpb.GetClusterInfoRequest, context: Ctx) -> cpb.ClusterInfo:
+        return cpb.ClusterInfo(
+            version=horus_core.__version__,
+            policy=self.policy_name,
+            max_gpus_per_node=self.core.registry.max_gpus_per_node() or 0,
+        )

@@ -1,0 +1,98 @@
+"""``WorkerService.Connect``: one bidirectional stream per worker (docs/protocol.md).
+
+This handler is the stream's single sender: it drains the session's bounded queue into the
+stream, while a reader task hands incoming messages, in order, to the services.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Any
+
+import grpc
+
+from horus_core import wire
+from horus_core.errors import HorusError
+from horus_core.gen import worker_pb2 as wpb
+from horus_core.gen import worker_pb2_grpc as wgrpc
+from horus_core.model import gpu_type_of
+from horus_core.wire import status_code_for
+from master.services.attempts import AttemptHandler
+from master.services.session import Session
+from master.services.workers import MAX_FINISHED, FinalUpdate, Registration, WorkerPlane
+
+log = logging.getLogger(__name__)
+WCtx = grpc.aio.ServicerContext[wpb.WorkerMessage, wpb.MasterMessage]
+
+
+def registration_from_pb(msg: wpb.Register) -> Registration:
+    gpus = []
+    for g in msg.gpus:
+        gpu = wire.gpu_from_pb(g, msg.name)
+        if not gpu.gpu_type:
+            gpu = dataclasses.replace(gpu, gpu_type=gpu_type_of(gpu.model))
+        gpus.append(gpu)
+    running = tuple((r.job_id, r.attempt) for r in msg.running)
+    finished = tuple(
+        FinalUpdate(
+            u.job_id,
+            u.attempt,
+            wire.job_state_from_pb(u.state, "register.finished.state"),
+            u.exit_code if u.HasField("exit_code") else None,
+            u.reason[:1000],
+        )
+        for u in msg.finished[:MAX_FINISHED]
+    )
+    return Registration(msg.name, tuple(gpus), running, msg.token, msg.version, finished)
+
+
+class WorkerServicer(wgrpc.WorkerServiceServicer):
+    def __init__(self, plane: WorkerPlane, attempts: AttemptHandler, first_message_timeout_s: float) -> None:
+        self.plane = plane
+        self.attempts = attempts
+        self.first_timeout = first_message_timeout_s
+
+    async def Connect(self, request_iterator: Any, context: WCtx) -> None:  # type: ignore[override]
+        try:
+            first = await asyncio.wait_for(context.read(), self.first_timeout)
+        except TimeoutError:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected Register as the first message")
+        if not isinstance(first, wpb.WorkerMessage) or first.WhichOneof("msg") != "register":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected Register as the first message")
+        try:
+            session = await self.plane.register(registration_from_pb(first.register))
+        except HorusError as exc:
+            await context.abort(status_code_for(exc), str(exc))
+        except Exception:
+            log.exception("registration failed")
+            await context.abort(grpc.StatusCode.INTERNAL, "internal error while registering")
+        reader = asyncio.create_task(self._read(session, context), name=f"horus-read-{session.node}")
+        try:
+            while (out := await session.next()) is not None:
+                await context.write(out)
+        except Exception as exc:  # the transport failed under us
+            session.close(f"stream broken: {type(exc).__name__}", by_peer=True)
+        finally:
+            reader.cancel()
+            self.plane.disconnected(session)
+        if not session.closed_by_peer:  # the master ended it: tell the worker why
+            context.set_code(grpc.StatusCode.UNAVAILABLE)
+            context.set_details(session.close_reason)
+
+    async def _read(self, session: Session, context: WCtx) -> None:
+        try:
+            while True:
+                msg = await context.read()
+                if not isinstance(msg, wpb.WorkerMessage):  # EOF: the worker closed its side
+                    session.close("stream ended", by_peer=True)
+                    return
+                try:
+                    await self.attempts.handle(session, msg)
+                except Exception:
+                    log.exception("handling a message from node %s failed; ignored", session.node)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            session.close(f"stream broken: {type(exc).__name__}", by_peer=True)

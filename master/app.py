@@ -1,0 +1,173 @@
+"""Assembling the master: store -> services -> gRPC servicers, and its start / stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from horus_core.gen import client_pb2_grpc as cgrpc
+from horus_core.gen import worker_pb2_grpc as wgrpc
+from horus_core.policies import Policy, make_policy
+from master.api.client import HorusServicer
+from master.api.worker import WorkerServicer
+from master.auth import AuthInterceptor, TokenTable
+from master.clock import Clock, SystemClock
+from master.config import MAX_MESSAGE_BYTES, MasterConfig
+from master.services.attempts import AttemptHandler
+from master.services.core import Core
+from master.services.events import EventBus, JobEvent
+from master.services.joblogs import LogReader
+from master.services.jobs import JobService
+from master.services.learning import Learner
+from master.services.logs import LogStore
+from master.services.nodes import NodeRegistry
+from master.services.scheduler import Scheduler
+from master.services.workers import WorkerPlane
+from master.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def default_interference_model() -> Any:
+    """The shared interference model, when ``horus_core.interference`` provides one."""
+    try:
+        mod = importlib.import_module("horus_core.interference")
+        factory = getattr(mod, "default_model", None)
+        return factory() if factory is not None else None
+    except Exception:
+        log.warning("no interference model available; policies use their own defaults", exc_info=True)
+        return None
+
+
+class Master:
+    """``async with Master(config) as m:`` serves on ``m.port`` until the block ends."""
+
+    def __init__(
+        self,
+        config: MasterConfig,
+        *,
+        clock: Clock | None = None,
+        policy: Policy | None = None,
+        interference: Any = None,
+        tokens: TokenTable | None = None,
+    ) -> None:
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self._policy = policy
+        self._interference = interference
+        self._tokens = tokens
+        self.port = 0
+        self._server: grpc.aio.Server | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> None:
+        cfg = self.config
+        if self._tokens is None and cfg.auth_tokens is not None:
+            self._tokens = TokenTable.load(cfg.auth_tokens)
+        model = self._interference if self._interference is not None else default_interference_model()
+        policy = self._policy or make_policy(cfg.policy, model)
+        self.store = await Store.open(
+            cfg.db_path,
+            group_commit=cfg.group_commit,
+            max_batch=cfg.max_batch,
+            commit_delay_s=cfg.commit_delay_s,
+        )
+        try:
+            await self._build(policy, model)
+            await self.plane.load()
+            self.port = await self._serve()
+        except BaseException:
+            await self.store.close()
+            raise
+        self._loop_task = asyncio.create_task(self.scheduler.run(), name="horus-scheduler")
+        log.info("master started: policy %s, db %s, port %d", policy.name, cfg.db_path, self.port)
+
+    async def _build(self, policy: Policy, model: Any) -> None:
+        cfg = self.config
+        events = EventBus(max_subscribers=cfg.max_watchers, queue_size=cfg.watch_queue)
+        logs = LogStore(cfg.logs_dir, cfg.max_log_bytes)
+        events.add_listener(lambda ev: _wake_logs(logs, ev))
+        self.core = Core(
+            cfg, self.store, self.clock, NodeRegistry(), events, logs, Learner(self.store, self.clock, model)
+        )
+        self.plane = WorkerPlane(self.core)
+        self.attempts = AttemptHandler(self.core, self.plane)
+        self.jobs = JobService(self.core)
+        self.scheduler = Scheduler(self.core, policy, self.plane.check_liveness)
+        self.policy = policy
+
+    async def _serve(self) -> int:
+        cfg = self.config
+        options = [
+            ("grpc.so_reuseport", 0),  # a second master on the same port must fail, not share it
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.keepalive_time_ms", 20_000),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            *cfg.extra_server_options,
+        ]
+        interceptors = [AuthInterceptor(self._tokens)] if self._tokens is not None else []
+        server = grpc.aio.server(
+            interceptors=interceptors, options=options, maximum_concurrent_rpcs=cfg.max_concurrent_rpcs
+        )
+        cgrpc.add_HorusServiceServicer_to_server(
+            HorusServicer(self.core, self.jobs, LogReader(self.core), self.policy.name), server
+        )
+        wgrpc.add_WorkerServiceServicer_to_server(
+            WorkerServicer(self.plane, self.attempts, cfg.node_timeout_s), server
+        )
+        try:
+            port = server.add_insecure_port(cfg.listen)
+        except RuntimeError as exc:  # grpc reports a failed bind this way
+            raise OSError(f"cannot listen on {cfg.listen}: {exc}") from None
+        if port == 0:
+            raise OSError(f"cannot listen on {cfg.listen}")
+        await server.start()
+        self._server = server
+        return port
+
+    async def stop(self) -> None:
+        """Stop accepting, end the streams, let the writer finish its batch, close the db."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        self.core.events.close_all()
+        for entry in self.core.registry.all():
+            if entry.session is not None:
+                entry.session.close("the master is shutting down")
+        if self._server is not None:
+            await self._server.stop(self.config.shutdown_grace_s)
+        await self.store.close()
+        st = self.store.writer.stats
+        log.info(
+            "master stopped (%d writes in %d commits, largest batch %d)", st.ops, st.batches, st.largest_batch
+        )
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def __aenter__(self) -> Master:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+def _wake_logs(logs: LogStore, ev: JobEvent) -> None:
+    logs.wake(ev.job.id)

@@ -1,0 +1,101 @@
+"""``horus-master``: the daemon's command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import pathlib
+import signal
+import sys
+
+from horus_core.policies import policy_names
+from master.app import Master
+from master.auth import TokenTable
+from master.config import MasterConfig
+
+log = logging.getLogger("master")
+
+
+def default_policy() -> str:
+    return "horus" if "horus" in policy_names() else "fifo"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="horus-master", description="The Horus master daemon.")
+    p.add_argument("--listen", default="127.0.0.1:7070", help="HOST:PORT to serve on (port 0: any free port)")
+    p.add_argument("--db", required=True, type=pathlib.Path, help="SQLite database file")
+    p.add_argument("--policy", default=None, help=f"scheduling policy (one of: {', '.join(policy_names())})")
+    p.add_argument("--data-dir", type=pathlib.Path, default=None, help="for logs (default: the db folder)")
+    p.add_argument("--tick-s", type=float, default=1.0, help="scheduling pass interval")
+    p.add_argument("--node-timeout-s", type=float, default=30.0, help="silence after which a node is LOST")
+    p.add_argument("--lease-s", type=float, default=20.0, help="workers stop attempts after this cut-off")
+    p.add_argument("--heartbeat-s", type=float, default=2.0, help="heartbeat interval asked of the workers")
+    p.add_argument("--join-token", default=None, help="token workers must present to register")
+    p.add_argument("--auth-tokens", type=pathlib.Path, default=None, help="lines 'token user [admin]'")
+    p.add_argument("--max-concurrent-rpcs", type=int, default=1000)
+    p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    args = p.parse_args(argv)
+    args.policy = args.policy or default_policy()
+    if args.policy not in policy_names():
+        p.error(f"unknown policy {args.policy!r}; choose one of {', '.join(policy_names())}")
+    for name in ("tick_s", "node_timeout_s", "lease_s", "heartbeat_s"):
+        if getattr(args, name) <= 0:
+            p.error(f"--{name.replace('_', '-')} must be positive")
+    if args.lease_s >= args.node_timeout_s:
+        p.error("--lease-s must be shorter than --node-timeout-s (workers stop before the master re-queues)")
+    return args
+
+
+def config_from(args: argparse.Namespace) -> MasterConfig:
+    return MasterConfig(
+        db_path=args.db,
+        listen=args.listen,
+        policy=args.policy,
+        data_dir=args.data_dir,
+        tick_s=args.tick_s,
+        node_timeout_s=args.node_timeout_s,
+        lease_s=args.lease_s,
+        heartbeat_s=args.heartbeat_s,
+        join_token=args.join_token,
+        auth_tokens=args.auth_tokens,
+        group_commit=not args.no_group_commit,
+        max_concurrent_rpcs=args.max_concurrent_rpcs,
+    )
+
+
+async def serve(config: MasterConfig, tokens: TokenTable | None) -> None:
+    master = Master(config, tokens=tokens)
+    await master.start()
+    host = config.listen.rsplit(":", 1)[0]
+    print(f"horus-master listening on {host}:{master.port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stopping")
+    await master.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        tokens = TokenTable.load(args.auth_tokens) if args.auth_tokens is not None else None
+    except (OSError, ValueError) as exc:
+        print(f"horus-master: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(config_from(args), tokens))
+    except OSError as exc:
+        print(f"horus-master: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

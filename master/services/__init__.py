@@ -1,0 +1,1 @@
+"""The master's logic between the gRPC servicers and the store."""

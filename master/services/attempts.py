@@ -1,0 +1,128 @@
+"""What a registered worker sends: heartbeats, attempt updates, logs and progress."""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+
+from horus_core.errors import InvalidArgument
+from horus_core.gen import worker_pb2 as wpb
+from horus_core.model import JobState
+from horus_core.wire import job_state_from_pb
+from master.services import transitions as tr
+from master.services.core import Core
+from master.services.logs import JOB_ID
+from master.services.nodes import NodeEntry
+from master.services.session import Session
+from master.services.workers import WorkerPlane
+
+log = logging.getLogger(__name__)
+
+KILL_REPEAT_S = 15.0  # a stale attempt still reported running gets another Kill after this long
+STALE = "stale attempt: not current on this node"
+_REPORTABLE = (JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+class AttemptHandler:
+    def __init__(self, core: Core, plane: WorkerPlane) -> None:
+        self.core = core
+        self.plane = plane
+        self._kills: dict[tuple[str, int], float] = {}
+        self._log_nodes: OrderedDict[tuple[str, int], str] = OrderedDict()
+
+    def touch(self, session: Session) -> NodeEntry | None:
+        """Record that the node spoke; None if ``session`` is no longer the node's stream."""
+        entry = self.core.registry.get(session.node)
+        if entry is None or entry.session is not session:
+            return None
+        entry.last_heard = self.core.clock.now()
+        return entry
+
+    async def heartbeat(self, session: Session, hb: wpb.Heartbeat) -> None:
+        entry = self.touch(session)
+        if entry is None:
+            return
+        self.core.registry.record_heartbeat(entry, hb, self.core.clock.now())
+        self.core.learner.on_heartbeat(entry.name, hb)
+        if entry.running:
+            await self._fence(entry)
+
+    async def _fence(self, entry: NodeEntry) -> None:
+        """Kill attempts the worker runs that are not current on this node (fencing)."""
+        now = self.core.clock.now()
+        current = {
+            (r.job.id, r.job.attempt)
+            for r in await self.core.store.read.active_jobs(entry.name)
+            if not r.cancel_requested
+        }
+        for key in entry.running - current:
+            if now - self._kills.get(key, float("-inf")) >= KILL_REPEAT_S:
+                self._kills[key] = now
+                self.core.send_kill(entry.name, key[0], key[1], STALE)
+        if len(self._kills) > 10_000:
+            self._kills = {k: t for k, t in self._kills.items() if now - t < KILL_REPEAT_S}
+
+    async def update(self, session: Session, msg: wpb.AttemptUpdate) -> None:
+        entry = self.touch(session)
+        if entry is None:
+            return
+        try:
+            state = job_state_from_pb(msg.state)
+        except InvalidArgument:
+            state = JobState.PENDING
+        if state not in _REPORTABLE:
+            log.warning("node %s sent an update with state %d; ignored", entry.name, msg.state)
+            return
+        exit_code = msg.exit_code if msg.HasField("exit_code") else None
+        verdict = tr.UpdateVerdict()
+        now = self.core.clock.now()
+        fn = tr.worker_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict)
+        changes = await self.core.apply([(msg.job_id, fn)])
+        if verdict.kill or (not verdict.seen and state is JobState.RUNNING):
+            self.core.send_kill(entry.name, msg.job_id, msg.attempt, STALE)
+        if verdict.ended:
+            self.core.logs.forget(msg.job_id, msg.attempt)
+            for c in changes:
+                await self.core.learner.attempt_ended(c.before.job, msg.attempt)
+        if changes:
+            self.core.poke()
+
+    async def log(self, session: Session, msg: wpb.AttemptLog) -> None:
+        entry = self.touch(session)
+        if entry is None or not JOB_ID.match(msg.job_id) or msg.attempt < 1 or msg.offset < 0:
+            return
+        if await self._attempt_node(msg.job_id, msg.attempt) != entry.name:
+            log.debug("node %s sent logs of %s/%d, not its attempt", entry.name, msg.job_id, msg.attempt)
+            return
+        self.core.logs.append(msg.job_id, msg.attempt, msg.offset, msg.data)
+
+    async def _attempt_node(self, job_id: str, attempt: int) -> str | None:
+        key = (job_id, attempt)
+        node = self._log_nodes.get(key)
+        if node is None:
+            node = await self.core.store.read.attempt_node(job_id, attempt)
+            if node is None:
+                return None
+            self._log_nodes[key] = node
+            while len(self._log_nodes) > 10_000:
+                self._log_nodes.popitem(last=False)
+        return node
+
+    def progress(self, session: Session, msg: wpb.AttemptProgress) -> None:
+        entry = self.touch(session)
+        if entry is not None and JOB_ID.match(msg.job_id) and msg.attempt >= 1:
+            self.core.learner.on_progress(entry.name, msg)
+
+    async def handle(self, session: Session, msg: wpb.WorkerMessage) -> None:
+        kind = msg.WhichOneof("msg")
+        if kind == "heartbeat":
+            await self.heartbeat(session, msg.heartbeat)
+        elif kind == "update":
+            await self.update(session, msg.update)
+        elif kind == "log":
+            await self.log(session, msg.log)
+        elif kind == "progress":
+            self.progress(session, msg.progress)
+        else:
+            self.touch(session)
+            log.warning("node %s sent an unexpected %s message; ignored", session.node, kind)

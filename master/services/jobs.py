@@ -1,0 +1,151 @@
+"""The client plane's job operations: submit, get, list, cancel, watch."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+from horus_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from horus_core.model import Job, JobSpec, JobState
+from horus_core.validation import strip_reserved_env, validate_spec
+from master.services import transitions as tr
+from master.services.access import Identity, check_job_access, owner_filter, owner_for
+from master.services.core import Core
+from master.services.events import JobEvent, Subscription
+from master.services.logs import JOB_ID
+from master.store.jobs import SubmitOp, SubmitResult, new_job_id
+from master.store.rows import JobRow
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_ID = 128
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+PAGE_BYTES = 3 * 1024 * 1024  # keep a page under the clients' default 4 MiB receive limit
+_TOKEN_PREFIX = "p1."
+
+
+@dataclass(frozen=True)
+class JobPage:
+    jobs: list[Job]
+    next_token: str
+
+
+def check_job_id(job_id: str) -> str:
+    if not job_id:
+        raise InvalidArgument("job_id", "required")
+    if not JOB_ID.match(job_id):
+        raise InvalidArgument("job_id", f"not a job id: {job_id[:80]!r}")
+    return job_id
+
+
+def encode_page_token(seq: int) -> str:
+    return _TOKEN_PREFIX + base64.urlsafe_b64encode(str(seq).encode()).decode().rstrip("=")
+
+
+def decode_page_token(token: str) -> int:
+    if not token:
+        return 0
+    try:
+        if not token.startswith(_TOKEN_PREFIX) or len(token) > 64:
+            raise ValueError(token)
+        body = token[len(_TOKEN_PREFIX) :]
+        seq = int(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode("ascii"))
+        if seq < 0:
+            raise ValueError(token)
+        return seq
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidArgument("page_token", "not a token from an earlier ListJobs") from None
+
+
+def approx_size(job: Job) -> int:
+    s = job.spec
+    env = sum(len(k) + len(v) + 4 for k, v in s.env)
+    args = sum(len(a) + 2 for a in s.command) + sum(len(m) + 2 for m in s.mounts)
+    return 256 + args + env + len(job.reason)
+
+
+class JobService:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    async def submit(self, spec: JobSpec, request_id: str, caller: Identity | None) -> SubmitResult:
+        if len(request_id) > MAX_REQUEST_ID:
+            raise InvalidArgument("request_id", f"at most {MAX_REQUEST_ID} characters")
+        core = self.core
+        owner = owner_for(caller, spec.owner)
+        if spec.owner != owner:
+            spec = dataclasses.replace(spec, owner=owner)
+        validate_spec(spec, max_gpus_per_node=core.registry.max_gpus_per_node())
+        env = strip_reserved_env(spec.env)
+        if env != spec.env:
+            spec = dataclasses.replace(spec, env=env)
+        now = core.clock.now()
+        reason = "waiting for a scheduling pass" if core.registry.any_schedulable() else "no ready nodes"
+        job = Job(new_job_id(), spec, JobState.PENDING, submitted_at=now, updated_at=now, reason=reason)
+        result = await core.store.write(SubmitOp(job, request_id or None))
+        if not result.created:
+            if caller is not None and result.row.job.spec.owner != owner:
+                raise AlreadyExists("request_id was used by another user")
+            return result
+        core.events.publish(JobEvent(result.row.job, None, now, "submitted"))
+        core.poke()
+        return result
+
+    async def _row(self, job_id: str, caller: Identity | None) -> JobRow:
+        row = await self.core.store.read.job(check_job_id(job_id))
+        if row is None:
+            raise NotFound(f"no job {job_id}")
+        check_job_access(caller, row.job)
+        return row
+
+    async def get(self, job_id: str, caller: Identity | None) -> Job:
+        return (await self._row(job_id, caller)).job
+
+    async def list(
+        self, states: list[JobState], owner: str, page_size: int, page_token: str, caller: Identity | None
+    ) -> JobPage:
+        if page_size < 0:
+            raise InvalidArgument("page_size", "must not be negative")
+        limit = min(page_size or DEFAULT_PAGE, MAX_PAGE)
+        after = decode_page_token(page_token)
+        rows = await self.core.store.read.list_jobs(states, owner_filter(caller, owner), after, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        budget, kept = PAGE_BYTES, list[JobRow]()
+        for r in rows:
+            budget -= approx_size(r.job)
+            if kept and budget < 0:
+                more = True
+                break
+            kept.append(r)
+        token = encode_page_token(kept[-1].seq) if more and kept else ""
+        return JobPage([r.job for r in kept], token)
+
+    async def cancel(self, job_id: str, reason: str, caller: Identity | None) -> Job:
+        row = await self._row(job_id, caller)
+        if row.job.state.terminal:
+            raise FailedPrecondition(f"job {job_id} is already {row.job.state.value}")
+        core = self.core
+        why = reason[:1000] or f"cancelled by {caller.user if caller else 'a user'}"
+        lost = core.registry.is_lost(row.job.node)
+        changes = await core.apply([(job_id, tr.cancel(why, core.clock.now(), node_lost=lost))])
+        if not changes:
+            now_row = await self._row(job_id, caller)
+            if now_row.job.state.terminal:
+                raise FailedPrecondition(f"job {job_id} is already {now_row.job.state.value}")
+            return now_row.job  # a cancel is already under way
+        after = changes[-1].after
+        if after.cancel_requested:
+            core.send_kill(after.job.node, after.job.id, after.job.attempt, why)
+        core.poke()
+        return after.job
+
+    async def watch(self, job_id: str, caller: Identity | None) -> Subscription:
+        if job_id:
+            await self._row(job_id, caller)
+        owner = caller.user if caller is not None and not caller.admin else None
+        return self.core.events.subscribe(job_id or None, owner)

@@ -1,0 +1,96 @@
+"""The master's memory of the nodes: identity, liveness, streams and the latest readings.
+
+Heartbeats land here, never in the database (docs/protocol.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from horus_core.gen import types_pb2 as pb
+from horus_core.gen import worker_pb2 as wpb
+from horus_core.model import Gpu, Node, NodeState
+from master.services.session import Session
+
+
+@dataclass
+class NodeEntry:
+    name: str
+    gpus: tuple[Gpu, ...]
+    state: NodeState
+    last_heard: float  # clock time of the last message (or of the master's start, for grace)
+    version: str = ""
+    session: Session | None = None
+    lost_handled: bool = False  # its attempts were re-queued since it last registered
+    registered_at: float = 0.0
+    renewed_at: float = 0.0  # when the master last sent Registered (the lease renewal) on this stream
+    gpu_stats: dict[str, pb.GpuStats] = field(default_factory=dict)
+    job_stats: tuple[pb.JobGpuStats, ...] = ()
+    running: frozenset[tuple[str, int]] = frozenset()
+    # RUNNING here but not reported at registration: lost unless the worker's re-sent finals
+    # (which come before its first heartbeat) say otherwise. See WorkerPlane.settle.
+    unreported: set[tuple[str, int]] = field(default_factory=set)
+
+    @property
+    def connected(self) -> bool:
+        return self.session is not None and not self.session.closed
+
+    def model(self) -> Node:
+        gpus = tuple(
+            dataclasses.replace(g, healthy=g.healthy and self.gpu_stats[g.uuid].healthy)
+            if g.uuid in self.gpu_stats
+            else g
+            for g in self.gpus
+        )
+        return Node(self.name, gpus, self.state, self.last_heard)
+
+
+class NodeRegistry:
+    def __init__(self) -> None:
+        self._nodes: dict[str, NodeEntry] = {}
+
+    def get(self, name: str) -> NodeEntry | None:
+        return self._nodes.get(name)
+
+    def all(self) -> list[NodeEntry]:
+        return [self._nodes[k] for k in sorted(self._nodes)]
+
+    def put(self, entry: NodeEntry) -> None:
+        self._nodes[entry.name] = entry
+
+    def schedulable(self) -> tuple[Node, ...]:
+        """READY nodes with an open stream: the only ones a policy may place work on."""
+        return tuple(e.model() for e in self.all() if e.state is NodeState.READY and e.connected)
+
+    def any_schedulable(self) -> bool:
+        return any(e.state is NodeState.READY and e.connected for e in self._nodes.values())
+
+    def max_gpus_per_node(self) -> int | None:
+        sizes = [len(e.gpus) for e in self._nodes.values()]
+        return max(sizes) if sizes else None
+
+    def is_lost(self, name: str) -> bool:
+        entry = self._nodes.get(name)
+        return entry is None or entry.state is NodeState.LOST
+
+    def send(self, name: str, msg: wpb.MasterMessage) -> bool:
+        entry = self._nodes.get(name)
+        if entry is None or entry.session is None:
+            return False
+        return entry.session.send(msg)
+
+    def owner_of_gpu(self, uuid: str) -> str | None:
+        for e in self._nodes.values():
+            if e.connected and any(g.uuid == uuid for g in e.gpus):
+                return e.name
+        return None
+
+    def record_heartbeat(self, entry: NodeEntry, hb: wpb.Heartbeat, now: float) -> None:
+        entry.last_heard = now
+        known = {g.uuid for g in entry.gpus}
+        for s in hb.gpus:
+            if s.uuid in known:
+                entry.gpu_stats[s.uuid] = s
+        entry.job_stats = tuple(hb.jobs)
+        entry.running = frozenset((r.job_id, r.attempt) for r in hb.running)

@@ -1,0 +1,113 @@
+"""The scheduling loop: load a snapshot -> ``policy.decide`` (off the loop) -> apply -> dispatch.
+
+A pass runs when something changed (a submission, a finished attempt, a node coming or going:
+:meth:`Core.poke`, coalesced) and every ``tick_s``. Each tick also checks node liveness. All the
+changes of a pass commit in one short transaction; Assignments and Kills go out only after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from horus_core.model import Assign, ClusterSnapshot, JobState
+from horus_core.policies import Policy
+from master.services import transitions as tr
+from master.services.core import Core
+from master.services.plan import check_actions
+from master.store.jobs import Change, SetPendingReasonOp, Transition
+
+log = logging.getLogger(__name__)
+
+NO_NODES = "no ready nodes"
+
+
+@dataclass
+class PassResult:
+    assigned: int = 0
+    preempted: int = 0
+    waiting: int = 0
+    dropped: int = 0
+    skipped: bool = False
+
+
+class Scheduler:
+    def __init__(self, core: Core, policy: Policy, liveness: Callable[[], Awaitable[None]]) -> None:
+        self.core = core
+        self.policy = policy
+        self._liveness = liveness
+        self._last_idle_note = float("-inf")
+        self._pass_lock = asyncio.Lock()  # one pass at a time: a pass's snapshot stays valid
+        self.passes = 0
+
+    async def run(self) -> None:
+        """Forever (until cancelled): wait for a poke or the tick, then liveness + a pass."""
+        while True:
+            await self._wait()
+            try:
+                await self._liveness()
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("scheduling pass failed; the next tick retries")
+
+    async def _wait(self) -> None:
+        ev = self.core.schedule_needed
+        if not ev.is_set():
+            poked = asyncio.ensure_future(ev.wait())
+            tick = asyncio.ensure_future(self.core.clock.sleep(self.core.config.tick_s))
+            try:
+                await asyncio.wait((poked, tick), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                poked.cancel()
+                tick.cancel()
+        ev.clear()
+
+    async def run_once(self) -> PassResult:
+        async with self._pass_lock:
+            self.core.learner.apply_observations()  # no policy is running now
+            return await self._pass()
+
+    async def _pass(self) -> PassResult:
+        core = self.core
+        self.passes += 1
+        nodes = core.registry.schedulable()
+        now = core.clock.now()
+        if not nodes:
+            if now - self._last_idle_note >= core.config.tick_s:
+                self._last_idle_note = now
+                await core.store.write(SetPendingReasonOp(NO_NODES))
+            return PassResult(skipped=True)
+        rows = await core.store.read.live_jobs()
+        snapshot = ClusterSnapshot(nodes=nodes, jobs=tuple(r.job for r in rows))
+        actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
+        plan = check_actions(snapshot, list(actions))
+        todo: list[tuple[str, Transition]] = []
+        now = core.clock.now()
+        for a in plan.assigns:
+            todo.append((a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now)))
+        for p in plan.preempts:
+            todo.append((p.job_id, tr.preempt(p.reason, now)))
+        for w in plan.waits:
+            todo.append((w.job_id, tr.set_wait_reason(w.reason, now)))
+        async with core.lock:
+            changes = await core.apply(todo)
+            self._dispatch(changes, {a.job_id: a for a in plan.assigns})
+        for c in changes:
+            if c.before.job.state.active and not c.after.job.state.active:
+                await core.learner.attempt_ended(c.before.job, c.before.job.attempt)
+        return PassResult(len(plan.assigns), len(plan.preempts), len(plan.waits), len(plan.dropped))
+
+    def _dispatch(self, changes: list[Change], assigns: dict[str, Assign]) -> None:
+        for c in changes:
+            before, after = c.before.job, c.after.job
+            if before.state is JobState.PENDING and after.state is JobState.ASSIGNED:
+                self.core.send_assignment(after)
+            elif before.state.active and after.state is JobState.PENDING:
+                self.core.send_kill(before.node, before.id, before.attempt, after.reason)
+        dropped = set(assigns) - {c.after.job.id for c in changes if c.after.job.state is JobState.ASSIGNED}
+        for job_id in dropped:
+            log.info("assignment of %s skipped: the job changed meanwhile", job_id)

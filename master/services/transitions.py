@@ -1,0 +1,164 @@
+"""Pure job-state transitions: each looks at the stored row and returns the new row or None.
+
+They run inside the writer's transaction (see :class:`master.store.jobs.TransitionOp`), so every
+decision is re-checked against the committed state, however stale the caller's view was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from horus_core.model import JobState
+from master.store.jobs import Transition
+from master.store.rows import JobRow
+
+FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+def _set(row: JobRow, now: float, **changes: object) -> JobRow:
+    job = dataclasses.replace(row.job, updated_at=now, **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(row, job=job)
+
+
+def _finish(row: JobRow, state: JobState, now: float, reason: str, exit_code: int | None = None) -> JobRow:
+    out = _set(row, now, state=state, finished_at=now, reason=reason, exit_code=exit_code)
+    return dataclasses.replace(out, cancel_requested=False)
+
+
+def assign(node: str, gpus: tuple[str, ...], predicted_slowdown: float, now: float) -> Transition:
+    def fn(row: JobRow) -> JobRow | None:
+        if row.job.state is not JobState.PENDING or row.cancel_requested:
+            return None
+        return _set(
+            row,
+            now,
+            state=JobState.ASSIGNED,
+            attempt=row.job.attempt + 1,
+            node=node,
+            gpus=gpus,
+            predicted_slowdown=predicted_slowdown,
+            reason=f"assigned to {node}",
+            started_at=None,
+            finished_at=None,
+            exit_code=None,
+        )
+
+    return fn
+
+
+def requeue(reason: str, now: float, *, node: str | None = None, attempt: int | None = None) -> Transition:
+    """An active attempt ends without a result: back to PENDING (CANCELLED if a cancel was asked).
+
+    ``reason`` may use ``{attempt}`` and ``{node}``. With ``node``/``attempt`` given, only that
+    node's / that attempt's job is touched.
+    """
+
+    def fn(row: JobRow) -> JobRow | None:
+        job = row.job
+        if not job.state.active or (node is not None and job.node != node):
+            return None
+        if attempt is not None and job.attempt != attempt:
+            return None
+        text = reason.format(attempt=job.attempt, node=job.node)
+        if row.cancel_requested:
+            return _finish(row, JobState.CANCELLED, now, f"cancelled ({text})")
+        return _set(row, now, state=JobState.PENDING, reason=text)
+
+    return fn
+
+
+def preempt(reason: str, now: float) -> Transition:
+    def fn(row: JobRow) -> JobRow | None:
+        if not row.job.state.active or row.cancel_requested:
+            return None
+        return _set(row, now, state=JobState.PENDING, reason=f"preempted: {reason}")
+
+    return fn
+
+
+def set_wait_reason(reason: str, now: float) -> Transition:
+    def fn(row: JobRow) -> JobRow | None:
+        if row.job.state is not JobState.PENDING or row.job.reason == reason:
+            return None
+        return dataclasses.replace(row, job=dataclasses.replace(row.job, reason=reason))
+
+    return fn
+
+
+def cancel(reason: str, now: float, *, node_lost: bool) -> Transition:
+    """PENDING: CANCELLED now. Active: mark the cancel (a Kill follows) unless the node is lost."""
+
+    def fn(row: JobRow) -> JobRow | None:
+        job = row.job
+        if job.state is JobState.PENDING or (job.state.active and node_lost):
+            return _finish(row, JobState.CANCELLED, now, reason)
+        if job.state.active and not row.cancel_requested:
+            return dataclasses.replace(_set(row, now, reason=f"cancelling: {reason}"), cancel_requested=True)
+        return None
+
+    return fn
+
+
+def cancel_unstarted(now: float) -> Transition:
+    """An ASSIGNED attempt the worker never started, whose job was meanwhile cancelled."""
+
+    def fn(row: JobRow) -> JobRow | None:
+        if row.job.state is JobState.ASSIGNED and row.cancel_requested:
+            return _finish(row, JobState.CANCELLED, now, row.job.reason.removeprefix("cancelling: "))
+        return None
+
+    return fn
+
+
+@dataclass
+class UpdateVerdict:
+    """Filled in by :func:`worker_update`: whether the reporting worker must kill the attempt."""
+
+    kill: bool = False
+    ended: bool = False  # the attempt is over as far as the master is concerned
+    seen: bool = False  # the job exists
+
+
+def worker_update(
+    node: str,
+    attempt: int,
+    state: JobState,
+    exit_code: int | None,
+    reason: str,
+    now: float,
+    verdict: UpdateVerdict,
+) -> Transition:
+    """Apply an ``AttemptUpdate`` from ``node`` (docs/protocol.md: idempotent on (job, attempt))."""
+
+    def fn(row: JobRow) -> JobRow | None:
+        job = row.job
+        verdict.kill, verdict.seen = False, True
+        if job.attempt != attempt or job.node != node or job.state.terminal:
+            verdict.kill = state is JobState.RUNNING  # stale or unknown attempt still running: fence it
+            return None
+        if job.state is JobState.PENDING:  # re-queued, not yet re-assigned: a real result still counts
+            if state in (JobState.SUCCEEDED, JobState.FAILED):
+                verdict.ended = True
+                return _finish(row, state, now, reason or _exit_reason(state, exit_code), exit_code)
+            verdict.kill = state is JobState.RUNNING
+            return None
+        if state is JobState.RUNNING:
+            if job.state is JobState.ASSIGNED:
+                return _set(row, now, state=JobState.RUNNING, started_at=now, reason=f"running on {node}")
+            return None
+        verdict.ended = True
+        if state is JobState.CANCELLED and not row.cancel_requested:
+            why = reason or "stopped by the worker"
+            return _set(row, now, state=JobState.PENDING, reason=f"attempt {attempt} {why}")
+        if state is JobState.CANCELLED:
+            return _finish(row, state, now, job.reason.removeprefix("cancelling: "), exit_code)
+        return _finish(row, state, now, reason or _exit_reason(state, exit_code), exit_code)
+
+    return fn
+
+
+def _exit_reason(state: JobState, exit_code: int | None) -> str:
+    if state is JobState.SUCCEEDED:
+        return "succeeded"
+    return f"failed (exit code {exit_code})" if exit_code is not None else "failed"

@@ -1,0 +1,238 @@
+"""The worker plane: registration, reconciliation and liveness (docs/protocol.md)."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+from dataclasses import dataclass
+
+from horus_core.errors import AlreadyExists, InvalidArgument, Unauthenticated
+from horus_core.gen import worker_pb2 as wpb
+from horus_core.model import Gpu, JobState, NodeState
+from master.services import transitions as tr
+from master.services.core import Core
+from master.services.nodes import NodeEntry
+from master.services.session import Session
+from master.store.jobs import Change, Transition
+from master.store.nodes import SetNodeStateOp, UpsertNodeOp
+
+log = logging.getLogger(__name__)
+
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MAX_GPUS_PER_NODE = 256
+MAX_FINISHED = 10_000
+_FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+@dataclass(frozen=True)
+class FinalUpdate:
+    """The final update of an attempt, re-sent by the worker in its registration."""
+
+    job_id: str
+    attempt: int
+    state: JobState
+    exit_code: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Registration:
+    name: str
+    gpus: tuple[Gpu, ...]
+    running: tuple[tuple[str, int], ...]
+    token: str = ""
+    version: str = ""
+    finished: tuple[FinalUpdate, ...] = ()
+
+
+class WorkerPlane:
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    async def load(self) -> None:
+        """After a (re)start: every known node gets ``node_timeout_s`` of grace to re-register."""
+        now = self.core.clock.now()
+        for row in await self.core.store.read.nodes():
+            self.core.registry.put(NodeEntry(row.name, row.gpus, row.state, now, row.version))
+        for job in await self.core.store.read.active_jobs():
+            name = job.job.node
+            if self.core.registry.get(name) is None:
+                self.core.registry.put(NodeEntry(name, (), NodeState.LOST, now))
+
+    def _check(self, reg: Registration) -> None:
+        want = self.core.config.join_token
+        if want is not None and not hmac.compare_digest(reg.token.encode(), want.encode()):
+            raise Unauthenticated("bad or missing join token")
+        if not NODE_NAME.match(reg.name):
+            raise InvalidArgument("register.name", f"not a valid node name: {reg.name[:80]!r}")
+        uuids = [g.uuid for g in reg.gpus]
+        if len(uuids) > MAX_GPUS_PER_NODE:
+            raise InvalidArgument("register.gpus", f"at most {MAX_GPUS_PER_NODE} GPUs per node")
+        if len(set(uuids)) != len(uuids) or any(not u or len(u) > 128 for u in uuids):
+            raise InvalidArgument("register.gpus", "GPU UUIDs must be unique, non-empty and short")
+        for g in reg.gpus:
+            if len(g.model) > 256 or len(g.gpu_type) > 64 or g.memory_mib < 0 or g.index < 0:
+                raise InvalidArgument("register.gpus", f"bad description of GPU {g.uuid}")
+        if len(reg.version) > 128:
+            raise InvalidArgument("register.version", "at most 128 characters")
+        for uuid in uuids:
+            other = self.core.registry.owner_of_gpu(uuid)
+            if other is not None and other != reg.name:
+                raise AlreadyExists(f"GPU {uuid} is already registered by node {other}")
+
+    async def register(self, reg: Registration) -> Session:
+        self._check(reg)
+        core = self.core
+        async with core.lock:
+            old = core.registry.get(reg.name)
+            if old is not None and old.connected:
+                raise AlreadyExists(f"node {reg.name} is already connected on another stream")
+            now = core.clock.now()
+            await core.store.write(UpsertNodeOp(reg.name, reg.gpus, NodeState.READY, reg.version, now))
+            session = Session(reg.name, core.config.session_queue)
+            entry = NodeEntry(
+                reg.name, reg.gpus, NodeState.READY, now, reg.version, session, registered_at=now
+            )
+            core.registry.put(entry)
+            session.send(self._registered())
+            entry.renewed_at = now
+            log.info("node %s registered (%d GPUs, %d running)", reg.name, len(reg.gpus), len(reg.running))
+            await self._apply_finals(entry.name, reg.finished)
+            await self._reconcile(entry, reg.running)
+        core.poke()
+        return session
+
+    async def _apply_finals(self, node: str, finished: tuple[FinalUpdate, ...]) -> None:
+        """Results that ended while the stream was down count before anything is declared lost."""
+        now = self.core.clock.now()
+        todo = [
+            (
+                f.job_id,
+                tr.worker_update(node, f.attempt, f.state, f.exit_code, f.reason, now, tr.UpdateVerdict()),
+            )
+            for f in finished
+            if f.state in _FINAL_STATES and f.attempt >= 1
+        ]
+        if todo:
+            await self._ended(await self.core.apply(todo))
+
+    async def _reconcile(self, entry: NodeEntry, running: tuple[tuple[str, int], ...]) -> None:
+        """Kill what the worker runs that is not current; re-queue what it does not run.
+
+        An attempt the master has ASSIGNED or RUNNING here that the worker neither runs nor reported
+        finished (its finals came with the registration) is lost: it goes back to the queue and its
+        next assignment is a new attempt. An Assignment is never sent twice, so no attempt can start
+        twice, even on a worker that restarted and forgot what it ran.
+        """
+        core, now = self.core, self.core.clock.now()
+        active = {r.job.id: r for r in await core.store.read.active_jobs(entry.name)}
+        reported = set(running)
+        kills: list[tuple[str, int, str]] = []
+        for job_id, attempt in sorted(reported):
+            row = active.get(job_id)
+            if row is None or row.job.attempt != attempt:
+                kills.append((job_id, attempt, "stale attempt: not current on this node"))
+            elif row.cancel_requested:
+                kills.append((job_id, attempt, row.job.reason))
+        todo: list[tuple[str, Transition]] = []
+        for row in active.values():
+            if (row.job.id, row.job.attempt) in reported:
+                continue
+            if row.job.state is JobState.ASSIGNED and row.cancel_requested:
+                todo.append((row.job.id, tr.cancel_unstarted(now)))
+            else:
+                entry.unreported.add((row.job.id, row.job.attempt))
+        changes = await core.apply(todo)
+        for job_id, attempt, reason in kills:
+            core.send_kill(entry.name, job_id, attempt, reason)
+        await self._ended(changes)
+        await self.settle(entry)
+
+    async def settle(self, entry: NodeEntry) -> None:
+        """Re-queue the attempts the worker did not report when it registered (after its finals)."""
+        if not entry.unreported:
+            return
+        keys, entry.unreported = sorted(entry.unreported), set()
+        now = self.core.clock.now()
+        changes = await self.core.apply(
+            (
+                job_id,
+                tr.requeue(
+                    "attempt {attempt} lost: not running on {node} when it registered",
+                    now,
+                    node=entry.name,
+                    attempt=attempt,
+                ),
+            )
+            for job_id, attempt in keys
+        )
+        await self._ended(changes)
+        if changes:
+            self.core.poke()
+
+    async def _ended(self, changes: list[Change]) -> None:
+        for c in changes:
+            await self.core.learner.attempt_ended(c.before.job, c.before.job.attempt)
+
+    def disconnected(self, session: Session) -> None:
+        session.close("stream ended", by_peer=True)  # no-op if already closed
+        entry = self.core.registry.get(session.node)
+        if entry is not None and entry.session is session:
+            entry.session = None
+            log.info(
+                "node %s disconnected; LOST unless it is back within %g s",
+                session.node,
+                self.core.config.node_timeout_s,
+            )
+
+    async def check_liveness(self) -> None:
+        """Nodes silent for ``node_timeout_s`` are LOST and their attempts go back to the queue;
+        connected nodes get their lease renewed (a ``Registered`` every heartbeat interval), so a
+        worker behind a silent partition notices and fences itself before the master re-queues."""
+        now = self.core.clock.now()
+        for entry in self.core.registry.all():
+            if self._expired(entry):
+                await self._lose(entry)
+            elif entry.session is not None and now - entry.renewed_at >= self.core.config.heartbeat_s:
+                entry.renewed_at = now
+                entry.session.send(self._registered())
+
+    def _registered(self) -> wpb.MasterMessage:
+        cfg = self.core.config
+        return wpb.MasterMessage(
+            registered=wpb.Registered(heartbeat_interval_s=cfg.heartbeat_s, lease_s=cfg.lease_s)
+        )
+
+    def _expired(self, entry: NodeEntry) -> bool:
+        now = self.core.clock.now()
+        return not entry.lost_handled and now - entry.last_heard >= self.core.config.node_timeout_s
+
+    async def _lose(self, entry: NodeEntry) -> None:
+        core = self.core
+        async with core.lock:
+            if core.registry.get(entry.name) is not entry or not self._expired(entry):
+                return  # re-registered or heard from meanwhile
+            why = f"node {entry.name} sent nothing for {core.config.node_timeout_s:g} s"
+            if entry.session is not None:
+                entry.session.close(why)
+                entry.session = None
+            entry.state, entry.lost_handled = NodeState.LOST, True
+            log.warning("%s: LOST", why)
+            await core.store.write(SetNodeStateOp(entry.name, NodeState.LOST, entry.last_heard))
+            rows = await core.store.read.active_jobs(entry.name)
+            now = core.clock.now()
+            changes = await core.apply(
+                (
+                    r.job.id,
+                    tr.requeue(
+                        "attempt {attempt} lost: node {node} lost",
+                        now,
+                        node=entry.name,
+                        attempt=r.job.attempt,
+                    ),
+                )
+                for r in rows
+            )
+        await self._ended(changes)
+        core.poke()

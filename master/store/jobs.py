@@ -1,0 +1,187 @@
+"""Write operations on jobs: submissions (batched) and state transitions.
+
+Each op issues as few statements as it can (one multi-row INSERT, one UPDATE ... FROM VALUES):
+every statement the writer thread steps through costs a hand-over of the GIL from the event
+loop. The ``job_events`` rows are written by triggers (see the migration).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import secrets
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from horus_core.model import Job
+from master.store.rows import (
+    JOB_INSERT_ARITY,
+    JOB_INSERT_COLUMNS,
+    JOB_UPDATE_COLUMNS,
+    JobRow,
+    job_insert_params,
+    job_rows_from_json,
+    job_update_params,
+    select_jobs,
+)
+from master.store.writer import WriteOp
+
+_CHUNK = 1000  # rows per statement: 12 variables each stays far below SQLite's 32766
+
+# A transition looks at the stored row and returns the new row, or None for "no change".
+Transition = Callable[[JobRow], JobRow | None]
+
+_rng = random.Random(secrets.randbits(128))
+
+
+def new_job_id() -> str:
+    """12 hex digits; unique by chance (a collision fails its insert and is drawn again)."""
+    return f"{_rng.getrandbits(48):012x}"
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    row: JobRow
+    created: bool
+
+
+@dataclass(frozen=True)
+class Change:
+    before: JobRow
+    after: JobRow
+
+    @property
+    def state_changed(self) -> bool:
+        b, a = self.before.job, self.after.job
+        return b.state is not a.state or b.attempt != a.attempt
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> list[Sequence[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def fetch_rows(conn: sqlite3.Connection, column: str, keys: Sequence[str]) -> dict[str, JobRow]:
+    """Rows whose ``column`` (``id`` or ``request_id``) is one of ``keys``, keyed by that column."""
+    out: dict[str, JobRow] = {}
+    for chunk in _chunks(keys):
+        marks = ",".join("?" * len(chunk))
+        (text,) = conn.execute(select_jobs(f"WHERE {column} IN ({marks})"), tuple(chunk)).fetchone()
+        for jr in job_rows_from_json(text):
+            out[jr.job.id if column == "id" else str(jr.request_id)] = jr
+    return out
+
+
+@dataclass(frozen=True)
+class SubmitOp(WriteOp[SubmitResult]):
+    """Insert a new PENDING job unless its request_id was seen before (then return that job)."""
+
+    batchable: ClassVar[bool] = True
+    job: Job
+    request_id: str | None
+
+    def apply(self, conn: sqlite3.Connection) -> SubmitResult:
+        op = self
+        for _ in range(5):
+            try:
+                result: SubmitResult = SubmitOp.apply_many(conn, [op])[0]
+                return result
+            except sqlite3.IntegrityError:  # a job id collision: draw another id
+                op = dataclasses.replace(op, job=dataclasses.replace(op.job, id=new_job_id()))
+        raise RuntimeError("could not allocate a job id")
+
+    @classmethod
+    def apply_many(cls, conn: sqlite3.Connection, ops: Sequence[WriteOp[Any]]) -> list[Any]:
+        subs = [op for op in ops if isinstance(op, SubmitOp)]
+        first: dict[str, SubmitOp] = {}  # request_id -> the op of this batch that inserts it
+        inserts: list[SubmitOp] = []
+        for op in subs:
+            if op.request_id is None or op.request_id not in first:
+                inserts.append(op)
+                if op.request_id is not None:
+                    first[op.request_id] = op
+        stored: dict[str, JobRow] = {}  # request_id -> the row that was already there
+        for chunk in _chunks(inserts):
+            values = ",".join(["(" + ",".join("?" * JOB_INSERT_ARITY) + ")"] * len(chunk))
+            params = [p for op in chunk for p in job_insert_params(op.job, op.request_id)]
+            cur = conn.execute(
+                f"INSERT INTO jobs {JOB_INSERT_COLUMNS} VALUES {values} ON CONFLICT(request_id) DO NOTHING",
+                params,
+            )
+            if cur.rowcount != len(chunk):  # some request ids were known: find which
+                keys = [op.request_id for op in chunk if op.request_id is not None]
+                found = fetch_rows(conn, "request_id", keys)
+                stored.update({k: r for k, r in found.items() if r.job.id != first[k].job.id})
+        results: list[Any] = []
+        for op in subs:
+            rid = op.request_id
+            if rid is not None and rid in stored:
+                results.append(SubmitResult(stored[rid], created=False))
+            elif rid is not None and first[rid] is not op:
+                results.append(SubmitResult(JobRow(first[rid].job, request_id=rid), created=False))
+            else:
+                results.append(SubmitResult(JobRow(op.job, request_id=rid), created=True))
+        return results
+
+
+_UPDATE = (
+    "UPDATE jobs SET "
+    + ", ".join(f"{col} = v.column{i + 2}" for i, col in enumerate(JOB_UPDATE_COLUMNS))
+    + " FROM (VALUES {values}) AS v WHERE jobs.id = v.column1"
+)
+_UPDATE_ARITY = len(JOB_UPDATE_COLUMNS) + 1
+
+
+def write_rows(conn: sqlite3.Connection, rows: Sequence[JobRow]) -> None:
+    """Store ``rows`` (distinct jobs) with one statement per chunk; triggers log state changes."""
+    for chunk in _chunks(rows):
+        values = ",".join(["(" + ",".join("?" * _UPDATE_ARITY) + ")"] * len(chunk))
+        conn.execute(_UPDATE.format(values=values), [p for r in chunk for p in job_update_params(r)])
+
+
+@dataclass(frozen=True)
+class TransitionOp(WriteOp[list[Change]]):
+    """Apply ``transitions`` to the current rows of their jobs, in one transaction.
+
+    Each transition sees the row as committed by every earlier write (the writer is serial), so
+    a decision made on a stale snapshot is re-checked here. Missing jobs are skipped.
+    """
+
+    transitions: tuple[tuple[str, Transition], ...]
+
+    def apply(self, conn: sqlite3.Connection) -> list[Change]:
+        ids = list(dict.fromkeys(job_id for job_id, _ in self.transitions))
+        current = fetch_rows(conn, "id", ids)
+        changes: list[Change] = []
+        rounds: list[dict[str, JobRow]] = []  # a job changed twice goes into a second statement
+        for job_id, fn in self.transitions:
+            before = current.get(job_id)
+            if before is None:
+                continue
+            after = fn(before)
+            if after is None or after == before:
+                continue
+            current[job_id] = after
+            changes.append(Change(before, after))
+            slot = next((r for r in rounds if job_id not in r), None)
+            if slot is None:
+                slot = {}
+                rounds.append(slot)
+            slot[job_id] = after
+        for r in rounds:
+            write_rows(conn, list(r.values()))
+        return changes
+
+
+@dataclass(frozen=True)
+class SetPendingReasonOp(WriteOp[int]):
+    """Set the reason of every pending job at once (e.g. "no ready nodes")."""
+
+    reason: str
+
+    def apply(self, conn: sqlite3.Connection) -> int:
+        cur = conn.execute(
+            "UPDATE jobs SET reason = ? WHERE state = 'PENDING' AND reason != ?", (self.reason, self.reason)
+        )
+        return cur.rowcount

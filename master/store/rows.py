@@ -1,0 +1,192 @@
+"""Rows <-> model objects. Specs are stored as JSON with the model's field names.
+
+Many-row reads come back from SQLite as ONE JSON document (``json_group_array``): the Python
+sqlite3 module releases and re-takes the GIL around every row it steps through, and a thread
+that must re-take the GIL from a busy event loop waits up to the switch interval each time
+(10,000 rows: seconds instead of milliseconds). One row, one hand-over.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from horus_core.model import Gpu, Job, JobSpec, JobState, ProfileHints
+
+JOB_JSON = (
+    "json_object('id', id, 'request_id', request_id, 'spec', json(spec), 'state', state,"
+    " 'attempt', attempt, 'submitted_at', submitted_at, 'updated_at', updated_at,"
+    " 'started_at', started_at, 'finished_at', finished_at, 'node', node, 'gpus', json(gpus),"
+    " 'reason', reason, 'exit_code', exit_code, 'predicted_slowdown', predicted_slowdown,"
+    " 'cancel_requested', cancel_requested, 'seq', seq)"
+)
+
+
+def select_jobs(where: str) -> str:
+    """One row, one column: a JSON array of the jobs matching ``where`` (which may order/limit)."""
+    return f"SELECT json_group_array({JOB_JSON}) FROM (SELECT * FROM jobs {where})"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A job as stored: the model object plus what only the master needs to know."""
+
+    job: Job
+    cancel_requested: bool = False
+    request_id: str | None = None
+    seq: int = 0
+
+
+def spec_to_json(spec: JobSpec) -> str:
+    h = spec.hints
+    doc: dict[str, Any] = {
+        "command": list(spec.command),
+        "gpus": spec.gpus,
+        "name": spec.name,
+        "owner": spec.owner,
+        "job_type": spec.job_type,
+        "image": spec.image,
+        "env": [[k, v] for k, v in spec.env],
+        "workdir": spec.workdir,
+        "exclusive": spec.exclusive,
+        "priority": spec.priority,
+        "hints": {"util_avg": h.util_avg, "util_peak": h.util_peak, "mem_mib": h.mem_mib},
+        "cpus": spec.cpus,
+        "memory_mib": spec.memory_mib,
+        "mounts": list(spec.mounts),
+        "total_steps": spec.total_steps,
+    }
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def spec_from_dict(d: dict[str, Any]) -> JobSpec:
+    h = d.get("hints") or {}
+    return JobSpec(
+        command=tuple(d["command"]),
+        gpus=int(d.get("gpus", 1)),
+        name=d.get("name", ""),
+        owner=d.get("owner", ""),
+        job_type=d.get("job_type", ""),
+        image=d.get("image", ""),
+        env=tuple((str(k), str(v)) for k, v in d.get("env", [])),
+        workdir=d.get("workdir", ""),
+        exclusive=bool(d.get("exclusive", False)),
+        priority=int(d.get("priority", 0)),
+        hints=ProfileHints(h.get("util_avg"), h.get("util_peak"), h.get("mem_mib")),
+        cpus=float(d.get("cpus", 0.0)),
+        memory_mib=int(d.get("memory_mib", 0)),
+        mounts=tuple(d.get("mounts", [])),
+        total_steps=int(d.get("total_steps", 0)),
+    )
+
+
+def job_row_from_dict(d: dict[str, Any]) -> JobRow:
+    job = Job(
+        id=d["id"],
+        spec=spec_from_dict(d["spec"]),
+        state=JobState(d["state"]),
+        attempt=d["attempt"],
+        submitted_at=float(d["submitted_at"]),
+        updated_at=float(d["updated_at"]),
+        started_at=d["started_at"],
+        finished_at=d["finished_at"],
+        node=d["node"],
+        gpus=tuple(d["gpus"]),
+        reason=d["reason"],
+        exit_code=d["exit_code"],
+        predicted_slowdown=float(d["predicted_slowdown"]),
+    )
+    return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"])
+
+
+def job_rows_from_json(text: str | None) -> list[JobRow]:
+    """Rows from :func:`select_jobs`, in submission order."""
+    rows = [job_row_from_dict(d) for d in json.loads(text or "[]")]
+    rows.sort(key=lambda r: r.seq)
+    return rows
+
+
+JOB_INSERT_COLUMNS = "(id, request_id, owner, spec, state, attempt, submitted_at, updated_at, reason)"
+JOB_INSERT_ARITY = 9
+
+
+def job_insert_params(job: Job, request_id: str | None) -> tuple[Any, ...]:
+    return (
+        job.id,
+        request_id,
+        job.spec.owner,
+        spec_to_json(job.spec),
+        job.state.value,
+        job.attempt,
+        job.submitted_at,
+        job.updated_at,
+        job.reason,
+    )
+
+
+# Mutable columns, in the order of job_update_params; written with UPDATE ... FROM (VALUES ...).
+JOB_UPDATE_COLUMNS = (
+    "state",
+    "attempt",
+    "updated_at",
+    "started_at",
+    "finished_at",
+    "node",
+    "gpus",
+    "reason",
+    "exit_code",
+    "predicted_slowdown",
+    "cancel_requested",
+)
+
+
+def job_update_params(row: JobRow) -> tuple[Any, ...]:
+    """The job's id, then every mutable column (see :data:`JOB_UPDATE_COLUMNS`)."""
+    j = row.job
+    return (
+        j.id,
+        j.state.value,
+        j.attempt,
+        j.updated_at,
+        j.started_at,
+        j.finished_at,
+        j.node,
+        json.dumps(list(j.gpus)),
+        j.reason,
+        j.exit_code,
+        j.predicted_slowdown,
+        int(row.cancel_requested),
+    )
+
+
+def gpus_to_json(gpus: tuple[Gpu, ...]) -> str:
+    return json.dumps(
+        [
+            {
+                "uuid": g.uuid,
+                "index": g.index,
+                "model": g.model,
+                "memory_mib": g.memory_mib,
+                "gpu_type": g.gpu_type,
+                "healthy": g.healthy,
+            }
+            for g in gpus
+        ],
+        separators=(",", ":"),
+    )
+
+
+def gpus_from_json(text: str, node: str) -> tuple[Gpu, ...]:
+    return tuple(
+        Gpu(
+            uuid=d["uuid"],
+            node=node,
+            index=int(d.get("index", 0)),
+            model=d.get("model", ""),
+            memory_mib=int(d.get("memory_mib", 0)),
+            gpu_type=d.get("gpu_type", ""),
+            healthy=bool(d.get("healthy", True)),
+        )
+        for d in json.loads(text)
+    )

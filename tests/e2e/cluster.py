@@ -1,0 +1,116 @@
+"""A real local cluster for end-to-end tests: master and workers as processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+BIN = pathlib.Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalCluster:
+    def __init__(self, tmp: pathlib.Path, policy: str = "fifo", port: int | None = None) -> None:
+        self.tmp = tmp
+        self.policy = policy
+        self.port = port or free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.master: subprocess.Popen[str] | None = None
+        self.workers: dict[str, subprocess.Popen[str]] = {}
+
+    def start_master(self, *extra: str) -> None:
+        flags = ["--tick-s", "0.2", "--heartbeat-s", "0.5", "--lease-s", "8", "--node-timeout-s", "12"]
+        args = [str(BIN / "horus-master"), "--listen", self.addr, "--db", str(self.tmp / "horus.db")]
+        with open(self.tmp / "master.log", "a") as log:
+            self.master = subprocess.Popen(
+                [*args, "--policy", self.policy, *flags, *extra],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
+        assert self.master.stdout is not None
+        line = self.master.stdout.readline()
+        assert re.search(r"listening on 127\.0\.0\.1:\d+", line), line + (self.tmp / "master.log").read_text()
+
+    def start_worker(self, name: str, gpus: str = "4") -> None:
+        args = [str(BIN / "horus-worker"), "--master", self.addr, "--name", name, "--fake-gpus", gpus]
+        with open(self.tmp / f"{name}.log", "a") as log:
+            self.workers[name] = subprocess.Popen(
+                [*args, "--state-dir", str(self.tmp / name), "--grace-s", "2"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+
+    def kill_master(self) -> None:
+        assert self.master is not None
+        self.master.kill()
+        self.master.wait(timeout=10)
+
+    def hctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [str(BIN / "hctl"), "--master", self.addr, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"hctl {args} exited {result.returncode}: {result.stderr}")
+        return result
+
+    def hctl_json(self, *args: str) -> Any:
+        return json.loads(self.hctl(*args, "-o", "json").stdout)
+
+    def wait_nodes(self, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        nodes: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            nodes = [n for n in self.hctl_json("nodes") if n["state"] == "READY"]
+            if len(nodes) >= count:
+                return nodes
+            time.sleep(0.2)
+        raise AssertionError(f"only {len(nodes)} READY nodes after {timeout} s: {self.logs()}")
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.tmp.glob("*.log"))
+
+    def stop(self) -> None:
+        procs = [*self.workers.values(), *([self.master] if self.master else [])]
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def workload_cmd(seconds: float, steps: int = 20, extra: Sequence[str] = ()) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "horus_core.workload",
+        "--steps",
+        str(steps),
+        "--steps-per-s",
+        f"{steps / seconds:.3f}",
+        *extra,
+    ]
+
+
+def env_without_master() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "HORUS_MASTER"}

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import pathlib
+from collections.abc import AsyncIterator
+
+import pytest
+from master_fakes import client_for, running_master
+
+from horus_core.gen import client_pb2_grpc as cgrpc
+from master.app import Master
+from master.clock import FakeClock
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def master(tmp_path: pathlib.Path, clock: FakeClock) -> AsyncIterator[Master]:
+    async with running_master(tmp_path, clock) as m:
+        yield m
+
+
+@pytest.fixture
+async def stub(master: Master) -> AsyncIterator[cgrpc.HorusServiceAsyncStub]:
+    async with client_for(master) as s:
+        yield s

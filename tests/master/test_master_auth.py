@@ -1,0 +1,93 @@
+"""Bearer-token auth on the client plane: users see and cancel their own jobs, admins all."""
+
+from __future__ import annotations
+
+import pathlib
+
+import grpc
+import pytest
+from master_fakes import client_for, running_master, spec
+
+from horus_core.gen import client_pb2 as cpb
+from horus_core.gen import client_pb2_grpc as cgrpc
+from master.auth import TokenTable
+
+TOKENS = "tok-alice alice\ntok-bob bob  # a comment\n\ntok-root root admin\n"
+
+
+def md(token: str) -> tuple[tuple[str, str]]:
+    return (("authorization", f"Bearer {token}"),)
+
+
+async def submit_as(stub: cgrpc.HorusServiceAsyncStub, token: str, **kw: object) -> str:
+    resp = await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(**kw)), metadata=md(token))
+    return resp.job.id
+
+
+def test_token_file_parsing(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(TOKENS)
+    table = TokenTable.load(path)
+    alice, root = table.identify("Bearer tok-alice"), table.identify("Bearer tok-root")
+    assert alice is not None and alice.user == "alice" and not alice.admin
+    assert root is not None and root.admin
+    assert table.identify("Bearer nope") is None and table.identify("tok-alice") is None
+    assert table.identify(None) is None
+    for bad in ("tok-a\n", "tok-a alice superuser\n", "t a\nt b\n", "# nothing\n"):
+        path.write_text(bad)
+        with pytest.raises(ValueError):
+            TokenTable.load(path)
+
+
+async def test_auth_on(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(TOKENS)
+    async with running_master(tmp_path, auth_tokens=path) as m, client_for(m) as stub:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec()))
+        assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.ListJobs(cpb.ListJobsRequest(), metadata=md("tok-mallory"))
+        assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.WatchJobs(cpb.WatchJobsRequest()).read()
+        assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+        a = await submit_as(stub, "tok-alice", owner="bob")  # the owner is the caller, not the spec
+        b = await submit_as(stub, "tok-bob")
+        got = await stub.GetJob(cpb.GetJobRequest(job_id=a), metadata=md("tok-alice"))
+        assert got.spec.owner == "alice"
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.GetJob(cpb.GetJobRequest(job_id=a), metadata=md("tok-bob"))
+        assert err.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.CancelJob(cpb.CancelJobRequest(job_id=a), metadata=md("tok-bob"))
+        assert err.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.ListJobs(cpb.ListJobsRequest(owner="alice"), metadata=md("tok-bob"))
+        assert err.value.code() is grpc.StatusCode.PERMISSION_DENIED
+
+        mine = await stub.ListJobs(cpb.ListJobsRequest(), metadata=md("tok-bob"))
+        assert [j.id for j in mine.jobs] == [b]
+        everyone = await stub.ListJobs(cpb.ListJobsRequest(), metadata=md("tok-root"))
+        assert [j.id for j in everyone.jobs] == [a, b]
+        cancelled = await stub.CancelJob(cpb.CancelJobRequest(job_id=a), metadata=md("tok-root"))
+        assert cancelled.reason == "cancelled by root"
+
+        # a request id is never shared across users
+        same = cpb.SubmitJobRequest(request_id="same", spec=spec())
+        r1 = await stub.SubmitJob(same, metadata=md("tok-alice"))
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.SubmitJob(same, metadata=md("tok-bob"))
+        assert err.value.code() is grpc.StatusCode.ALREADY_EXISTS
+        r2 = await stub.SubmitJob(same, metadata=md("tok-alice"))
+        assert r1.job.id == r2.job.id and not r2.created
+
+
+async def test_auth_off_owner_from_spec(tmp_path: pathlib.Path) -> None:
+    async with running_master(tmp_path) as m, client_for(m) as stub:
+        resp = await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="carol")),
+                                    metadata=md("anything"))
+        assert resp.job.spec.owner == "carol"
+        listed = await stub.ListJobs(cpb.ListJobsRequest(owner="carol"))
+        assert [j.id for j in listed.jobs] == [resp.job.id]

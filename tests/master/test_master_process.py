@@ -1,0 +1,73 @@
+"""The real daemon as a subprocess: listening line, SIGKILL + restart loses no acknowledged job,
+SIGTERM stops it cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import grpc
+from master_fakes import spec
+
+from horus_core.gen import client_pb2 as cpb
+from horus_core.gen import client_pb2_grpc as cgrpc
+from horus_core.gen import types_pb2 as pb
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+START_S = 30.0
+
+
+@asynccontextmanager
+async def daemon(db: pathlib.Path, *extra: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "master.main", "--listen", "127.0.0.1:0", "--db", str(db), "--log-level",
+        "WARNING", *extra, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), START_S)).decode()
+        assert line.startswith("horus-master listening on 127.0.0.1:"), line
+        yield proc, int(line.rsplit(":", 1)[1])
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+@asynccontextmanager
+async def stub_at(port: int) -> AsyncIterator[cgrpc.HorusServiceAsyncStub]:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+        yield cgrpc.HorusServiceStub(ch)  # type: ignore[misc]
+
+
+async def test_sigkill_restart_keeps_acknowledged_jobs(tmp_path: pathlib.Path) -> None:
+    db = tmp_path / "horus.db"
+    async with daemon(db) as (proc, port), stub_at(port) as stub:
+        acked = await asyncio.gather(*(
+            stub.SubmitJob(cpb.SubmitJobRequest(request_id=f"r{i}", spec=spec(name=f"j{i}")))
+            for i in range(50)
+        ))
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    async with daemon(db) as (proc, port), stub_at(port) as stub:
+        listed = await stub.ListJobs(cpb.ListJobsRequest(page_size=1000))
+        assert {j.id for j in listed.jobs} == {r.job.id for r in acked}
+        assert all(j.state == pb.JOB_STATE_PENDING for j in listed.jobs)
+        again = await stub.SubmitJob(cpb.SubmitJobRequest(request_id="r7", spec=spec()))
+        assert not again.created and again.job.id == acked[7].job.id
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), START_S) == 0
+
+
+async def test_bad_arguments_exit_with_usage(tmp_path: pathlib.Path) -> None:
+    for args in (["--policy", "nope"], ["--lease-s", "40"], ["--auth-tokens", str(tmp_path / "missing")]):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "master.main", "--db", str(tmp_path / "h.db"), *args, cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), START_S)
+        assert proc.returncode == 2, err

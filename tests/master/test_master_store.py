@@ -1,0 +1,144 @@
+"""The store: migrations, group commit, durability, and a failing write not hurting its batch."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+import shutil
+import sqlite3
+import threading
+from typing import Any
+
+import pytest
+from master_fakes import client_for, running_master, spec
+
+from horus_core.errors import Unavailable
+from horus_core.gen import client_pb2 as cpb
+from horus_core.model import Job, JobSpec, JobState
+from master.store import Store
+from master.store.db import migrations_from, packaged_migrations
+from master.store.jobs import SubmitOp, new_job_id
+from master.store.writer import WriteOp
+
+
+def job(**kw: Any) -> Job:
+    return Job(new_job_id(), JobSpec(command=("true",), owner="t"), JobState.PENDING, submitted_at=1.0,
+               updated_at=1.0, **kw)
+
+
+def versions(path: pathlib.Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(path) as conn:
+        return list(conn.execute("SELECT version, name FROM schema_version ORDER BY version"))
+
+
+async def test_migrations_applied_once(tmp_path: pathlib.Path) -> None:
+    db = tmp_path / "h.db"
+    for _ in range(2):
+        store = await Store.open(db)
+        await store.close()
+    assert versions(db) == [(1, "0001_init.sql")]
+    folder = tmp_path / "migs"
+    folder.mkdir()
+    for mig in packaged_migrations():
+        (folder / mig.name).write_text(mig.sql)
+    (folder / "0002_extra.sql").write_text("CREATE TABLE extra (x INTEGER);")
+    (folder / "README.txt").write_text("not a migration")
+    for _ in range(2):
+        store = await Store.open(db, migrations=migrations_from(folder))
+        await store.close()
+    assert versions(db) == [(1, "0001_init.sql"), (2, "0002_extra.sql")]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_failed_migration_leaves_nothing(tmp_path: pathlib.Path) -> None:
+    folder = tmp_path / "migs"
+    folder.mkdir()
+    shutil.copy(pathlib.Path(__file__).parents[2] / "master/migrations/0001_init.sql", folder)
+    (folder / "0002_bad.sql").write_text("CREATE TABLE t2 (x INTEGER); THIS IS NOT SQL;")
+    with pytest.raises(sqlite3.Error):
+        await Store.open(tmp_path / "h.db", migrations=migrations_from(folder))
+    assert versions(tmp_path / "h.db") == [(1, "0001_init.sql")]
+    with sqlite3.connect(tmp_path / "h.db") as conn:
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 't2'").fetchone() is None
+
+
+async def test_concurrent_submits_group_commit_and_are_durable(tmp_path: pathlib.Path) -> None:
+    async with running_master(tmp_path) as m, client_for(m) as stub:
+        resps = await asyncio.gather(*(
+            stub.SubmitJob(cpb.SubmitJobRequest(request_id=f"r{i % 250}", spec=spec(name=f"j{i}")))
+            for i in range(500)
+        ))
+    assert sum(r.created for r in resps) == 250
+    acked = {r.job.id for r in resps}
+    with sqlite3.connect(tmp_path / "horus.db") as conn:  # reopened: everything acknowledged is there
+        stored = {row[0] for row in conn.execute("SELECT id FROM jobs")}
+        events = conn.execute("SELECT COUNT(*) FROM job_events WHERE to_state = 'PENDING'").fetchone()[0]
+    assert stored == acked and len(stored) == 250 and events == 250
+
+
+class Gate(WriteOp[None]):
+    """Holds the writer inside a transaction until released."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        self.entered.set()
+        self.release.wait(10)
+
+
+async def test_writes_queued_during_a_commit_share_the_next_one(tmp_path: pathlib.Path) -> None:
+    store = await Store.open(tmp_path / "h.db")
+    gate = Gate()
+    held = asyncio.ensure_future(store.write(gate))
+    await asyncio.to_thread(gate.entered.wait, 10)
+    waiting = [asyncio.ensure_future(store.write(SubmitOp(job(), f"r{i}"))) for i in range(50)]
+    await asyncio.sleep(0)  # one turn of the loop: all 50 are queued behind the open transaction
+    assert not any(w.done() for w in waiting)  # nothing is acknowledged before its commit
+    gate.release.set()
+    await held
+    results = await asyncio.gather(*waiting)
+    assert all(r.created for r in results)
+    assert (store.writer.stats.batches, store.writer.stats.largest_batch) == (2, 50)
+    await store.close()
+
+
+class Boom(WriteOp[None]):
+    def apply(self, conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO no_such_table VALUES (1)")
+
+
+async def test_a_failing_write_does_not_fail_its_batch(tmp_path: pathlib.Path) -> None:
+    store = await Store.open(tmp_path / "h.db")
+    ops: list[WriteOp[Any]] = [SubmitOp(job(), None), Boom(), SubmitOp(job(), f"r{1}")]
+    results = await asyncio.gather(*(store.write(op) for op in ops), return_exceptions=True)
+    assert isinstance(results[1], sqlite3.OperationalError)
+    assert not isinstance(results[0], BaseException) and not isinstance(results[2], BaseException)
+    assert await store.read.count_jobs() == 2
+    await store.close()
+    with pytest.raises(Unavailable):
+        await store.write(SubmitOp(job(), None))
+
+
+async def test_job_id_collision_draws_a_new_id(tmp_path: pathlib.Path) -> None:
+    store = await Store.open(tmp_path / "h.db")
+    a = Job("0123456789ab", JobSpec(command=("true",), owner="t"), JobState.PENDING)
+    first, second = await asyncio.gather(store.write(SubmitOp(a, "one")), store.write(SubmitOp(a, "two")))
+    assert first.created and second.created and first.row.job.id == "0123456789ab"
+    assert second.row.job.id != "0123456789ab" and await store.read.count_jobs() == 2
+    await store.close()
+
+
+async def test_per_request_mode_commits_each_write(tmp_path: pathlib.Path) -> None:
+    store = await Store.open(tmp_path / "h.db", group_commit=False)
+    await asyncio.gather(*(store.write(SubmitOp(job(), None)) for _ in range(20)))
+    assert store.writer.stats.batches == 20 and store.writer.stats.largest_batch == 1
+    await store.close()
+
+
+async def test_duplicate_request_ids_within_one_batch(tmp_path: pathlib.Path) -> None:
+    store = await Store.open(tmp_path / "h.db")
+    results = await asyncio.gather(*(store.write(SubmitOp(job(), "same")) for _ in range(10)))
+    assert sum(r.created for r in results) == 1 and len({r.row.job.id for r in results}) == 1
+    await store.close()
