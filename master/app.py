@@ -126,7 +126,11 @@ class Master:
             WorkerServicer(self.plane, self.attempts, cfg.node_timeout_s), server
         )
         try:
-            port = server.add_insecure_port(cfg.listen)
+            creds = server_credentials(cfg)
+            if creds is None:
+                port = server.add_insecure_port(cfg.listen)
+            else:
+                port = server.add_secure_port(cfg.listen, creds)
         except RuntimeError as exc:  # grpc reports a failed bind this way
             raise OSError(f"cannot listen on {cfg.listen}: {exc}") from None
         if port == 0:
@@ -171,3 +175,15 @@ class Master:
 
 def _wake_logs(logs: LogStore, ev: JobEvent) -> None:
     logs.wake(ev.job.id)
+
+
+def server_credentials(cfg: MasterConfig) -> grpc.ServerCredentials | None:
+    """TLS when a certificate is configured; mutual TLS (client certificates required) with a CA."""
+    if cfg.tls_cert is None or cfg.tls_key is None:
+        return None
+    pair = [(cfg.tls_key.read_bytes(), cfg.tls_cert.read_bytes())]
+    if cfg.tls_client_ca is None:
+        return grpc.ssl_server_credentials(pair)
+    return grpc.ssl_server_credentials(
+        pair, root_certificates=cfg.tls_client_ca.read_bytes(), require_client_auth=True
+    )

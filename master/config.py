@@ -11,7 +11,7 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 @dataclass(frozen=True)
 class MasterConfig:
     db_path: pathlib.Path
-    listen: str = "127.0.0.1:7070"
+    listen: str = "127.0.0.1:50051"
     policy: str = "fifo"
     data_dir: pathlib.Path | None = None  # logs go to <data_dir>/logs; default: beside the db
     tick_s: float = 1.0
@@ -29,6 +29,9 @@ class MasterConfig:
     session_queue: int = 4096
     shutdown_grace_s: float = 2.0
     max_log_bytes: int = 1 << 30  # per attempt; more is dropped
+    tls_cert: pathlib.Path | None = None  # server certificate (PEM): serve TLS instead of plaintext
+    tls_key: pathlib.Path | None = None
+    tls_client_ca: pathlib.Path | None = None  # mutual TLS: clients and workers need a cert from this CA
     extra_server_options: tuple[tuple[str, int], ...] = field(default_factory=tuple)
 
     @property

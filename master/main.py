@@ -23,7 +23,11 @@ def default_policy() -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="horus-master", description="The Horus master daemon.")
-    p.add_argument("--listen", default="127.0.0.1:7070", help="HOST:PORT to serve on (port 0: any free port)")
+    p.add_argument(
+        "--listen",
+        default="127.0.0.1:50051",
+        help="HOST:PORT to serve on (default 127.0.0.1:50051, where hctl looks; port 0: any free port)",
+    )
     p.add_argument("--db", required=True, type=pathlib.Path, help="SQLite database file")
     p.add_argument("--policy", default=None, help=f"scheduling policy (one of: {', '.join(policy_names())})")
     p.add_argument("--data-dir", type=pathlib.Path, default=None, help="for logs (default: the db folder)")
@@ -33,6 +37,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--heartbeat-s", type=float, default=2.0, help="heartbeat interval asked of the workers")
     p.add_argument("--join-token", default=None, help="token workers must present to register")
     p.add_argument("--auth-tokens", type=pathlib.Path, default=None, help="lines 'token user [admin]'")
+    p.add_argument("--tls-cert", type=pathlib.Path, help="server certificate (PEM); enables TLS")
+    p.add_argument("--tls-key", type=pathlib.Path, help="the server certificate's private key (PEM)")
+    p.add_argument("--tls-client-ca", type=pathlib.Path,
+                   help="mutual TLS: require client/worker certificates signed by this CA")
     p.add_argument("--max-concurrent-rpcs", type=int, default=1000)
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -40,6 +48,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.policy = args.policy or default_policy()
     if args.policy not in policy_names():
         p.error(f"unknown policy {args.policy!r}; choose one of {', '.join(policy_names())}")
+    if bool(args.tls_cert) != bool(args.tls_key) or (args.tls_client_ca and not args.tls_cert):
+        p.error("--tls-cert and --tls-key go together; --tls-client-ca needs them")
+    for path in (args.tls_cert, args.tls_key, args.tls_client_ca):
+        if path is not None and not path.is_file():
+            p.error(f"no such file: {path}")
     for name in ("tick_s", "node_timeout_s", "lease_s", "heartbeat_s"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
@@ -62,6 +75,9 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         auth_tokens=args.auth_tokens,
         group_commit=not args.no_group_commit,
         max_concurrent_rpcs=args.max_concurrent_rpcs,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from horus_core import __version__, errors
 from horus_core.cli import cluster, jobs, logs, submit, top, waiting
 from horus_core.cli.output import FORMATS, TABLE, Output
-from horus_core.client import DEFAULT_TARGET, HorusClient
+from horus_core.client import DEFAULT_TARGET, HorusClient, tls_credentials
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _MODULES = (cluster, jobs, submit, waiting, logs, top)
@@ -56,6 +56,14 @@ def _global_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> 
         default=default(os.environ.get("HORUS_TOKEN") or None),
         help="bearer token (env HORUS_TOKEN)",
     )
+    for flag, env, what in (
+        ("--tls-ca", "HORUS_TLS_CA", "CA of the master's certificate: use TLS"),
+        ("--tls-cert", "HORUS_TLS_CERT", "client certificate for mutual TLS"),
+        ("--tls-key", "HORUS_TLS_KEY", "the client certificate's key"),
+    ):
+        parser.add_argument(
+            flag, metavar="PEM", default=default(os.environ.get(env) or None), help=f"{what} (env {env})"
+        )
     parser.add_argument("-o", "--output", choices=FORMATS, default=default(TABLE), help="output format")
     parser.add_argument(
         "--rpc-timeout", type=float, default=default(10.0), metavar="SECONDS", help="deadline of each call"
@@ -89,7 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(args: argparse.Namespace, out: Output) -> int:
-    async with HorusClient.connect(args.master, token=args.token, timeout=args.rpc_timeout) as client:
+    creds = tls_credentials(args.tls_ca, args.tls_cert, args.tls_key) if args.tls_ca else None
+    async with HorusClient.connect(
+        args.master, token=args.token, timeout=args.rpc_timeout, credentials=creds
+    ) as client:
         code: int = await args.func(client, args, out)
         return code
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from horus_core.client._async import DEFAULT_PAGE_SIZE, DEFAULT_TARGET, HorusClient
 from horus_core.client._rpc import RetryPolicy
 from horus_core.client._sync import SyncHorusClient
+from horus_core.client._tls import tls_credentials
 from horus_core.client._views import (
     ClusterInfo,
     GpuStats,
@@ -34,4 +35,5 @@ __all__ = [
     "Profile",
     "RetryPolicy",
     "SyncHorusClient",
+    "tls_credentials",
 ]
