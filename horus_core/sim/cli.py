@@ -1,0 +1,136 @@
+"""``horus-sim``: replay a trace under several policies and compare them.
+
+    horus-sim --trace horus_core/data/traces/msr_seed0_2869ce_cap.trace --cluster v100:16 \\
+              --policies fifo,binpack,horus --out runs/sim [--json]
+
+Exit status: 0 done, 2 bad input (unknown policy, bad cluster spec, malformed trace),
+1 the simulation failed (e.g. a policy returned an impossible action).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from horus_core.errors import InvalidArgument
+from horus_core.interference import InterferenceModel, default_model
+from horus_core.model import Node
+from horus_core.policies import make_policy
+from horus_core.sim.api import check_policies, load_workload
+from horus_core.sim.cluster import DEFAULT_GPUS_PER_NODE, build_cluster
+from horus_core.sim.config import RESTART_COST_S, ROUND_S, SimConfig, SimResult
+from horus_core.sim.engine import Simulator
+from horus_core.sim.metrics import Metrics, summarize
+from horus_core.sim.progress import ProgressBar
+from horus_core.sim.rates import SimulationError
+from horus_core.sim.report import format_table, to_json
+from horus_core.sim.synthetic import is_synthetic
+from horus_core.sim.traces import TraceJob, load_trace
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="horus-sim", description="Trace-driven comparison of scheduling policies."
+    )
+    p.add_argument(
+        "--trace",
+        required=True,
+        help="trace file (Gavel .trace or our .csv) or synthetic:jobs=N,rate=R,seed=S",
+    )
+    p.add_argument("--cluster", required=True, help="GPUs per type, e.g. v100:64 or k80:32,p100:32,v100:32")
+    p.add_argument("--gpus-per-node", type=int, default=DEFAULT_GPUS_PER_NODE)
+    p.add_argument("--policies", default="fifo", help="comma-separated policy names")
+    p.add_argument("--out", type=Path, help="directory for metrics.json and PNG plots")
+    p.add_argument("--json", action="store_true", help="print {policy: {metric: value}} instead of a table")
+    p.add_argument("--seed", type=int, help="seed of a synthetic trace that names none")
+    p.add_argument("--round-s", type=float, default=ROUND_S, help="periodic round length (0: none)")
+    p.add_argument("--min-gap-s", type=float, default=0.0, help="coalesce event rounds closer than this")
+    p.add_argument("--no-event-rounds", action="store_true", help="schedule on periodic rounds only")
+    p.add_argument("--skip-idle-rounds", action="store_true", help="no event round while nothing is pending")
+    p.add_argument("--restart-cost-s", type=float, default=RESTART_COST_S, help="work lost per preemption")
+    p.add_argument("--strict", action="store_true", help="fail on an action the master would drop")
+    p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a TTY")
+    p.add_argument("--no-plots", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except InvalidArgument as exc:
+        print(f"horus-sim: error: {exc}", file=sys.stderr)
+        return 2
+    except SimulationError as exc:
+        print(f"horus-sim: simulation failed: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    names = [n.strip() for n in args.policies.split(",") if n.strip()]
+    if not names:
+        raise InvalidArgument("policies", "give at least one policy name")
+    check_policies(names)
+    nodes = build_cluster(args.cluster, args.gpus_per_node)
+    config = _config(args)
+    # A trace file is checked before the model loads; a synthetic trace needs the model.
+    jobs = None if is_synthetic(args.trace) else load_trace(args.trace)
+    model = default_model()
+    jobs = jobs if jobs is not None else load_workload(args.trace, model, args.seed)
+    results: dict[str, SimResult] = {}
+    for name in names:
+        results[name] = _one(name, jobs, nodes, model, config, args.progress)
+    metrics = {name: summarize(r) for name, r in results.items()}
+    print(to_json(metrics) if args.json else format_table(metrics))
+    if args.out is not None:
+        _write_outputs(args, results, metrics)
+    return 0
+
+
+def _config(args: argparse.Namespace) -> SimConfig:
+    try:
+        return SimConfig(
+            round_s=args.round_s or None,
+            event_rounds=not args.no_event_rounds,
+            min_gap_s=args.min_gap_s,
+            idle_rounds=not args.skip_idle_rounds,
+            restart_cost_s=args.restart_cost_s,
+            strict=args.strict,
+        )
+    except ValueError as exc:
+        raise InvalidArgument("options", str(exc)) from None
+
+
+def _one(
+    name: str,
+    jobs: Sequence[TraceJob],
+    nodes: Sequence[Node],
+    model: InterferenceModel,
+    config: SimConfig,
+    force_bar: bool,
+) -> SimResult:
+    bar = ProgressBar(name, sys.stderr) if force_bar or sys.stderr.isatty() else None
+    result = Simulator(jobs, nodes, make_policy(name, model), model, config, bar).run()
+    if bar is not None:
+        bar.close(len(jobs))
+    for warning in result.warnings:
+        print(f"horus-sim: {name}: {warning}", file=sys.stderr)
+    return result
+
+
+def _write_outputs(
+    args: argparse.Namespace, results: dict[str, SimResult], metrics: dict[str, Metrics]
+) -> None:
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(to_json(metrics) + "\n", encoding="utf-8")
+    (out / "run.json").write_text(json.dumps({"trace": args.trace, "cluster": args.cluster}) + "\n")
+    if not args.no_plots:
+        from horus_core.sim.plots import write_plots
+
+        source = args.trace if args.trace.startswith("synthetic:") else Path(args.trace).name
+        title = f"{source} on {args.cluster}"
+        write_plots(results, out, title)

@@ -1,0 +1,96 @@
+"""Summary figures of one run. Times are in hours (as Gavel reports them), compute in ms.
+
+- ``makespan_h``: first arrival to last completion.
+- ``avg_jct_h`` / ``p50_jct_h`` / ``p95_jct_h``: completion minus arrival, finished jobs only.
+- ``avg_queue_h``: first start minus arrival (jobs that started).
+- ``gpu_util``: busy GPU-time / (GPUs x makespan); a GPU is busy while any job holds it.
+- ``useful_util``: time-average of the sum over jobs of normalised speed x GPUs, divided by the
+  GPU count: 1.0 means every GPU does one solo job's worth of work; packing can exceed it.
+- ``useful_per_busy``: useful_util / gpu_util, the solo-equivalent work of one busy GPU: above 1
+  when sharing pays, below 1 when co-runners slow each other more than sharing gains.
+- ``slow_share``: share of started jobs whose time-weighted mean speed was below 0.8 of solo.
+- ``slow_any_share``: share of started jobs that ran below 0.8 of solo for any time at all.
+- ``dropped``: actions the live master would have refused (and the simulator dropped too).
+- ``decide_ms_mean`` / ``_p95`` / ``_max``: wall time of one ``policy.decide()`` call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from horus_core.sim.config import SLOW_THRESHOLD, SimResult
+
+Metrics = dict[str, float | int]
+
+HOUR = 3600.0
+# Column order of the table; every key of :func:`summarize`.
+METRIC_KEYS = (
+    "jobs",
+    "unfinished",
+    "makespan_h",
+    "avg_jct_h",
+    "p50_jct_h",
+    "p95_jct_h",
+    "avg_queue_h",
+    "gpu_util",
+    "useful_util",
+    "useful_per_busy",
+    "slow_share",
+    "slow_any_share",
+    "rounds",
+    "preemptions",
+    "migrations",
+    "evictions",
+    "dropped",
+    "decide_ms_mean",
+    "decide_ms_p95",
+    "decide_ms_max",
+    "sim_s",
+)
+
+
+def summarize(result: SimResult, slow_threshold: float = SLOW_THRESHOLD) -> Metrics:
+    records = result.records
+    jcts = np.array([r.jct for r in records if r.jct is not None], dtype=float)
+    started = [r for r in records if r.first_start is not None]
+    queues = np.array([r.queueing for r in started], dtype=float)
+    finishes = [r.finish for r in records if r.finish is not None]
+    end = max(finishes) if len(finishes) == len(records) and finishes else result.end
+    span = max(end - result.start, 0.0)
+    capacity = result.gpus * span
+    decide_ms = np.array(result.decide_s, dtype=float) * 1000.0
+    return {
+        "jobs": len(records),
+        "unfinished": len(records) - len(finishes),
+        "makespan_h": span / HOUR,
+        "avg_jct_h": _mean(jcts) / HOUR,
+        "p50_jct_h": _pct(jcts, 50) / HOUR,
+        "p95_jct_h": _pct(jcts, 95) / HOUR,
+        "avg_queue_h": _mean(queues) / HOUR,
+        "gpu_util": result.busy_gpu_s / capacity if capacity else 0.0,
+        "useful_util": result.useful_gpu_s / capacity if capacity else 0.0,
+        "useful_per_busy": result.useful_gpu_s / result.busy_gpu_s if result.busy_gpu_s else 0.0,
+        "slow_share": _share(sum(1 for r in started if r.mean_speed < slow_threshold), len(started)),
+        "slow_any_share": _share(sum(1 for r in started if r.slow_s > 0), len(started)),
+        "rounds": result.counters.get("rounds", 0),
+        "preemptions": result.counters.get("preemptions", 0),
+        "migrations": result.counters.get("migrations", 0),
+        "evictions": result.counters.get("evictions", 0),
+        "dropped": result.counters.get("dropped", 0),
+        "decide_ms_mean": _mean(decide_ms),
+        "decide_ms_p95": _pct(decide_ms, 95),
+        "decide_ms_max": float(decide_ms.max()) if decide_ms.size else 0.0,
+        "sim_s": result.wall_s,
+    }
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if values.size else 0.0
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if values.size else 0.0
+
+
+def _share(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0

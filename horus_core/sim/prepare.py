@@ -1,0 +1,94 @@
+"""Turn trace jobs into simulator jobs for one cluster: ids, specs, GPU caps, solo throughputs.
+
+The live system runs a job on one node, so a job asking for more GPUs than the largest node
+has is capped to the node size (counted as ``capped_node``). A job whose GPU count the
+throughput table never measured for its type (Gavel measured 1/2/4/8 GPUs, and Recommendation,
+A3C and CycleGAN at 1 GPU only) is lowered to the largest measured count below it, as Gavel's
+``*_cap`` traces do (counted as ``capped_measured``). A job type the table does not know at all
+needs ``duration_s`` in the trace: its solo throughput is then ``total_steps / duration_s`` on
+every GPU type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from horus_core.errors import InvalidArgument
+from horus_core.model import JobSpec, Node
+from horus_core.sim.rates import RateCache
+from horus_core.sim.state import SimJob
+from horus_core.sim.traces import TraceJob
+
+SIM_COMMAND = ("horus-sim-job",)
+
+
+@dataclass(slots=True)
+class Prepared:
+    jobs: list[SimJob]
+    capped_node: int = 0
+    capped_measured: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def prepare_jobs(trace: Sequence[TraceJob], nodes: Sequence[Node], rates: RateCache) -> Prepared:
+    """Simulator jobs in arrival order (ties keep trace order), ids ``j000000``, ``j000001``, ..."""
+    max_node = max((len(n.gpus) for n in nodes), default=0)
+    if max_node == 0:
+        raise InvalidArgument("cluster", "the cluster has no GPU")
+    gpu_types = sorted({g.gpu_type for n in nodes for g in n.gpus})
+    width = max(6, len(str(len(trace))))
+    out = Prepared(jobs=[])
+    ordered = sorted(range(len(trace)), key=lambda i: trace[i].arrival_s)
+    for idx, pos in enumerate(ordered):
+        tj = trace[pos]
+        gpus = min(tj.gpus, max_node)
+        out.capped_node += gpus < tj.gpus
+        measured = _largest_measured(rates, tj.job_type, gpus, gpu_types)
+        if measured is not None and measured < gpus:
+            out.capped_measured += 1
+            gpus = measured
+        solo = _solo_by_type(rates, tj, gpus, gpu_types, measured is not None)
+        spec = JobSpec(
+            command=SIM_COMMAND,
+            gpus=gpus,
+            name=f"{tj.job_type} #{pos}",
+            job_type=tj.job_type,
+            priority=tj.priority,
+            total_steps=tj.total_steps,
+        )
+        job_id = f"j{idx:0{width}d}"
+        signature = rates.model.signature(spec)
+        out.jobs.append(SimJob(idx, job_id, spec, signature, tj.arrival_s, float(tj.total_steps), solo))
+    if out.capped_node:
+        out.warnings.append(
+            f"{out.capped_node} job(s) asked for more than {max_node} GPUs: capped to the node size"
+        )
+    if out.capped_measured:
+        out.warnings.append(
+            f"{out.capped_measured} job(s) lowered to the largest GPU count measured for their type"
+        )
+    return out
+
+
+def _largest_measured(rates: RateCache, job_type: str, gpus: int, gpu_types: Sequence[str]) -> int | None:
+    """The largest count <= gpus measured on some GPU type (powers of two and ``gpus`` itself)."""
+    candidates = sorted({gpus, *(c for c in (1, 2, 4, 8, 16, 32, 64) if c <= gpus)}, reverse=True)
+    for count in candidates:
+        if any(rates.solo(job_type, count, t) is not None for t in gpu_types):
+            return count
+    return None
+
+
+def _solo_by_type(
+    rates: RateCache, tj: TraceJob, gpus: int, gpu_types: Sequence[str], known: bool
+) -> dict[str, float]:
+    if known:
+        return {t: rates.solo(tj.job_type, gpus, t) or 0.0 for t in gpu_types}
+    if tj.duration_s is None:
+        raise InvalidArgument(
+            "trace",
+            f"job type {tj.job_type!r} has no measured throughput on {', '.join(gpu_types)}; "
+            "give its duration_s in a CSV trace",
+        )
+    return dict.fromkeys(gpu_types, tj.total_steps / tj.duration_s)

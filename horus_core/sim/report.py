@@ -1,0 +1,58 @@
+"""Text and JSON renderings of per-policy metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+
+from horus_core.sim.metrics import Metrics
+
+# (metric key, column title, format) for the stdout table.
+TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("avg_jct_h", "avg JCT h", "{:.2f}"),
+    ("p50_jct_h", "p50 h", "{:.2f}"),
+    ("p95_jct_h", "p95 h", "{:.2f}"),
+    ("makespan_h", "makespan h", "{:.1f}"),
+    ("avg_queue_h", "queue h", "{:.2f}"),
+    ("gpu_util", "busy", "{:.3f}"),
+    ("useful_util", "useful", "{:.3f}"),
+    ("useful_per_busy", "per busy", "{:.2f}"),
+    ("slow_share", "slow", "{:.3f}"),
+    ("slow_any_share", "slow any", "{:.3f}"),
+    ("preemptions", "preempt", "{}"),
+    ("evictions", "evict", "{}"),
+    ("unfinished", "unfin.", "{}"),
+    ("decide_ms_mean", "decide ms", "{:.2f}"),
+    ("decide_ms_p95", "p95 ms", "{:.2f}"),
+    ("decide_ms_max", "max ms", "{:.1f}"),
+)
+
+
+def format_table(results: Mapping[str, Metrics]) -> str:
+    header = ["policy", *(title for _, title, _ in TABLE_COLUMNS)]
+    rows = [
+        [name, *(fmt.format(metrics[key]) for key, _, fmt in TABLE_COLUMNS)]
+        for name, metrics in results.items()
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *rows]
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def to_json(results: Mapping[str, Metrics]) -> str:
+    """``{policy: {metric: value}}`` with non-finite numbers as null."""
+    clean = {name: {k: _finite(v) for k, v in m.items()} for name, m in results.items()}
+    return json.dumps(clean, indent=2, sort_keys=False)
+
+
+def _finite(value: float | int) -> float | int | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,129 @@
+"""Mutable per-job bookkeeping of a simulation run, and the frozen record it leaves behind."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from horus_core.model import Job, JobSpec, JobState
+
+FUTURE, PENDING, ACTIVE, DONE = 0, 1, 2, 3
+
+
+@dataclass(slots=True, eq=False)
+class SimJob:
+    """One job as the simulator sees it. ``solo`` maps GPU type -> steps/s alone (0: cannot run)."""
+
+    idx: int
+    id: str
+    spec: JobSpec
+    signature: str
+    arrival: float
+    steps: float
+    solo: dict[str, float]
+    status: int = FUTURE
+    done_steps: float = 0.0
+    rate: float = 0.0  # steps/s now
+    speed: float = 0.0  # normalised speed now (rate / solo on its GPU type)
+    last: float = 0.0  # time up to which done_steps and the stats below are settled
+    gpus: tuple[int, ...] = ()  # GPU indices of the current (or last) attempt
+    resume_from: tuple[int, ...] = ()  # GPUs it was preempted from, until it restarts
+    node: str = ""
+    attempt: int = 0
+    version: int = 0  # bumps on every rate change; completion events carry it
+    started_at: float = -1.0  # start of the current attempt
+    first_start: float | None = None
+    finish: float | None = None
+    run_s: float = 0.0  # time holding GPUs
+    speed_s: float = 0.0  # integral of the normalised speed over run time
+    slow_s: float = 0.0  # run time spent below the slow threshold
+    min_speed: float = math.inf
+    preemptions: int = 0
+    evictions: int = 0
+    view: Job | None = field(default=None, repr=False)  # the frozen Job policies see
+
+    def settle(self, now: float, slow_threshold: float) -> None:
+        """Account for the time since ``last`` at the current rate."""
+        dt = now - self.last
+        if dt > 0 and self.status == ACTIVE:
+            self.done_steps += self.rate * dt
+            self.run_s += dt
+            self.speed_s += self.speed * dt
+            if self.speed < slow_threshold:
+                self.slow_s += dt
+            self.min_speed = min(self.min_speed, self.speed)
+        self.last = now
+
+    def pending_view(self, now: float, reason: str = "") -> Job:
+        prev = self.view
+        return Job(
+            id=self.id,
+            spec=self.spec,
+            state=JobState.PENDING,
+            attempt=self.attempt,
+            submitted_at=self.arrival,
+            updated_at=now,
+            started_at=self.first_start,
+            node=self.node,
+            gpus=prev.gpus if prev is not None else (),
+            reason=reason,
+        )
+
+    def running_view(self, now: float, uuids: tuple[str, ...], predicted: float) -> Job:
+        return Job(
+            id=self.id,
+            spec=self.spec,
+            state=JobState.RUNNING,
+            attempt=self.attempt,
+            submitted_at=self.arrival,
+            updated_at=now,
+            started_at=self.first_start,
+            node=self.node,
+            gpus=uuids,
+            predicted_slowdown=predicted,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """What a job left behind: times, speeds, and how often it was stopped."""
+
+    id: str
+    job_type: str
+    gpus: int
+    arrival: float
+    first_start: float | None
+    finish: float | None
+    run_s: float
+    mean_speed: float  # time-weighted normalised speed while running (1.0 = solo)
+    slow_s: float
+    min_speed: float
+    attempts: int
+    preemptions: int
+    evictions: int
+
+    @property
+    def jct(self) -> float | None:
+        return None if self.finish is None else self.finish - self.arrival
+
+    @property
+    def queueing(self) -> float | None:
+        return None if self.first_start is None else self.first_start - self.arrival
+
+
+def record_of(job: SimJob) -> JobRecord:
+    return JobRecord(
+        id=job.id,
+        job_type=job.spec.job_type,
+        gpus=job.spec.gpus,
+        arrival=job.arrival,
+        first_start=job.first_start,
+        finish=job.finish,
+        run_s=job.run_s,
+        mean_speed=job.speed_s / job.run_s if job.run_s > 0 else 1.0,
+        slow_s=job.slow_s,
+        min_speed=job.min_speed if math.isfinite(job.min_speed) else 1.0,
+        attempts=job.attempt,
+        preemptions=job.preemptions,
+        evictions=job.evictions,
+    )
