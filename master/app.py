@@ -81,6 +81,9 @@ class Master:
         )
         try:
             await self._build(policy, model)
+            learned = await self.core.learner.load()  # before the first pass: no policy runs yet
+            if learned:
+                log.info("interference model: %d stored observations loaded", learned)
             await self.plane.load()
             self.port = await self._serve()
         except BaseException:
@@ -94,9 +97,9 @@ class Master:
         events = EventBus(max_subscribers=cfg.max_watchers, queue_size=cfg.watch_queue)
         logs = LogStore(cfg.logs_dir, cfg.max_log_bytes)
         events.add_listener(lambda ev: _wake_logs(logs, ev))
-        self.core = Core(
-            cfg, self.store, self.clock, NodeRegistry(), events, logs, Learner(self.store, self.clock, model)
-        )
+        # A progress report counts once two heartbeats have shown who shares the job's GPUs.
+        learner = Learner(self.store, self.clock, model, settle_s=2 * cfg.heartbeat_s)
+        self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
         self.plane = WorkerPlane(self.core)
         self.attempts = AttemptHandler(self.core, self.plane)
         self.jobs = JobService(self.core)

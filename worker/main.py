@@ -1,7 +1,8 @@
 """``horus-worker``: the daemon on every GPU host. It dials the master and runs what it is assigned.
 
     horus-worker --master HOST:PORT --name NAME [--fake-gpus N | --fake-gpus 4xV100]
-                 [--runtime process|docker] [--state-dir DIR] [--join-token T] [--grace-s 10]
+                 [--sim-interference FILE] [--runtime process|docker] [--state-dir DIR]
+                 [--join-token T] [--grace-s 10]
 
 Without ``--fake-gpus`` the GPUs come from NVML. SIGTERM or SIGINT stops the attempts gracefully,
 sends their final updates and exits 0.
@@ -25,6 +26,7 @@ from horus_core import __version__
 from worker.agent import Agent, AgentConfig, SpeedOf
 from worker.files import safe_name
 from worker.gpu.base import GpuInfo, GpuProbe
+from worker.gpu.ground_truth import load_ground_truth
 from worker.gpu.simulated import SimulatedProbe, parse_fake_gpus, simulated_gpus
 from worker.runtime.base import Runtime
 from worker.runtime.process import ProcessRuntime
@@ -52,6 +54,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--fake-gpus",
         metavar="N|NxMODEL[,...]",
         help="simulated GPUs instead of NVML: 4 (V100s), 4xV100, 2xK80,2xH100",
+    )
+    p.add_argument(
+        "--sim-interference",
+        type=pathlib.Path,
+        metavar="FILE",
+        help="with --fake-gpus: real pair speeds that differ from the model, as JSON "
+        '{"pairs": [{"a": TYPE, "b": TYPE, "speed_a": 0.3, "speed_b": 0.3, "gpu_type": "v100"}]} '
+        "(speeds in (0, 1], gpu_type optional); the simulated jobs run at these speeds",
     )
     p.add_argument(
         "--runtime",
@@ -89,6 +99,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--master HOST:PORT is required (or set $HORUS_MASTER)")
     if not _NAME.match(args.name):
         p.error(f"--name must be 1-63 letters, digits, '.', '_' or '-', got {args.name!r}")
+    if args.sim_interference and not args.fake_gpus:
+        p.error("--sim-interference needs --fake-gpus (it changes how simulated GPUs behave)")
     if args.grace_s < 0:
         p.error("--grace-s must not be negative")
     if bool(args.tls_cert) != bool(args.tls_key) or (args.tls_cert and not args.tls_ca):
@@ -105,9 +117,14 @@ async def open_probe(args: argparse.Namespace) -> tuple[GpuProbe, list[GpuInfo],
     if args.fake_gpus:
         try:
             models = parse_fake_gpus(args.fake_gpus)
+            truth = load_ground_truth(args.sim_interference) if args.sim_interference else []
         except ValueError as exc:
             raise StartupError(str(exc)) from None
-        sim = SimulatedProbe(simulated_gpus(args.name, models))
+        sim = SimulatedProbe(simulated_gpus(args.name, models), ground_truth=truth)
+        if truth:
+            log.info(
+                "simulated GPUs follow %d ground-truth pair(s) from %s", len(truth), args.sim_interference
+            )
         return sim, await sim.gpus(), sim.speed_of
     try:
         from worker.gpu.nvml import NvmlProbe

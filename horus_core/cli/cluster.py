@@ -8,13 +8,15 @@ from horus_core.cli import output as fmt
 from horus_core.cli.base import Subparsers, add_command
 from horus_core.cli.output import Output
 from horus_core.cli.records import gpu_status_record, node_record, profile_record
-from horus_core.client import GpuStatus, HorusClient
+from horus_core.client import GpuStatus, HorusClient, PairSpeed
 
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     add_command(sub, "nodes", list_nodes, common, "list worker nodes and their GPUs")
     add_command(sub, "gpus", list_gpus, common, "list GPUs with live readings and the jobs on them")
-    add_command(sub, "profiles", list_profiles, common, "what the master has learned per job type")
+    add_command(
+        sub, "profiles", list_profiles, common, "what the master has learned: job profiles and pair speeds"
+    )
     add_command(sub, "info", cluster_info, common, "master version, policy and largest node")
 
 
@@ -65,23 +67,46 @@ def gpu_row(s: GpuStatus) -> tuple[object, ...]:
 
 
 async def list_profiles(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
-    profiles = sorted(await client.profiles(), key=lambda p: p.job_type)
+    profiles, pairs = await client.learned()
+    profiles = sorted(profiles, key=lambda p: p.job_type)
+    pairs = sorted(pairs, key=lambda p: (p.job_type, p.co_runner, p.gpu_type))
     if out.json:
-        out.dump([profile_record(p) for p in profiles])
+        by_type: dict[str, list[PairSpeed]] = {}
+        for pair in pairs:
+            by_type.setdefault(pair.job_type, []).append(pair)
+        out.dump([profile_record(p, by_type.get(p.job_type, [])) for p in profiles])
         return 0
     rows = [
         (
             p.job_type,
-            fmt.pct(p.util_avg),
-            fmt.pct(p.util_peak),
-            fmt.mib(p.mem_mib),
+            fmt.pct(p.util_avg) if p.samples else "-",
+            fmt.pct(p.util_peak) if p.samples else "-",
+            fmt.mib(p.mem_mib) if p.samples else "-",
             p.samples,
+            solo_text(p.solo_samples_per_s),
             len(p.co_speed),
         )
         for p in profiles
     ]
-    out.table(("JOB TYPE", "UTIL AVG", "UTIL PEAK", "MEMORY", "SAMPLES", "KNOWN PAIRS"), rows)
+    out.table(
+        ("JOB TYPE", "UTIL AVG", "UTIL PEAK", "MEMORY", "SAMPLES", "SOLO SAMPLES/S", "KNOWN PAIRS"), rows
+    )
+    if pairs:
+        out.line()
+        out.line("Measured pair speeds (1.00 = as fast as alone):")
+        out.table(
+            ("JOB TYPE", "SHARING WITH", "GPU TYPE", "SPEED", "SAMPLES", "UPDATED"),
+            [
+                (p.job_type, p.co_runner, p.gpu_type, f"{p.speed:.2f}", p.samples, fmt.age(p.updated_at))
+                for p in pairs
+            ],
+        )
     return 0
+
+
+def solo_text(solo: dict[str, float]) -> str:
+    """``{"v100x1": 640.0}`` -> ``v100x1 640``."""
+    return ", ".join(f"{k} {v:.4g}" for k, v in sorted(solo.items())) or "-"
 
 
 async def cluster_info(client: HorusClient, args: argparse.Namespace, out: Output) -> int:

@@ -5,9 +5,10 @@ These spellings are a contract that automation relies on; add keys, never rename
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from horus_core.client import GpuStatus, JobEvent, JobGpuStats, Profile
+from horus_core.client import GpuStatus, JobEvent, JobGpuStats, PairSpeed, Profile
 from horus_core.model import Gpu, Job, Node
 
 Record = dict[str, Any]
@@ -103,7 +104,19 @@ def event_record(event: JobEvent) -> Record:
     }
 
 
-def profile_record(profile: Profile) -> Record:
+def pair_speed_record(pair: PairSpeed) -> Record:
+    return {
+        "job_type": pair.job_type,
+        "co_runner": pair.co_runner,
+        "gpu_type": pair.gpu_type,
+        "speed": pair.speed,
+        "samples": pair.samples,
+        "updated_at": pair.updated_at,
+    }
+
+
+def profile_record(profile: Profile, pairs: Sequence[PairSpeed] = ()) -> Record:
+    """``pairs``: the measured pair speeds of this job type (``job_type`` equal to the profile's)."""
     return {
         "job_type": profile.job_type,
         "util_avg": profile.util_avg,
@@ -111,4 +124,6 @@ def profile_record(profile: Profile) -> Record:
         "mem_mib": profile.mem_mib,
         "samples": profile.samples,
         "co_speed": dict(profile.co_speed),
+        "solo_samples_per_s": dict(profile.solo_samples_per_s),
+        "pairs": [pair_speed_record(p) for p in pairs],
     }

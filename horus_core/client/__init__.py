@@ -18,6 +18,7 @@ from horus_core.client._views import (
     JobGpuStats,
     JobPage,
     LogChunk,
+    PairSpeed,
     Profile,
 )
 
@@ -32,6 +33,7 @@ __all__ = [
     "JobGpuStats",
     "JobPage",
     "LogChunk",
+    "PairSpeed",
     "Profile",
     "RetryPolicy",
     "SyncHorusClient",

@@ -14,7 +14,7 @@ import grpc.aio
 from horus_core import __version__, errors, wire
 from horus_core.client import _convert
 from horus_core.client._rpc import NO_RETRY, RetryPolicy, call_with_retry, map_rpc_error
-from horus_core.client._views import ClusterInfo, GpuStatus, JobEvent, JobPage, LogChunk, Profile
+from horus_core.client._views import ClusterInfo, GpuStatus, JobEvent, JobPage, LogChunk, PairSpeed, Profile
 from horus_core.client._wait import wait_for_terminal
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc
@@ -209,8 +209,19 @@ class HorusClient:
         return [_convert.gpu_status_from_pb(g) for g in resp.gpus]
 
     async def profiles(self) -> builtins.list[Profile]:
+        return (await self.learned())[0]
+
+    async def pair_speeds(self) -> builtins.list[PairSpeed]:
+        """Measured speeds of job types sharing GPUs, one entry per direction and GPU type."""
+        return (await self.learned())[1]
+
+    async def learned(self) -> tuple[builtins.list[Profile], builtins.list[PairSpeed]]:
+        """What the master has learned: profiles per job type, and measured pair speeds."""
         resp = await self._unary(lambda: self._stub.ListProfiles(cpb.ListProfilesRequest(), **self._opts()))
-        return [_convert.profile_from_pb(p) for p in resp.profiles]
+        return (
+            [_convert.profile_from_pb(p) for p in resp.profiles],
+            [_convert.pair_speed_from_pb(p) for p in resp.pairs],
+        )
 
     async def cluster_info(self) -> ClusterInfo:
         req = cpb.GetClusterInfoRequest()

@@ -11,6 +11,7 @@ from horus_core.client._views import (
     JobGpuStats,
     JobPage,
     LogChunk,
+    PairSpeed,
     Profile,
 )
 from horus_core.gen import client_pb2 as cpb
@@ -68,6 +69,18 @@ def profile_from_pb(msg: pb.Profile) -> Profile:
         mem_mib=msg.mem_mib,
         samples=msg.samples,
         co_speed=dict(msg.co_speed),
+        solo_samples_per_s=dict(msg.solo_samples_per_s),
+    )
+
+
+def pair_speed_from_pb(msg: pb.PairSpeed) -> PairSpeed:
+    return PairSpeed(
+        job_type=msg.job_type,
+        co_runner=msg.co_runner,
+        gpu_type=msg.gpu_type,
+        speed=msg.speed,
+        samples=msg.samples,
+        updated_at=msg.updated_at,
     )
 
 

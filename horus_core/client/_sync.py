@@ -17,7 +17,7 @@ import grpc
 
 from horus_core.client._async import DEFAULT_PAGE_SIZE, DEFAULT_TARGET, HorusClient
 from horus_core.client._rpc import RetryPolicy
-from horus_core.client._views import ClusterInfo, GpuStatus, JobEvent, JobPage, Profile
+from horus_core.client._views import ClusterInfo, GpuStatus, JobEvent, JobPage, PairSpeed, Profile
 from horus_core.model import Job, JobSpec, JobState, Node
 
 T = TypeVar("T")
@@ -129,6 +129,12 @@ class SyncHorusClient:
 
     def profiles(self) -> builtins.list[Profile]:
         return self._run(self._client.profiles())
+
+    def pair_speeds(self) -> builtins.list[PairSpeed]:
+        return self._run(self._client.pair_speeds())
+
+    def learned(self) -> tuple[builtins.list[Profile], builtins.list[PairSpeed]]:
+        return self._run(self._client.learned())
 
     def cluster_info(self) -> ClusterInfo:
         return self._run(self._client.cluster_info())

@@ -69,7 +69,20 @@ class Profile:
     util_peak: float
     mem_mib: int
     samples: int
-    co_speed: dict[str, float] = field(default_factory=dict)
+    co_speed: dict[str, float] = field(default_factory=dict)  # co-runner -> measured normalised speed
+    solo_samples_per_s: dict[str, float] = field(default_factory=dict)  # "v100x1" -> samples/s alone
+
+
+@dataclass(frozen=True, slots=True)
+class PairSpeed:
+    """One direction of a measured pair: ``job_type``'s speed next to ``co_runner`` (1.0 = as alone)."""
+
+    job_type: str
+    co_runner: str
+    gpu_type: str
+    speed: float
+    samples: int
+    updated_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

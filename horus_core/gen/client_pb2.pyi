@@ -330,16 +330,22 @@ class ListProfilesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PROFILES_FIELD_NUMBER: _builtins.int
+    PAIRS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def profiles(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Profile]: ...
+    @_builtins.property
+    def pairs(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.PairSpeed]:
+        """measured pair speeds, one entry per direction and GPU type"""
+
     def __init__(
         self,
         *,
         profiles: _abc.Iterable[_types_pb2.Profile] | None = ...,
+        pairs: _abc.Iterable[_types_pb2.PairSpeed] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["profiles", b"profiles"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pairs", b"pairs", "profiles", b"profiles"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

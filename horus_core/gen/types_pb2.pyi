@@ -501,12 +501,33 @@ class Profile(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class SoloSamplesPerSEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.float
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     JOB_TYPE_FIELD_NUMBER: _builtins.int
     UTIL_AVG_FIELD_NUMBER: _builtins.int
     UTIL_PEAK_FIELD_NUMBER: _builtins.int
     MEM_MIB_FIELD_NUMBER: _builtins.int
     SAMPLES_FIELD_NUMBER: _builtins.int
     CO_SPEED_FIELD_NUMBER: _builtins.int
+    SOLO_SAMPLES_PER_S_FIELD_NUMBER: _builtins.int
     job_type: _builtins.str
     util_avg: _builtins.float
     util_peak: _builtins.float
@@ -514,7 +535,13 @@ class Profile(_message.Message):
     samples: _builtins.int
     @_builtins.property
     def co_speed(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
-        """measured normalised speed when sharing a GPU with another signature"""
+        """measured normalised speed when sharing a GPU with another signature (on the GPU type with the
+        most measurements; ListProfilesResponse.pairs has every GPU type)
+        """
+
+    @_builtins.property
+    def solo_samples_per_s(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
+        """measured samples/s with its GPUs to itself, keyed "<gpu type>x<GPU count>", e.g. "v100x1" """
 
     def __init__(
         self,
@@ -525,11 +552,52 @@ class Profile(_message.Message):
         mem_mib: _builtins.int = ...,
         samples: _builtins.int = ...,
         co_speed: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+        solo_samples_per_s: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["co_speed", b"co_speed", "job_type", b"job_type", "mem_mib", b"mem_mib", "samples", b"samples", "util_avg", b"util_avg", "util_peak", b"util_peak"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["co_speed", b"co_speed", "job_type", b"job_type", "mem_mib", b"mem_mib", "samples", b"samples", "solo_samples_per_s", b"solo_samples_per_s", "util_avg", b"util_avg", "util_peak", b"util_peak"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Profile: _TypeAlias = Profile  # noqa: Y015
+
+@_typing.final
+class PairSpeed(_message.Message):
+    """One direction of a measured pair: how fast job_type ran while its GPU(s) were shared with
+    exactly one co_runner signature, relative to running alone.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_TYPE_FIELD_NUMBER: _builtins.int
+    CO_RUNNER_FIELD_NUMBER: _builtins.int
+    GPU_TYPE_FIELD_NUMBER: _builtins.int
+    SPEED_FIELD_NUMBER: _builtins.int
+    SAMPLES_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    job_type: _builtins.str
+    co_runner: _builtins.str
+    gpu_type: _builtins.str
+    speed: _builtins.float
+    """samples/s shared / samples/s alone (1.0 = no slowdown)"""
+    samples: _builtins.int
+    """measurements folded in"""
+    updated_at: _builtins.float
+    def __init__(
+        self,
+        *,
+        job_type: _builtins.str = ...,
+        co_runner: _builtins.str = ...,
+        gpu_type: _builtins.str = ...,
+        speed: _builtins.float = ...,
+        samples: _builtins.int = ...,
+        updated_at: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["co_runner", b"co_runner", "gpu_type", b"gpu_type", "job_type", b"job_type", "samples", b"samples", "speed", b"speed", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PairSpeed: _TypeAlias = PairSpeed  # noqa: Y015

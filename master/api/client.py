@@ -12,7 +12,7 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
 from master.api.errors import Ctx, streaming, unary
-from master.api.views import gpu_statuses, profile_to_pb
+from master.api.views import gpu_statuses, learned_profiles, pair_to_pb
 from master.auth import caller
 from master.services.access import owner_for
 from master.services.core import Core
@@ -26,6 +26,11 @@ def event_to_pb(ev: JobEvent) -> pb.JobEvent:
     if ev.previous is not None:
         msg.previous_state = wire.job_state_to_pb(ev.previous)
     return msg
+
+
+# Rows of each learned table in one ListProfiles answer (with 256-character signatures the
+# answer stays below the 4 MiB message limit).
+MAX_LISTED = 2000
 
 
 class HorusServicer(cgrpc.HorusServiceServicer):
@@ -87,8 +92,13 @@ class HorusServicer(cgrpc.HorusServiceServicer):
 
     @unary
     async def ListProfiles(self, request: cpb.ListProfilesRequest, context: Ctx) -> cpb.ListProfilesResponse:
-        rows = await self.core.store.read.profiles()
-        return cpb.ListProfilesResponse(profiles=[profile_to_pb(p) for p in rows])
+        read = self.core.store.read
+        profiles = await read.profiles(limit=MAX_LISTED)
+        solos = await read.solo_throughputs(MAX_LISTED)
+        pairs = await read.pair_speeds(MAX_LISTED)
+        return cpb.ListProfilesResponse(
+            profiles=learned_profiles(profiles, solos, pairs), pairs=[pair_to_pb(p) for p in pairs]
+        )
 
     @unary
     async def GetClusterInfo(self, request: cpb.GetClusterInfoRequest, context: Ctx) -> cpb.ClusterInfo:

@@ -8,6 +8,7 @@ from horus_core import wire
 from horus_core.gen import types_pb2 as pb
 from horus_core.model import Job
 from master.services.nodes import NodeEntry
+from master.store.learned import PairRow, SoloRow
 from master.store.nodes import ProfileRow
 
 
@@ -43,3 +44,40 @@ def profile_to_pb(p: ProfileRow) -> pb.Profile:
         samples=p.samples,
         co_speed=p.co_speed,
     )
+
+
+def pair_to_pb(p: PairRow) -> pb.PairSpeed:
+    return pb.PairSpeed(
+        job_type=p.job_type,
+        co_runner=p.co_runner,
+        gpu_type=p.gpu_type,
+        speed=p.speed,
+        samples=p.samples,
+        updated_at=p.updated_at,
+    )
+
+
+def learned_profiles(
+    profiles: Sequence[ProfileRow], solos: Sequence[SoloRow], pairs: Sequence[PairRow]
+) -> list[pb.Profile]:
+    """One Profile per signature anything was learned about: its GPU use, its solo throughputs,
+    and (``co_speed``) each co-runner's measured speed on the GPU type measured most often."""
+    out = {p.job_type: profile_to_pb(p) for p in profiles}
+
+    def get(sig: str) -> pb.Profile:
+        msg = out.get(sig)
+        if msg is None:
+            msg = out[sig] = pb.Profile(job_type=sig)
+        return msg
+
+    for s in solos:
+        get(s.job_type).solo_samples_per_s[f"{s.gpu_type}x{s.gpus}"] = s.samples_per_s
+    best: dict[tuple[str, str], PairRow] = {}
+    for pair in pairs:
+        key = (pair.job_type, pair.co_runner)
+        old = best.get(key)
+        if old is None or (pair.samples, pair.updated_at) > (old.samples, old.updated_at):
+            best[key] = pair
+    for (sig, other), pair in best.items():
+        get(sig).co_speed[other] = pair.speed
+    return [out[k] for k in sorted(out)]

@@ -15,6 +15,7 @@ from master.services.logs import JOB_ID
 from master.services.nodes import NodeEntry
 from master.services.session import Session
 from master.services.workers import WorkerPlane
+from master.store.rows import JobRow
 
 log = logging.getLogger(__name__)
 
@@ -43,18 +44,17 @@ class AttemptHandler:
         if entry is None:
             return
         self.core.registry.record_heartbeat(entry, hb, self.core.clock.now())
-        self.core.learner.on_heartbeat(entry.name, hb)
+        learner = self.core.learner
+        learner.on_heartbeat(entry.name, hb)
+        rows = await self.core.store.read.active_jobs(entry.name) if entry.running else []
+        learner.on_placement(entry.name, [r.job for r in rows], entry.running, entry.gpu_types())
         if entry.running:
-            await self._fence(entry)
+            self._fence(entry, rows)
 
-    async def _fence(self, entry: NodeEntry) -> None:
+    def _fence(self, entry: NodeEntry, active: list[JobRow]) -> None:
         """Kill attempts the worker runs that are not current on this node (fencing)."""
         now = self.core.clock.now()
-        current = {
-            (r.job.id, r.job.attempt)
-            for r in await self.core.store.read.active_jobs(entry.name)
-            if not r.cancel_requested
-        }
+        current = {(r.job.id, r.job.attempt) for r in active if not r.cancel_requested}
         for key in entry.running - current:
             if now - self._kills.get(key, float("-inf")) >= KILL_REPEAT_S:
                 self._kills[key] = now

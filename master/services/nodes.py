@@ -36,6 +36,10 @@ class NodeEntry:
     def connected(self) -> bool:
         return self.session is not None and not self.session.closed
 
+    def gpu_types(self) -> dict[str, str]:
+        """GPU UUID -> GPU type ("v100", ...)."""
+        return {g.uuid: g.gpu_type for g in self.gpus}
+
     def model(self) -> Node:
         gpus = tuple(
             dataclasses.replace(g, healthy=g.healthy and self.gpu_stats[g.uuid].healthy)

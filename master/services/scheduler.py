@@ -67,6 +67,7 @@ class Scheduler:
         ev.clear()
 
     async def run_once(self) -> PassResult:
+        await self.core.learner.checkpoint()  # (every minute: stores what running attempts measured)
         async with self._pass_lock:
             self.core.learner.apply_observations()  # no policy is running now
             return await self._pass()

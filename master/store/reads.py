@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import aiosqlite
 
 from horus_core.model import Gpu, JobState, NodeState
+from master.store.learned import PairRow, SoloRow
 from master.store.nodes import ProfileRow
 from master.store.rows import JobRow, gpus_from_json, job_rows_from_json, select_jobs
 
@@ -99,12 +100,12 @@ class Reader:
             for r in rows
         ]
 
-    async def profiles(self, job_type: str | None = None) -> list[ProfileRow]:
+    async def profiles(self, job_type: str | None = None, limit: int = -1) -> list[ProfileRow]:
         where, params = ("WHERE job_type = ?", (job_type,)) if job_type is not None else ("", ())
         async with self._conn.execute(
             "SELECT job_type, util_avg, util_peak, mem_mib, samples, co_speed, updated_at FROM profiles"
-            f" {where} ORDER BY job_type",
-            params,
+            f" {where} ORDER BY job_type LIMIT ?",
+            (*params, limit),
         ) as cur:
             rows = await cur.fetchall()
         return [
@@ -123,3 +124,30 @@ class Reader:
     async def profile(self, job_type: str) -> ProfileRow | None:
         rows = await self.profiles(job_type)
         return rows[0] if rows else None
+
+    async def solo_throughputs(self, limit: int = -1) -> list[SoloRow]:
+        async with self._conn.execute(
+            "SELECT job_type, gpu_type, gpus, samples_per_s, samples, updated_at FROM solo_throughputs"
+            " ORDER BY job_type, gpu_type, gpus LIMIT ?",
+            (limit,),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [
+            SoloRow(
+                r["job_type"], r["gpu_type"], r["gpus"], r["samples_per_s"], r["samples"], r["updated_at"]
+            )
+            for r in rows
+        ]
+
+    async def pair_speeds(self, limit: int = -1) -> list[PairRow]:
+        """Measured pair speeds, one row per direction (``limit`` -1: all)."""
+        async with self._conn.execute(
+            "SELECT job_type, co_runner, gpu_type, speed, samples, updated_at FROM pair_speeds"
+            " ORDER BY job_type, co_runner, gpu_type LIMIT ?",
+            (limit,),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [
+            PairRow(r["job_type"], r["co_runner"], r["gpu_type"], r["speed"], r["samples"], r["updated_at"])
+            for r in rows
+        ]

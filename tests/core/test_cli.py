@@ -279,7 +279,14 @@ def test_gpus_profiles_info_top(server: ThreadedFakeMaster, capsys: pytest.Captu
     code, out, _ = run(server, capsys, "gpus")
     assert code == 0 and "UNHEALTHY" in out and job in out
     assert json.loads(run(server, capsys, "gpus", "-o", "json")[1])[1]["job_ids"] == [job]
-    assert "ResNet-18 (batch size 32)" in run(server, capsys, "profiles")[1]
+    profiles = run(server, capsys, "profiles")[1]
+    assert "ResNet-18 (batch size 32)" in profiles and "v100x1 640" in profiles
+    assert "Measured pair speeds" in profiles and "0.90" in profiles
+    (record,) = json.loads(run(server, capsys, "profiles", "-o", "json")[1])
+    assert record["co_speed"] == {"VAE": 0.9} and record["solo_samples_per_s"] == {"v100x1": 640.0}
+    assert [(p["co_runner"], p["gpu_type"], p["speed"], p["samples"]) for p in record["pairs"]] == [
+        ("VAE", "v100", 0.9, 3)
+    ]
     assert json.loads(run(server, capsys, "-o", "json", "info")[1])["policy"] == "fifo"
     code, out, _ = run(server, capsys, "top", "--once")
     assert code == 0 and "bert" in out and "40%" in out and "\x1b" not in out

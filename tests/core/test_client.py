@@ -288,6 +288,10 @@ async def test_nodes_gpus_profiles_info(client: HorusClient, fake: FakeMaster) -
     assert a0.stats.util_sm == 40.0 and a0.jobs[0].attempt == 1 and a0.jobs[0].mem_used_mib == 1000
     (profile,) = await client.profiles()
     assert profile.job_type.startswith("ResNet-18") and profile.co_speed == {"VAE": 0.9}
+    assert profile.solo_samples_per_s == {"v100x1": 640.0}
+    (pair,) = await client.pair_speeds()
+    assert (pair.job_type, pair.co_runner, pair.gpu_type, pair.speed, pair.samples) == (
+        profile.job_type, "VAE", "v100", 0.9, 3)
     info = await client.cluster_info()
     assert (info.policy, info.max_gpus_per_node) == ("fifo", 2)
 

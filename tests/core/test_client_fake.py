@@ -238,8 +238,13 @@ class FakeMaster(client_pb2_grpc.HorusServiceServicer):
             mem_mib=3000,
             samples=12,
             co_speed={"VAE": 0.9},
+            solo_samples_per_s={"v100x1": 640.0},
         )
-        return cpb.ListProfilesResponse(profiles=[profile])
+        pair = pb.PairSpeed(
+            job_type="ResNet-18 (batch size 32)", co_runner="VAE", gpu_type="v100", speed=0.9, samples=3,
+            updated_at=1.0,
+        )
+        return cpb.ListProfilesResponse(profiles=[profile], pairs=[pair])
 
     async def GetClusterInfo(self, request: cpb.GetClusterInfoRequest, context: Any) -> cpb.ClusterInfo:
         await self._enter(context)

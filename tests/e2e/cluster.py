@@ -45,8 +45,9 @@ class LocalCluster:
         line = self.master.stdout.readline()
         assert re.search(r"listening on 127\.0\.0\.1:\d+", line), line + (self.tmp / "master.log").read_text()
 
-    def start_worker(self, name: str, gpus: str = "4") -> None:
-        args = [str(BIN / "horus-worker"), "--master", self.addr, "--name", name, "--fake-gpus", gpus]
+    def start_worker(self, name: str, gpus: str = "4", *extra: str) -> None:
+        """``extra``: more worker flags, e.g. ``--sim-interference FILE``."""
+        args = [str(BIN / "horus-worker"), "--master", self.addr, "--name", name, "--fake-gpus", gpus, *extra]
         with open(self.tmp / f"{name}.log", "a") as log:
             self.workers[name] = subprocess.Popen(
                 [*args, "--state-dir", str(self.tmp / name), "--grace-s", "2"],

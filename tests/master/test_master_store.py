@@ -36,17 +36,20 @@ async def test_migrations_applied_once(tmp_path: pathlib.Path) -> None:
     for _ in range(2):
         store = await Store.open(db)
         await store.close()
-    assert versions(db) == [(1, "0001_init.sql")]
+    packaged = [(m.version, m.name) for m in packaged_migrations()]
+    assert packaged[:2] == [(1, "0001_init.sql"), (2, "0002_learning.sql")]
+    assert versions(db) == packaged
     folder = tmp_path / "migs"
     folder.mkdir()
     for mig in packaged_migrations():
         (folder / mig.name).write_text(mig.sql)
-    (folder / "0002_extra.sql").write_text("CREATE TABLE extra (x INTEGER);")
+    extra = f"{len(packaged) + 1:04d}_extra.sql"
+    (folder / extra).write_text("CREATE TABLE extra (x INTEGER);")
     (folder / "README.txt").write_text("not a migration")
     for _ in range(2):
         store = await Store.open(db, migrations=migrations_from(folder))
         await store.close()
-    assert versions(db) == [(1, "0001_init.sql"), (2, "0002_extra.sql")]
+    assert versions(db) == [*packaged, (len(packaged) + 1, extra)]
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 

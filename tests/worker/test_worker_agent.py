@@ -304,7 +304,7 @@ async def test_cut_off_longer_than_the_lease_stops_attempts(tmp_path: pathlib.Pa
         master = await FakeMaster(lease_s=1.0).start(port)
         reg = await master.wait_registered()
         assert list(reg.running) == []
-        assert [u.reason for u in reg.finished if u.job_id == "long"][0].startswith("lease expired")
+        assert next(u.reason for u in reg.finished if u.job_id == "long").startswith("lease expired")
         final = await master.update("long", CANCELLED)
         assert final.reason.startswith("lease expired")
     finally:

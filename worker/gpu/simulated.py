@@ -4,7 +4,8 @@ Each simulated GPU's utilisation and memory follow the profiles of the attempts 
 interference model's ``profile(spec)``; summed utilisation capped at 100 %), every attempt's main
 process shows up in the per-process readings, and each attempt gets a normalised speed from its
 co-runners (``co_speeds``, the minimum over its GPUs) that the worker hands to the job through
-``$HORUS_SPEED_FILE``, so a badly paired job really runs slower.
+``$HORUS_SPEED_FILE``, so a badly paired job really runs slower. Ground-truth pair speeds
+(:mod:`worker.gpu.ground_truth`, ``--sim-interference``) replace the model's where given.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Protocol, cast
 
 from horus_core.model import JobSpec, gpu_type_of
 from worker.gpu.base import GpuInfo, GpuReading, ProbeTarget, ProcessReading
+from worker.gpu.ground_truth import GroundTruthModel, PairTruth
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +145,12 @@ class SimulatedProbe:
         *,
         noise: float = 0.5,
         seed: int | None = None,
+        ground_truth: Sequence[PairTruth] = (),
     ) -> None:
         self._gpus = list(gpus)
         self._tdp = {g.uuid: _tdp_of(g.model) for g in self._gpus}
-        self._model = model
+        self._truth = list(ground_truth)
+        self._model = self._with_truth(model) if model is not None else None
         self._noise = noise
         self._rng = random.Random(seed)
         self._speeds: dict[tuple[str, int], float] = {}
@@ -171,7 +175,7 @@ class SimulatedProbe:
     ) -> tuple[list[GpuReading], list[ProcessReading], dict[tuple[str, int], float]]:
         """The synchronous computation behind :meth:`read` (runs in a thread)."""
         if self._model is None:
-            self._model = load_model()
+            self._model = self._with_truth(load_model())
         model = self._model
         profiles = {(t.job_id, t.attempt): model.profile(t.spec) for t in running}
         speeds = {key: 1.0 for key in profiles}
@@ -192,6 +196,10 @@ class SimulatedProbe:
                     procs.append(ProcessReading(t.pids[0], gpu.uuid, mem_t, round(util * scale, 1)))
             readings.append(self._reading(gpu, min(100.0, sum(utils)), mem))
         return readings, procs, speeds
+
+    def _with_truth(self, model: InterferenceLike) -> InterferenceLike:
+        """The model, overridden by the ground-truth pairs of ``--sim-interference`` if any."""
+        return GroundTruthModel(model, self._truth) if self._truth else model
 
     def _util(self, profile: Profile) -> float:
         jitter = self._rng.random() * self._noise if self._noise > 0 else 0.0
