@@ -34,6 +34,11 @@ BIN = pathlib.Path(sys.executable).parent
 BOLD, DIM, OFF = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
 JOBS = 16  # jobs from the sample trace
 SECONDS_PER_JOB = (6.0, 14.0)  # solo duration range after scaling
+POLICIES = {
+    "fifo": "exclusive GPUs (fifo: Kubernetes, Slurm)",
+    "binpack": "interference-blind packing (binpack)",
+    "horus": "Horus",
+}
 
 
 def say(text: str) -> None:
@@ -140,22 +145,22 @@ async def run_workload(addr: str) -> float:
 
 
 def compare_policies() -> None:
+    from horus_core.sim import compare, summarize
+
     trace = resources.files("horus_core") / "data" / "traces" / "msr_seed0_2869ce_cap.trace"
     with resources.as_file(trace) as path:
-        subprocess.run(
-            [
-                tool("horus-sim"),
-                "--trace",
-                str(path),
-                "--cluster",
-                "v100:16",
-                "--policies",
-                "fifo,binpack,horus",
-                "--out",
-                str(pathlib.Path(tempfile.gettempdir()) / "horus-demo-sim"),
-            ],
-            check=True,
-        )
+        results = {name: summarize(r) for name, r in compare(str(path), "v100:16", list(POLICIES)).items()}
+    print(f"{'policy':<44} {'avg JCT':>8} {'work per busy GPU':>18} {'jobs slowed <0.8x':>18}")
+    for name, label in POLICIES.items():
+        m = results[name]
+        print(f"{label:<44} {m['avg_jct_h']:>6.1f} h {m['useful_per_busy']:>17.2f}x {m['slow_share']:>17.0%}")
+    print(f"{'Gavel best policy (its own simulator)':<44} {25.0:>6.1f} h")
+    fifo, blind, horus = (results[n]["avg_jct_h"] for n in POLICIES)
+    say(
+        f"Horus finishes jobs {fifo / horus:.1f}x sooner than exclusive GPUs and {blind / horus:.0f}x sooner "
+        "than interference-blind packing:\nit shares a GPU only when the measured pair speeds say sharing "
+        "beats taking turns."
+    )
 
 
 def main() -> None:

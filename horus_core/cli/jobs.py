@@ -13,6 +13,12 @@ from horus_core.client import GpuStatus, HorusClient, JobGpuStats
 from horus_core.model import Job, JobState
 
 REASON_WIDTH = 70
+TYPE_WIDTH = 32
+
+
+def predicted_speed(job: Job) -> str:
+    """The predicted normalised speed (1.00x = as fast as alone) of a job that was placed."""
+    return f"{job.predicted_slowdown:.2f}x" if job.attempt > 0 else "-"
 
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -57,14 +63,16 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
             j.id,
             j.spec.name,
             j.state.value,
+            fmt.truncate(j.spec.job_type, TYPE_WIDTH),
             j.spec.gpus,
             j.node,
+            predicted_speed(j),
             fmt.age(j.submitted_at),
             fmt.truncate(j.reason, REASON_WIDTH),
         )
         for j in jobs
     ]
-    out.table(("ID", "NAME", "STATE", "GPUS", "NODE", "AGE", "REASON"), rows)
+    out.table(("ID", "NAME", "STATE", "TYPE", "GPUS", "NODE", "SPEED", "AGE", "REASON"), rows)
     return 0
 
 

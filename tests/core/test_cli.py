@@ -210,7 +210,8 @@ def test_jobs_table_filters_and_shows_reason(
     done = add(server, state=JobState.SUCCEEDED)
     code, out, _ = run(server, capsys, "jobs")
     lines = out.splitlines()
-    assert code == 0 and lines[0].split() == ["ID", "NAME", "STATE", "GPUS", "NODE", "AGE", "REASON"]
+    header = ["ID", "NAME", "STATE", "TYPE", "GPUS", "NODE", "SPEED", "AGE", "REASON"]
+    assert code == 0 and lines[0].split() == header
     assert pending in out and "largest free set is 1" in out and done not in out
     assert done in run(server, capsys, "jobs", "--all")[1]
     code, out, _ = run(server, capsys, "jobs", "--state", "succeeded", "-o", "json")
