@@ -1,4 +1,9 @@
-"""Turn a :class:`ClusterSnapshot` and an :class:`InterferenceModel` into a packing Problem."""
+"""Turn a :class:`ClusterSnapshot` and an :class:`InterferenceModel` into a packing Problem.
+
+:func:`build_problem` is the plain version, one job at a time: policies go through the cached,
+vectorised :mod:`.assemble` (which must give the same arrays; a property test checks it) and
+fall back to this one only where the order of ``model.profile`` calls could matter.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
-from horus_core.model import ClusterSnapshot, Gpu, Job, NodeState, gpu_type_of
+from horus_core.model import ClusterSnapshot, Job, NodeState
+from horus_core.packing.cluster import gpu_type
 from horus_core.packing.problem import Problem
 
 # Given the kernel's job classes (signature, GPUs) and one GPU kind's speed matrix, say which
@@ -27,10 +33,6 @@ class Layout:
     classes: tuple[tuple[str, int], ...]  # (signature, GPUs or 0) per job class
     queue: tuple[Job, ...]
     largest_node: int
-
-
-def gpu_type(gpu: Gpu) -> str:
-    return gpu.gpu_type or gpu_type_of(gpu.model)
 
 
 def build_problem(
@@ -72,7 +74,7 @@ def build_problem(
         cls_mem=np.array([p.mem_mib for p in profiles], np.int64),
         cls_util=np.array([p.util_avg for p in profiles], np.float64),
         cls_peak=np.array([p.util_peak for p in profiles], np.float64),
-        speed=_speeds(model, keys, kind_list, split_by_gpus, pair_filter),
+        speed=class_speeds(model, keys, kind_list, split_by_gpus, pair_filter),
         job_cls=job_cls,
         job_gpus=np.array([max(1, j.spec.gpus) for j in queue], np.int32),
         job_excl=np.array([j.spec.exclusive for j in queue], np.bool_),
@@ -108,13 +110,14 @@ def _residents(
     return nres, res, excl
 
 
-def _speeds(
+def class_speeds(
     model: InterferenceModel,
     keys: Sequence[tuple[str, int]],
     kinds: Sequence[tuple[str, int]],
     split_by_gpus: bool,
     pair_filter: PairFilter | None,
 ) -> NDArray[np.float64]:
+    """``speed[kind, a, b]`` for the job classes ``keys`` (0.0: may not share)."""
     sigs = sorted({sig for sig, _ in keys})
     pos = np.array([sigs.index(sig) for sig, _ in keys], np.int64)
     out = np.zeros((max(1, len(kinds)), len(keys), len(keys)))

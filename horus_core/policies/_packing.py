@@ -1,13 +1,136 @@
-"""Shared by the packing policies: run the kernel on a queue and turn the result into actions."""
+"""Shared by the packing policies: run the kernel on a queue and turn the result into actions.
+
+:class:`Packer` is the fast path a policy object keeps across calls: per-job facts by job id,
+the GPU layout by node, reason sentences by the facts they mention, and last pass's ``Wait``
+objects (reused while a job's reason stays the same; actions are immutable). It gives exactly
+what :func:`pack_actions` (the plain path, one job at a time) gives for the same queue; it falls
+back to it where the order of ``model.profile`` calls could matter (see ``JobTable.needs_exact``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, Wait
-from horus_core.packing import PackParams, PairFilter, build_problem, codes, place
-from horus_core.policies.reasons import WaitFacts, wait_reason
+from horus_core.packing import PackParams, PairFilter, Placement, build_problem, codes, place
+from horus_core.packing.assemble import assemble
+from horus_core.packing.cluster import ClusterLayout, NodeCache
+from horus_core.packing.jobs import JobTable, Live
+from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
+
+# A fast queue order: positions into ``live.pending``; the plain one: the pending jobs in order.
+Ix = NDArray[np.intp]
+Order = Callable[[Live, ClusterLayout], Ix]
+PlainOrder = Callable[[Sequence[Job]], list[Job]]
+_REASON_CACHE = 4096
+
+
+class Packer:
+    def __init__(self, *, plain: bool = False) -> None:
+        self.plain = plain  # always the plain path (tests compare the two)
+        self.jobs = JobTable()
+        self.nodes = NodeCache()
+        self._texts: dict[tuple[object, ...], str] = {}
+        self._waits: dict[str, Wait] = {}
+
+    def pack(
+        self,
+        snapshot: ClusterSnapshot,
+        model: InterferenceModel,
+        params: PackParams,
+        refuse_text: str,
+        order: Order,
+        plain_order: PlainOrder,
+        *,
+        split_by_gpus: bool = False,
+        pair_filter: PairFilter | None = None,
+    ) -> list[Action]:
+        """An Assign for every pending job the kernel places, a Wait with a reason for the rest,
+        in queue order (``order``; ``plain_order`` on the plain path)."""
+        live = None if self.plain else self.jobs.scan(snapshot.jobs, model)
+        if live is not None and not live.pending:
+            return []
+        if live is None or self.jobs.needs_exact(live, model):
+            self._waits = {}
+            queue = plain_order(snapshot.pending())
+            return pack_actions(snapshot, queue, model, params, refuse_text,
+                                split_by_gpus=split_by_gpus, pair_filter=pair_filter)  # fmt: skip
+        layout = self.nodes.layout(snapshot.nodes)
+        positions = order(live, layout)
+        problem, _ = assemble(layout, live, positions, model, split_by_gpus=split_by_gpus,
+                              pair_filter=pair_filter)  # fmt: skip
+        placement = place(problem, params)
+        texts = self._reasons(placement, problem.job_gpus, problem.job_excl, problem.cls_mem[problem.job_cls],
+                              layout.largest_node, params, refuse_text)  # fmt: skip
+        ids: NDArray[np.object_] = np.array(live.p_ids, dtype=object)[positions]
+        return self._actions(ids, placement, problem.job_gpus, layout, texts)
+
+    def _reasons(
+        self,
+        placement: Placement,
+        gpus: NDArray[np.int32],
+        excl: NDArray[np.bool_],
+        mem: NDArray[np.int64],
+        largest: int,
+        params: PackParams,
+        refuse_text: str,
+    ) -> list[str]:
+        failed = placement.node < 0
+        counted = failed & (placement.reason != codes.R_LOOKAHEAD)
+        blocked = np.cumsum(counted) - counted  # misses (not look-ahead ones) before each job
+        at = np.flatnonzero(failed)
+        if len(self._texts) > _REASON_CACHE:
+            self._texts = {}
+        return wait_texts(placement.reason[at], gpus[at], excl[at], mem[at], placement.detail[at],
+                          blocked[at], largest, params, refuse_text, self._texts)  # fmt: skip
+
+    def _actions(
+        self,
+        ids: NDArray[np.object_],
+        placement: Placement,
+        job_gpus: NDArray[np.int32],
+        layout: ClusterLayout,
+        texts: list[str],
+    ) -> list[Action]:
+        """Actions in queue order: Assigns built in bulk, 1-GPU and gang apart; Waits reused
+        from the last pass where the job's reason is the same string."""
+        node, off = placement.node, placement.offsets
+        out: list[Action] = [_NONE] * len(ids)  # every slot is filled below
+        names = layout.node_names
+        one = np.flatnonzero((node >= 0) & (job_gpus == 1))
+        singles = layout.singles
+        _put(out, one, map(
+            Assign, ids[one].tolist(), [names[n] for n in node[one].tolist()],
+            [singles[d] for d in placement.gpus[off[one]].tolist()], placement.speed[one].tolist(),
+        ))  # fmt: skip
+        gang = np.flatnonzero((node >= 0) & (job_gpus > 1))
+        uuids, flat = layout.gpu_uuids, placement.gpus.tolist()
+        spans = zip(off[gang].tolist(), off[gang + 1].tolist(), strict=True)
+        _put(out, gang, map(
+            Assign, ids[gang].tolist(), [names[n] for n in node[gang].tolist()],
+            [tuple([uuids[d] for d in flat[lo:hi]]) for lo, hi in spans], placement.speed[gang].tolist(),
+        ))  # fmt: skip
+        failed = np.flatnonzero(node < 0)
+        waiting: list[str] = ids[failed].tolist()
+        old, waits = self._waits, []
+        for jid, text in zip(waiting, texts, strict=True):
+            w = old.get(jid)
+            waits.append(w if w is not None and w.reason is text else Wait(jid, text))
+        _put(out, failed, waits)
+        self._waits = dict(zip(waiting, waits, strict=True))
+        return out
+
+
+_NONE = Wait("", "")
+
+
+def _put(out: list[Action], at: NDArray[np.intp], items: Iterable[Action]) -> None:
+    for i, item in zip(at.tolist(), items, strict=True):
+        out[i] = item
 
 
 def pack_actions(
@@ -20,7 +143,8 @@ def pack_actions(
     split_by_gpus: bool = False,
     pair_filter: PairFilter | None = None,
 ) -> list[Action]:
-    """An Assign for every job of ``queue`` the kernel places, a Wait with a reason for the rest."""
+    """The plain path: an Assign for every job of ``queue`` the kernel places, a Wait with a
+    reason for the rest."""
     if not queue:
         return []
     problem, layout = build_problem(

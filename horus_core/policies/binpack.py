@@ -8,12 +8,13 @@ GPUs, and pays for it in interference.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
-from horus_core.policies._packing import pack_actions
+from horus_core.policies._order import arrival_positions
+from horus_core.policies._packing import Packer
 from horus_core.policies.base import arrival_order
 from horus_core.policies.reasons import interference_text
 
@@ -24,10 +25,13 @@ PARAMS = PackParams(mode=codes.MODE_BINPACK, max_per_gpu=3)
 class BinpackPolicy:
     model: InterferenceModel
     name: str = "binpack"
+    packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        queue = arrival_order(snapshot.pending())
-        return pack_actions(snapshot, queue, self.model, PARAMS, interference_text(0.0))
+        return self.packer.pack(
+            snapshot, self.model, PARAMS, interference_text(0.0),
+            arrival_positions, arrival_order,
+        )  # fmt: skip
 
 
 def make(model: InterferenceModel | None) -> BinpackPolicy:

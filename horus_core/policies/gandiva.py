@@ -18,8 +18,9 @@ from numpy.typing import NDArray
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, ClusterSnapshot, Job, Preempt
 from horus_core.packing import PackParams, codes
-from horus_core.packing.build import gpu_type
-from horus_core.policies._packing import pack_actions
+from horus_core.packing.cluster import gpu_type
+from horus_core.policies._order import arrival_positions
+from horus_core.policies._packing import Packer
 from horus_core.policies.base import arrival_order, busy_gpu_uuids
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
@@ -31,11 +32,13 @@ class GandivaPolicy:
     model: InterferenceModel
     name: str = "gandiva"
     bad_pairs: set[frozenset[str]] = field(default_factory=set)
+    packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         actions: list[Action] = list(self.split_bad_pairs(snapshot))
-        queue = arrival_order(snapshot.pending())
-        actions += pack_actions(snapshot, queue, self.model, PARAMS, REFUSED, pair_filter=self.allowed)
+        actions += self.packer.pack(
+            snapshot, self.model, PARAMS, REFUSED, arrival_positions, arrival_order, pair_filter=self.allowed
+        )  # fmt: skip
         return actions
 
     def split_bad_pairs(self, snapshot: ClusterSnapshot) -> list[Preempt]:

@@ -30,12 +30,16 @@ packs exactly the pairs that finish work faster together than apart.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, ClusterSnapshot
+from horus_core.model import Action, ClusterSnapshot, Job
 from horus_core.packing import PackParams, codes
-from horus_core.policies._packing import pack_actions, util_order
+from horus_core.packing.cluster import ClusterLayout
+from horus_core.packing.jobs import Live
+from horus_core.policies._order import util_positions
+from horus_core.policies._packing import Ix, Packer, util_order
 from horus_core.policies.reasons import interference_text
 
 MIN_SPEED = 0.3
@@ -50,6 +54,7 @@ class HorusPolicy:
     min_speed: float = MIN_SPEED
     min_gain: float = MIN_GAIN
     lookahead: int = LOOKAHEAD
+    packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
 
     @property
     def params(self) -> PackParams:
@@ -62,9 +67,14 @@ class HorusPolicy:
         )
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        queue = util_order(snapshot.pending(), self.model)
         refused = interference_text(self.min_speed, self.min_gain)
-        return pack_actions(snapshot, queue, self.model, self.params, refused)
+        return self.packer.pack(snapshot, self.model, self.params, refused, self._order, self._plain_order)
+
+    def _order(self, live: Live, layout: ClusterLayout) -> Ix:
+        return util_positions(live)
+
+    def _plain_order(self, pending: Sequence[Job]) -> list[Job]:
+        return util_order(pending, self.model)
 
 
 def make(model: InterferenceModel | None) -> HorusPolicy:

@@ -12,15 +12,18 @@ stream of small jobs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 
 import numpy as np
+from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, ClusterSnapshot, Job
 from horus_core.packing import PackParams, codes
-from horus_core.policies._packing import pack_actions, util_order
+from horus_core.packing.jobs import Live
+from horus_core.policies._order import util_positions
+from horus_core.policies._packing import Ix, Packer, util_order
 from horus_core.policies.horus import LOOKAHEAD, MIN_GAIN, MIN_SPEED
 from horus_core.policies.kmeans import choose_k
 from horus_core.policies.reasons import interference_text
@@ -34,9 +37,9 @@ class HorusPlusPolicy:
     min_gain: float = MIN_GAIN
     lookahead: int = LOOKAHEAD
     seed: int = 0
+    packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        queue = [job for group in self.queues(snapshot.pending(), now) for job in group]
         params = PackParams(
             mode=codes.MODE_HORUS,
             max_per_gpu=3,
@@ -45,7 +48,11 @@ class HorusPlusPolicy:
             lookahead=self.lookahead,
         )
         refused = interference_text(self.min_speed, self.min_gain)
-        return pack_actions(snapshot, queue, self.model, params, refused)
+        return self.packer.pack(
+            snapshot, self.model, params, refused,
+            lambda live, _layout: self.positions(live, now),
+            lambda pending: [job for group in self.queues(pending, now) for job in group],
+        )  # fmt: skip
 
     def queues(self, pending: Sequence[Job], now: float) -> list[list[Job]]:
         """The k-means queues, highest credit first, each in Horus order."""
@@ -68,10 +75,44 @@ class HorusPlusPolicy:
         ordered = sorted(groups.values(), key=lambda g: (-credit(g, now), min(j.submitted_at for j in g)))
         return [util_order(g, self.model) for g in ordered]
 
+    def positions(self, live: Live, now: float) -> Ix:
+        """:meth:`queues`, flattened, as positions into ``live.pending`` (vectorised; the same
+        shapes in the same order, so the same k-means)."""
+        prof = live.profiles
+        code, gpus = live.p_code, live.p_gpus
+        pair = code.astype(np.int64) * (1 << 32) + (gpus.astype(np.int64) + (1 << 31))
+        uniq, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+        shapes: dict[tuple[float, float, float, float], int] = {}
+        pair_shape = np.empty(len(uniq), np.intp)
+        for i in np.argsort(first, kind="stable").tolist():
+            c, g = int(uniq[i]) >> 32, (int(uniq[i]) & 0xFFFFFFFF) - (1 << 31)
+            key = (float(g), float(prof.util[c]), float(prof.peak[c]), float(prof.mem[c]))
+            pair_shape[i] = shapes.setdefault(key, len(shapes))
+        shape_of = pair_shape[inverse.reshape(-1)]
+        points = np.array(list(shapes), dtype=np.float64)
+        weights = np.bincount(shape_of, minlength=len(shapes)).astype(np.float64)
+        spread = points.std(axis=0)
+        scaled = (points - points.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
+        group = choose_k(scaled, weights, seed=self.seed)[shape_of]
+        labels, at = np.unique(group, return_index=True)
+        sub = live.p_sub
+        members = [np.flatnonzero(group == labels[i]) for i in np.argsort(at, kind="stable").tolist()]
+        members.sort(key=lambda m: (-_credit(sub[m], now), sub[m].min()))
+        return np.concatenate([util_positions(live, m) for m in members])
+
 
 def credit(jobs: Sequence[Job], now: float) -> float:
     """Median pending time x queue length."""
     return median(max(0.0, now - j.submitted_at) for j in jobs) * len(jobs)
+
+
+def _credit(submitted: NDArray[np.float64], now: float) -> float:
+    """:func:`credit` over submission times, with the same arithmetic."""
+    waited = now - submitted
+    data = np.sort(np.where(waited > 0.0, waited, 0.0)).tolist()
+    n = len(data)
+    mid = data[n // 2] if n % 2 == 1 else (data[n // 2 - 1] + data[n // 2]) / 2
+    return float(mid * n)
 
 
 def make(model: InterferenceModel | None) -> HorusPlusPolicy:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,8 +22,10 @@ from numpy.typing import NDArray
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, ClusterSnapshot, Job
 from horus_core.packing import PackParams, codes
-from horus_core.packing.build import gpu_type
-from horus_core.policies._packing import pack_actions
+from horus_core.packing.cluster import ClusterLayout, gpu_type
+from horus_core.packing.jobs import Live
+from horus_core.policies._order import work_positions
+from horus_core.policies._packing import Ix, Packer
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = (
@@ -47,17 +49,23 @@ def lucid_filter(speed: NDArray[np.float64], classes: Sequence[tuple[str, int]])
 class LucidPolicy:
     model: InterferenceModel
     name: str = "lucid"
+    packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        types = Counter(gpu_type(g) for g in snapshot.ready_gpus())
-        main_type = types.most_common(1)[0][0] if types else "v100"
-        queue = sorted(
-            snapshot.pending(),
-            key=lambda j: (-j.spec.priority, self.work(j, main_type), j.submitted_at, j.id),
-        )
-        return pack_actions(
-            snapshot, queue, self.model, PARAMS, REFUSED, split_by_gpus=True, pair_filter=lucid_filter
-        )
+        def plain_order(pending: Sequence[Job]) -> list[Job]:
+            types = Counter(gpu_type(g) for g in snapshot.ready_gpus())
+            main_type = types.most_common(1)[0][0] if types else "v100"
+            return sorted(
+                pending, key=lambda j: (-j.spec.priority, self.work(j, main_type), j.submitted_at, j.id)
+            )
+
+        return self.packer.pack(
+            snapshot, self.model, PARAMS, REFUSED, self._order, plain_order,
+            split_by_gpus=True, pair_filter=lucid_filter,
+        )  # fmt: skip
+
+    def _order(self, live: Live, layout: ClusterLayout) -> Ix:
+        return work_positions(live, layout, self.model)
 
     def work(self, job: Job, gpu_type_name: str) -> float:
         """Estimated GPU-seconds: steps / steps-per-second alone x GPUs (inf when unknown)."""

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 from horus_core.packing import PackParams, codes
 
 
@@ -62,3 +65,49 @@ def interference_text(min_speed: float = 0.0, min_gain: float = -math.inf) -> st
     if rules:
         return "every GPU with enough memory would " + " or ".join(rules) + " if this job joined it"
     return "every GPU with enough memory runs a job it does not fit next to (out-of-memory pair)"
+
+
+_CAT = 1 << 57  # wait_texts: category * _CAT + the facts that category's sentence mentions
+
+
+def wait_texts(
+    code: NDArray[np.int32],
+    gpus: NDArray[np.int32],
+    exclusive: NDArray[np.bool_],
+    mem_mib: NDArray[np.int64],
+    detail: NDArray[np.int32],
+    blocked_ahead: NDArray[np.int64],
+    largest_node: int,
+    params: PackParams,
+    refuse_text: str,
+    cache: dict[tuple[object, ...], str],
+) -> list[str]:
+    """:func:`wait_reason` for many jobs at once (arrays aligned per job): jobs whose sentence
+    would mention the same facts share one string, computed once and kept in ``cache``."""
+    big = np.int64(largest_node + 1)
+    g, ex, det = gpus.astype(np.int64), exclusive.astype(np.int64), detail.astype(np.int64)
+    cat = np.select(
+        [code == codes.R_NO_GPUS, g > largest_node, code == codes.R_LOOKAHEAD, code == codes.R_GANG,
+         code == codes.R_FULL, code == codes.R_MEMORY],
+        [0, 1, 2, 3, 4, 5],
+        6,
+    ).astype(np.int64)  # fmt: skip
+    value = np.select(
+        [cat == 1, cat == 2, cat == 3, cat == 4, cat == 5],
+        [g, blocked_ahead, (ex * big + g) * big + det, ex * (big + g), mem_mib],
+        0,
+    )
+    uniq, first, inverse = np.unique(cat * _CAT + value, return_index=True, return_inverse=True)
+    texts = []
+    for key, j in zip(uniq.tolist(), first.tolist(), strict=True):
+        ck = (largest_node, params, refuse_text, key)
+        text = cache.get(ck)
+        if text is None:
+            facts = WaitFacts(
+                int(gpus[j]), bool(exclusive[j]), int(mem_mib[j]), int(code[j]), int(detail[j]),
+                largest_node, int(blocked_ahead[j]),
+            )  # fmt: skip
+            text = cache[ck] = wait_reason(facts, params, refuse_text)
+        texts.append(text)
+    out: list[str] = np.array(texts, dtype=object)[inverse.reshape(-1)].tolist()
+    return out

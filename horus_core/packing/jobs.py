@@ -1,0 +1,259 @@
+"""What a packing pass needs to know about each live job, cached across passes by job id.
+
+A job's spec never changes, so its packing facts (signature, GPUs, exclusive, priority, known
+work) are computed once per job and kept in flat arrays indexed by a *slot*; a pass only looks
+the slot up (validated by the spec object's identity, so a new spec under an old id is seen).
+Signatures are interned to integer codes once. Profiles per signature code are kept per model
+version (a live observation changes them), see :class:`Profiles`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import NDArray
+
+from horus_core.interference import InterferenceModel
+from horus_core.interference.signature import JobProfile, profile_from_hints
+from horus_core.model import Job, JobSpec, JobState
+
+I32 = NDArray[np.int32]
+I64 = NDArray[np.int64]
+F64 = NDArray[np.float64]
+B = NDArray[np.bool_]
+Ix = NDArray[np.intp]
+
+_PENDING, _ASSIGNED, _RUNNING = JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING
+_INT31, _INT53 = 1 << 31, 1 << 53
+_KNOWN = ("measured", "table")
+
+
+class Interner:
+    """Strings (signatures, job types) to dense integer codes, for good."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.codes: dict[str, int] = {}
+
+    def code(self, name: str) -> int:
+        c = self.codes.get(name)
+        if c is None:
+            c = self.codes[name] = len(self.names)
+            self.names.append(name)
+        return c
+
+    def codes_of(self, names: list[str]) -> list[int]:
+        for name in dict.fromkeys(names):
+            self.code(name)
+        return list(map(self.codes.__getitem__, names))
+
+
+@dataclass(eq=False)
+class Profiles:
+    """``model.profile_of`` per signature code, for one model version."""
+
+    util: F64
+    peak: F64
+    mem: I64
+
+    @staticmethod
+    def of(model: InterferenceModel, names: Sequence[str]) -> Profiles:
+        profs = [model.profile_of(s) for s in names]
+        return Profiles(
+            np.array([p.util_avg for p in profs], np.float64),
+            np.array([p.util_peak for p in profs], np.float64),
+            np.array([p.mem_mib for p in profs], np.int64),
+        )
+
+
+@dataclass(eq=False)
+class Live:
+    """The live jobs of one snapshot: pending ones (snapshot order) and active ones."""
+
+    table: JobTable
+    pending: list[Job]
+    p_slot: Ix
+    active: list[Job]
+    a_slot: Ix
+    profiles: Profiles = field(init=False)
+    duplicates: bool = False  # one job id twice with different specs
+
+    @cached_property
+    def p_code(self) -> I32:
+        return self.table.code[self.p_slot]
+
+    @cached_property
+    def p_gpus(self) -> I32:
+        return self.table.gpus[self.p_slot]
+
+    @cached_property
+    def p_prio(self) -> I64:
+        return self.table.prio[self.p_slot]
+
+    @cached_property
+    def p_sub(self) -> F64:
+        return np.fromiter((j.submitted_at for j in self.pending), np.float64, len(self.pending))
+
+    @cached_property
+    def p_ids(self) -> list[str]:
+        return [j.id for j in self.pending]
+
+    def p_util(self) -> F64:
+        out: F64 = self.profiles.util[self.p_code]
+        return out
+
+
+class JobTable:
+    """Slots of per-job facts (see the module doc); grows, and is rebuilt when mostly stale."""
+
+    def __init__(self) -> None:
+        self.sigs = Interner()  # signatures and job types share one code space
+        self._reset(1024)
+        self._model: InterferenceModel | None = None
+        self._version = -1
+        self._profiles: Profiles | None = None
+
+    def _reset(self, cap: int) -> None:
+        self._slot: dict[str, int] = {}
+        self.specs: list[JobSpec] = []
+        self.code: I32 = np.empty(cap, np.int32)  # signature
+        self.tcode: I32 = np.empty(cap, np.int32)  # spec.job_type (may be "")
+        self.gpus: I32 = np.empty(cap, np.int32)
+        self.excl: B = np.empty(cap, np.bool_)
+        self.prio: I64 = np.empty(cap, np.int64)
+        self.steps: I64 = np.empty(cap, np.int64)
+        self.hint: I32 = np.empty(cap, np.int32)  # job_type + hints (model.profile may register them)
+        self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
+        self.odd: B = np.empty(cap, np.bool_)  # a number too large for the arrays: exact path
+
+    def scan(self, jobs: Sequence[Job], model: InterferenceModel) -> Live:
+        if model is not self._model or len(self._slot) > 2 * len(jobs) + 4096:
+            self.sigs, self._model, self._version = Interner(), model, -1  # drop what is gone
+            self._reset(len(self.code))
+        slots, specs = self._slot, self.specs
+        pending: list[Job] = []
+        p_slot: list[int] = []
+        active: list[Job] = []
+        a_slot: list[int] = []
+        missed: list[Job] = []  # new ids, or a new spec object under a known id
+        for job in jobs:
+            s = slots.get(job.id)
+            if s is None or specs[s] is not job.spec:
+                missed.append(job)
+                s = -len(missed)  # resolved below
+            state = job.state
+            if state is _PENDING:
+                pending.append(job)
+                p_slot.append(s)
+            elif state is _RUNNING or state is _ASSIGNED:
+                active.append(job)
+                a_slot.append(s)
+        live = Live(self, pending, np.array(p_slot, np.intp), active, np.array(a_slot, np.intp))
+        if missed:
+            claimed, overwrote = self._claim(missed)
+            self._fill(claimed, missed, model)
+            for arr in (live.p_slot, live.a_slot):
+                neg = arr < 0
+                arr[neg] = claimed[-arr[neg] - 1]
+            if overwrote:  # a spec changed under an id: is one id there twice with two specs?
+                every = np.concatenate([live.p_slot, live.a_slot])
+                live.duplicates = len(np.unique(every)) < len(every)
+        live.profiles = self.profiles(model)
+        return live
+
+    def _claim(self, missed: list[Job]) -> tuple[Ix, bool]:
+        """Slots for the missed jobs (new at the end, else their old one), and whether an old
+        slot got a new spec object."""
+        ids = [j.id for j in missed]
+        first = len(self.specs)
+        if not any(map(self._slot.__contains__, ids)) and len(set(ids)) == len(ids):  # all new
+            self._slot.update(zip(ids, range(first, first + len(ids)), strict=True))
+            self.specs.extend(j.spec for j in missed)
+            claimed = np.arange(first, first + len(ids), dtype=np.intp)
+            overwrote = False
+        else:
+            out, overwrote = [], False
+            for job in missed:
+                s = self._slot.get(job.id)
+                if s is None:
+                    s = self._slot[job.id] = len(self.specs)
+                    self.specs.append(job.spec)
+                else:
+                    self.specs[s] = job.spec
+                    overwrote = True
+                out.append(s)
+            claimed = np.array(out, np.intp)
+        while len(self.specs) > len(self.code):
+            self._grow()
+        return claimed, overwrote
+
+    def _grow(self) -> None:
+        for name in ("code", "tcode", "gpus", "excl", "prio", "steps", "hint", "odd"):
+            old = getattr(self, name)
+            new = np.empty(2 * len(old), old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def _fill(self, at: Ix, missed: list[Job], model: InterferenceModel) -> None:
+        specs = [j.spec for j in missed]
+        types = [sp.job_type for sp in specs]
+        codes = self.sigs.codes_of([model.signature(sp) for sp in specs])
+        self.code[at] = codes
+        self.tcode[at] = self.sigs.codes_of(types)
+        hints = self._hints
+        self.hint[at] = [
+            hints.setdefault((c, profile_from_hints(h)), len(hints))
+            if t and (h.util_avg is not None or h.util_peak is not None or h.mem_mib is not None)
+            else -1
+            for c, t, h in zip(codes, types, (sp.hints for sp in specs), strict=True)
+        ]
+        (gpus, prio, steps), odd = _numbers(
+            [[sp.gpus for sp in specs], [sp.priority for sp in specs], [sp.total_steps for sp in specs]]
+        )
+        self.odd[at] = odd
+        self.gpus[at] = gpus
+        self.prio[at] = prio
+        self.steps[at] = steps
+        self.excl[at] = [sp.exclusive for sp in specs]
+
+    def profiles(self, model: InterferenceModel) -> Profiles:
+        names = self.sigs.names
+        if self._profiles is None or model.version != self._version or len(self._profiles.util) < len(names):
+            self._profiles, self._version = Profiles.of(model, names), model.version
+        return self._profiles
+
+    def needs_exact(self, live: Live, model: InterferenceModel) -> bool:
+        """True when the fast path could differ from the plain one: a number beyond the arrays,
+        or a job whose ``model.profile(spec)`` would register hints that change a profile (an
+        unknown job type used with different hints), so the order of those calls matters."""
+        slots = np.concatenate([live.p_slot, live.a_slot])
+        if live.duplicates or self.odd[slots].any():
+            return True
+        hint = self.hint[slots]
+        used = set(np.unique(hint[hint >= 0]).tolist())
+        for (code, own), h in self._hints.items():
+            if h in used:
+                prof = model.profile_of(self.sigs.names[code])
+                if prof.source not in _KNOWN and prof != own:
+                    return True
+        return False
+
+
+def _numbers(cols: list[list[int]]) -> tuple[list[I64], B]:
+    """GPUs, priority, total steps as int64 (0 where too large), and which jobs had a number
+    beyond what the fast path handles exactly (GPUs past int32, the others past 2**53)."""
+    limits = (_INT31, _INT53, _INT53)
+    try:
+        arrs = [np.array(c, np.int64) for c in cols]
+        odd = np.zeros(len(cols[0]), np.bool_)
+        for a, limit in zip(arrs, limits, strict=True):
+            odd |= np.abs(a) >= limit
+    except OverflowError:  # beyond int64
+        rows = zip(*cols, strict=True)
+        big = [any(abs(v) >= lim for v, lim in zip(row, limits, strict=True)) for row in rows]
+        odd = np.array(big, np.bool_)
+        arrs = [np.array([0 if o else v for v, o in zip(c, big, strict=True)], np.int64) for c in cols]
+    return [np.where(odd, 0, a) for a in arrs], odd

@@ -1,0 +1,257 @@
+"""The packing policies' fast path (caches kept across calls, numpy instead of per-job Python)
+decides exactly what the plain path and a fresh policy object decide."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from random import Random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from horus_core.interference import InterferenceModel, default_model
+from horus_core.model import (
+    Action,
+    Assign,
+    ClusterSnapshot,
+    Gpu,
+    Job,
+    JobSpec,
+    JobState,
+    Node,
+    NodeState,
+    ProfileHints,
+    Wait,
+)
+from horus_core.packing import PackParams, build_problem, codes
+from horus_core.packing.assemble import assemble
+from horus_core.packing.cluster import NodeCache
+from horus_core.packing.jobs import JobTable
+from horus_core.policies import Policy, make_policy
+from horus_core.policies._order import by_keys
+from horus_core.policies._packing import Packer
+from horus_core.policies.gandiva import GandivaPolicy
+from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
+
+PACKING = ["binpack", "gandiva", "horus", "horus-paper", "horus+", "lucid"]
+GAVEL = ["ResNet-18 (batch size 16)", "ResNet-50 (batch size 128)", "Recommendation (batch size 512)", "A3C"]
+# (job_type, hints): Gavel types, an unknown type that always comes with the same hints, one
+# that never has hints, hint-only signatures and the default.
+SHAPES = [(t, ProfileHints()) for t in GAVEL] + [
+    ("custom-a", ProfileHints(util_avg=20.0, mem_mib=3000)),
+    ("custom-b", ProfileHints()),
+    ("", ProfileHints(util_avg=40.0, util_peak=70.0, mem_mib=6000)),
+    ("", ProfileHints()),
+]
+KINDS = [("Tesla V100-SXM2-16GB", 16160, "v100"), ("NVIDIA A100 40GB", 40960, "")]
+SLOW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[Node, ...]:
+    nodes = []
+    for i in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(KINDS))
+        size = draw(st.integers(1, 4))
+        order = draw(st.permutations(range(size)))  # a node's tuple need not be in index order
+        gpus = tuple(
+            Gpu(f"n{i}g{k}", f"n{i}", k, kind[0], kind[1], kind[2], healthy=draw(st.integers(0, 5)) > 0)
+            for k in order
+        )
+        state = draw(st.sampled_from([NodeState.READY] * 4 + [NodeState.LOST, NodeState.DRAINING]))
+        nodes.append(Node(f"n{i}", gpus, state))
+    return tuple(nodes)
+
+
+@st.composite
+def new_job(draw: st.DrawFn, jid: str, nodes: tuple[Node, ...]) -> Job:
+    job_type, hints = draw(st.sampled_from(SHAPES))
+    spec = JobSpec(
+        ("x",),
+        gpus=draw(st.sampled_from([1, 1, 1, 2, 3, 4, 8])),
+        job_type=job_type,
+        hints=hints,
+        exclusive=draw(st.integers(0, 6)) == 0,
+        priority=draw(st.sampled_from([0, 0, 0, 1, -1])),
+        total_steps=draw(st.sampled_from([0, 100, 5000, 10**6])),
+    )
+    job = Job(jid, spec, JobState.PENDING, submitted_at=float(draw(st.integers(0, 4))))
+    if draw(st.integers(0, 2)) == 0:  # already running somewhere (maybe on a lost node)
+        node = draw(st.sampled_from(nodes))
+        on = st.sampled_from([g.uuid for g in node.gpus])
+        uuids = draw(st.lists(on, min_size=1, max_size=3, unique=True))
+        state = draw(st.sampled_from([JobState.RUNNING, JobState.ASSIGNED]))
+        job = replace(job, state=state, node=node.name, gpus=tuple(uuids), attempt=1)
+    return job
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> ClusterSnapshot:
+    nodes = draw(clusters())
+    jobs = [draw(new_job(f"j{i}", nodes)) for i in range(draw(st.integers(0, 24)))]
+    return ClusterSnapshot(nodes, tuple(jobs))
+
+
+def evolve(
+    draw: st.DrawFn, snap: ClusterSnapshot, actions: list[Action], step: int, model: InterferenceModel
+) -> ClusterSnapshot:
+    """The next tick: some Assigns applied, some jobs finished, new ones arrived, a node lost or
+    back, a GPU failed, the model learned something."""
+    assigned = {a.job_id: a for a in actions if isinstance(a, Assign) and draw(st.booleans())}
+    jobs = []
+    for job in snap.jobs:
+        if job.id in assigned:
+            a = assigned[job.id]
+            job = replace(job, state=JobState.RUNNING, node=a.node, gpus=a.gpus, attempt=job.attempt + 1)
+        elif draw(st.integers(0, 4)) == 0:
+            continue  # finished (or cancelled)
+        elif draw(st.integers(0, 4)) == 0:
+            job = replace(job, spec=replace(job.spec))  # read back from a store: an equal new spec
+        jobs.append(job)
+    jobs += [draw(new_job(f"s{step}j{i}", snap.nodes)) for i in range(draw(st.integers(0, 6)))]
+    nodes = list(snap.nodes)
+    change = draw(st.integers(0, 3))
+    if change == 1:
+        i = draw(st.integers(0, len(nodes) - 1))
+        lost = nodes[i].state is NodeState.READY
+        nodes[i] = replace(nodes[i], state=NodeState.LOST if lost else NodeState.READY)
+    elif change == 2:
+        i = draw(st.integers(0, len(nodes) - 1))
+        k = draw(st.integers(0, len(nodes[i].gpus) - 1))
+        gpus = list(nodes[i].gpus)
+        gpus[k] = replace(gpus[k], healthy=not gpus[k].healthy)
+        nodes[i] = replace(nodes[i], gpus=tuple(gpus))
+    elif change == 3:
+        nodes[0] = replace(nodes[0])  # an equal node, a new object
+    if draw(st.integers(0, 3)) == 0:
+        sig = draw(st.sampled_from([t for t, _ in SHAPES if t]))
+        util, mem = draw(st.sampled_from([10.0, 50.0, 90.0])), draw(st.sampled_from([900, 5000]))
+        model.observe_profile(sig, util, 95.0, mem)
+    return ClusterSnapshot(tuple(nodes), tuple(jobs))
+
+
+def warm_model() -> InterferenceModel:
+    """A model that has seen each type's hints (else the first pass changes it for the next)."""
+    model = default_model()
+    for job_type, hints in SHAPES:
+        model.profile(JobSpec(("x",), job_type=job_type, hints=hints))
+    return model
+
+
+def fresh_like(cached: Policy, name: str, model: InterferenceModel) -> Policy:
+    fresh = make_policy(name, model)
+    if isinstance(cached, GandivaPolicy) and isinstance(fresh, GandivaPolicy):
+        fresh.bad_pairs = set(cached.bad_pairs)  # what it learned is policy state, not a cache
+    return fresh
+
+
+@SLOW
+@given(st.sampled_from(PACKING), snapshots(), st.data())
+def test_a_policy_object_decides_like_a_fresh_one_over_changing_snapshots(
+    name: str, first: ClusterSnapshot, data: st.DataObject
+) -> None:
+    model = warm_model()
+    cached = make_policy(name, model)
+    snap = first
+    for step in range(5):
+        now = 100.0 + 50.0 * step
+        fresh = fresh_like(cached, name, model)
+        got = cached.decide(snap, now)
+        assert got == fresh.decide(snap, now), f"step {step}"
+        snap = evolve(data.draw, snap, got, step, model)
+
+
+@SLOW
+@given(st.sampled_from(PACKING), snapshots())
+def test_the_fast_path_decides_like_the_plain_one(name: str, snap: ClusterSnapshot) -> None:
+    fast, plain = make_policy(name), make_policy(name)
+    plain.packer = Packer(plain=True)  # type: ignore[attr-defined]
+    for now in (10.0, 10.0, 4000.0):  # twice: the second call runs on warm caches
+        assert fast.decide(snap, now) == plain.decide(snap, now)
+
+
+def test_an_unknown_type_with_conflicting_hints_takes_the_plain_path() -> None:
+    """Which hints win then depends on the order of ``model.profile`` calls: only the plain
+    path makes them in the plain order, so the fast path must step aside."""
+    gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(2))
+    mk = lambda jid, hints, at: Job(jid, JobSpec(("x",), job_type="mine", hints=hints), JobState.PENDING, submitted_at=at)  # noqa: E731,E501
+    snap = ClusterSnapshot(
+        (Node("n0", gpus),),
+        (mk("a", ProfileHints(), 0.0), mk("b", ProfileHints(mem_mib=12000), 1.0),
+         mk("c", ProfileHints(util_avg=5.0), 2.0)),
+    )  # fmt: skip
+    for name in PACKING:
+        fast, plain = make_policy(name), make_policy(name)
+        plain.packer = Packer(plain=True)  # type: ignore[attr-defined]
+        for _ in range(3):
+            assert fast.decide(snap, 5.0) == plain.decide(snap, 5.0)
+
+
+@SLOW
+@given(snapshots(), st.booleans(), st.randoms(use_true_random=False))
+def test_assemble_builds_the_arrays_build_problem_builds(
+    snap: ClusterSnapshot, split: bool, rnd: Random
+) -> None:
+    model = warm_model()
+    table, nodes = JobTable(), NodeCache()
+    pending = snap.pending()
+    for _ in range(2):  # cold, then warm caches
+        positions = np.array(rnd.sample(range(len(pending)), len(pending)), np.intp)
+        queue = [pending[p] for p in positions]
+        plain, layout = build_problem(snap, queue, model, split_by_gpus=split)
+        live = table.scan(snap.jobs, model)
+        assert not table.needs_exact(live, model)
+        fast, keys = assemble(nodes.layout(snap.nodes), live, positions, model, split_by_gpus=split)
+        assert keys == layout.classes
+        for field in ("node_start", "gpu_kind", "gpu_nres", "gpu_res", "gpu_excl", "kind_cap", "cls_mem",
+                      "cls_util", "cls_peak", "speed", "job_cls", "job_gpus", "job_excl"):  # fmt: skip
+            a, b = getattr(fast, field), getattr(plain, field)
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), field
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([-1, 0, 1]), st.sampled_from([0.0, -0.0, 1.5, math.inf]),
+                          st.sampled_from(["b", "a", "c", "aa"])), max_size=30))  # fmt: skip
+def test_by_keys_sorts_like_sorted(rows: list[tuple[int, float, str]]) -> None:
+    ids = [f"{s}{i}" for i, (_, _, s) in enumerate(rows)]
+    a = np.array([r[0] for r in rows], np.int64)
+    b = np.array([r[1] for r in rows], np.float64)
+    want = sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1], ids[i]))
+    assert by_keys([a, b], ids).tolist() == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 6), st.integers(1, 9), st.booleans(), st.sampled_from([1000, 4720]),
+                  st.integers(0, 4), st.integers(0, 7)),
+        max_size=25,
+    ),
+    st.integers(0, 8),
+)  # fmt: skip
+def test_wait_texts_say_what_wait_reason_says(
+    rows: list[tuple[int, int, bool, int, int, int]], largest: int
+) -> None:
+    params = PackParams(mode=codes.MODE_HORUS, lookahead=5)
+    cols = list(zip(*rows, strict=True)) or [()] * 6
+    code, gpus, excl, mem, detail, blocked = (np.array(c, t) for c, t in zip(
+        cols, (np.int32, np.int32, np.bool_, np.int64, np.int32, np.int64), strict=True))  # fmt: skip
+    cache: dict[tuple[object, ...], str] = {}
+    got = wait_texts(code, gpus, excl, mem, detail, blocked, largest, params, "refused", cache)
+    want = [wait_reason(WaitFacts(g, e, m, c, d, largest, b), params, "refused") for c, g, e, m, d, b in rows]
+    assert got == want
+    assert wait_texts(code, gpus, excl, mem, detail, blocked, largest, params, "refused", cache) == want
+
+
+@pytest.mark.parametrize("name", PACKING)
+def test_pending_jobs_left_pending_reuse_their_wait_while_the_reason_holds(name: str) -> None:
+    gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(1))
+    jobs = tuple(Job(f"j{i}", JobSpec(("x",), gpus=2), JobState.PENDING, submitted_at=i) for i in range(3))
+    policy = make_policy(name)
+    snap = ClusterSnapshot((Node("n0", gpus),), jobs)
+    first, again = policy.decide(snap, 0.0), policy.decide(snap, 1.0)
+    assert first == again and all(isinstance(w, Wait) for w in again)
+    assert all(a is b for a, b in zip(first, again, strict=True))
