@@ -24,7 +24,7 @@ check: lint typecheck contracts  ## static checks only
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check horus_core/model.py
+	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

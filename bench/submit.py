@@ -49,9 +49,18 @@ def cpu_seconds(pid: int) -> float:
 async def master(db: pathlib.Path, group: bool) -> AsyncIterator[tuple[int, int]]:
     extra = [] if group else ["--no-group-commit"]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "master.main", "--listen", "127.0.0.1:0", "--db", str(db),
-        "--log-level", os.environ.get("BENCH_MASTER_LOG", "WARNING"), *extra,
-        cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "master.main",
+        "--listen",
+        "127.0.0.1:0",
+        "--db",
+        str(db),
+        "--log-level",
+        os.environ.get("BENCH_MASTER_LOG", "WARNING"),
+        *extra,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
     try:
@@ -63,8 +72,12 @@ async def master(db: pathlib.Path, group: bool) -> AsyncIterator[tuple[int, int]
 
 
 async def client(port: int, cid: int, stop_at: list[float], counts: list[int]) -> None:
-    spec = pb.JobSpec(command=["python", "train.py", "--epochs", "10"], gpus=1, name=f"bench-{cid}",
-                      job_type="ResNet-18 (batch size 32)")
+    spec = pb.JobSpec(
+        command=["python", "train.py", "--epochs", "10"],
+        gpus=1,
+        name=f"bench-{cid}",
+        job_type="ResNet-18 (batch size 32)",
+    )
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = cgrpc.HorusServiceStub(channel)
         i = 0
@@ -91,9 +104,17 @@ async def run(mode: str, clients: int, seconds: float, warmup: float) -> dict[st
             stored = conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
     n = sum(counts)
     assert stored >= n, (stored, n)
-    return {"bench": "submit", "mode": mode, "clients": clients, "per_s": round(n / elapsed, 1), "n": n,
-            "seconds": round(elapsed, 2), "stored": stored, "unit": "acknowledged submissions/s",
-            "master_cpu_us_per_submit": round(cpu / max(stored, 1) * 1e6, 1)}
+    return {
+        "bench": "submit",
+        "mode": mode,
+        "clients": clients,
+        "per_s": round(n / elapsed, 1),
+        "n": n,
+        "seconds": round(elapsed, 2),
+        "stored": stored,
+        "unit": "acknowledged submissions/s",
+        "master_cpu_us_per_submit": round(cpu / max(stored, 1) * 1e6, 1),
+    }
 
 
 async def main() -> None:
@@ -113,10 +134,29 @@ async def main() -> None:
         med = {mode: statistics.median(v) for mode, v in rates.items()}
         if args.repeat > 1:
             for mode, v in med.items():
-                print(json.dumps({"bench": "submit", "mode": mode, "clients": clients, "per_s": v,
-                                  "stat": f"median of {args.repeat}", "unit": "acknowledged submissions/s"}))
-        print(json.dumps({"bench": "submit", "ratio": "group/per_request", "clients": clients,
-                          "x": round(med["group"] / max(med["per_request"], 1e-9), 2)}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "bench": "submit",
+                            "mode": mode,
+                            "clients": clients,
+                            "per_s": v,
+                            "stat": f"median of {args.repeat}",
+                            "unit": "acknowledged submissions/s",
+                        }
+                    )
+                )
+        print(
+            json.dumps(
+                {
+                    "bench": "submit",
+                    "ratio": "group/per_request",
+                    "clients": clients,
+                    "x": round(med["group"] / max(med["per_request"], 1e-9), 2),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

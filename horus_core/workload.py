@@ -35,8 +35,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps-per-s", type=float, default=20.0, help="solo speed in steps/s (default 20)")
     p.add_argument("--log-every", type=int, default=10, help="print a line every N steps (default 10)")
     p.add_argument("--fail-at", type=int, default=None, metavar="STEP", help="fail on purpose at this step")
-    p.add_argument("--exit-code", type=int, default=None, metavar="N",
-                   help="exit status at the end, or at --fail-at (default 0, or 1 when failing)")
+    p.add_argument(
+        "--exit-code",
+        type=int,
+        default=None,
+        metavar="N",
+        help="exit status at the end, or at --fail-at (default 0, or 1 when failing)",
+    )
     args = p.parse_args(argv)
     if args.steps < 0 or args.steps_per_s <= 0 or args.log_every < 1:
         p.error("--steps must be >= 0, --steps-per-s > 0 and --log-every >= 1")
@@ -78,8 +83,9 @@ def run(args: argparse.Namespace) -> int:
             rate = args.steps_per_s * speed
             loss = loss_at(step)
             progress.report(step, loss=loss, samples_per_s=rate * batch)
-            print(f"step {step}/{args.steps} loss {loss:.4f} speed {speed:.2f} ({rate:.1f} steps/s)",
-                  flush=True)
+            print(
+                f"step {step}/{args.steps} loss {loss:.4f} speed {speed:.2f} ({rate:.1f} steps/s)", flush=True
+            )
     print(f"done: {args.steps} steps in {time.monotonic() - start:.1f} s", flush=True)
     return 0 if args.exit_code is None else args.exit_code
 

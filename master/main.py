@@ -39,8 +39,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--auth-tokens", type=pathlib.Path, default=None, help="lines 'token user [admin]'")
     p.add_argument("--tls-cert", type=pathlib.Path, help="server certificate (PEM); enables TLS")
     p.add_argument("--tls-key", type=pathlib.Path, help="the server certificate's private key (PEM)")
-    p.add_argument("--tls-client-ca", type=pathlib.Path,
-                   help="mutual TLS: require client/worker certificates signed by this CA")
+    p.add_argument(
+        "--tls-client-ca",
+        type=pathlib.Path,
+        help="mutual TLS: require client/worker certificates signed by this CA",
+    )
     p.add_argument("--max-concurrent-rpcs", type=int, default=1000)
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])

@@ -122,8 +122,9 @@ def fit_memory(table: ThroughputTable) -> tuple[Matrix, int]:
     lower[:n] = 256.0
     upper = np.full(3 * n + m, np.inf)
     upper[:n], upper[n : n + m] = smallest, 1.0
-    res = milp(cost, constraints=LinearConstraint(a, lo, hi), integrality=integrality,
-               bounds=Bounds(lower, upper))
+    res = milp(
+        cost, constraints=LinearConstraint(a, lo, hi), integrality=integrality, bounds=Bounds(lower, upper)
+    )
     return np.round(res.x[:n]), round(float(np.sum(res.x[n : n + m])))
 
 

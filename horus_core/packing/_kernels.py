@@ -230,7 +230,11 @@ def place_kernel(
     )
     rows = n_types if n_types * n_cls <= memo_limit else 1
     ctr[K_STRIDE] = n_cls if rows > 1 else 0
-    mtag, mstage, mcost = np.full(rows * n_cls, -1, np.int32), np.empty(rows * n_cls, np.int8), np.empty(rows * n_cls)  # noqa: E501
+    mtag, mstage, mcost = (
+        np.full(rows * n_cls, -1, np.int32),
+        np.empty(rows * n_cls, np.int8),
+        np.empty(rows * n_cls),
+    )
     cst, ccost = np.zeros(n_cls, np.int8), np.zeros(n_cls)
     for gpu in range(n_gpus):
         settle(gi, gcls, ci, cused, cutil, heap, hkeys, hvals, act, ctr, cls_mem, cls_util, max_per_gpu, gpu)

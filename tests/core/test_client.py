@@ -291,7 +291,12 @@ async def test_nodes_gpus_profiles_info(client: HorusClient, fake: FakeMaster) -
     assert profile.solo_samples_per_s == {"v100x1": 640.0}
     (pair,) = await client.pair_speeds()
     assert (pair.job_type, pair.co_runner, pair.gpu_type, pair.speed, pair.samples) == (
-        profile.job_type, "VAE", "v100", 0.9, 3)
+        profile.job_type,
+        "VAE",
+        "v100",
+        0.9,
+        3,
+    )
     info = await client.cluster_info()
     assert (info.policy, info.max_gpus_per_node) == ("fifo", 2)
 

@@ -241,7 +241,11 @@ class FakeMaster(client_pb2_grpc.HorusServiceServicer):
             solo_samples_per_s={"v100x1": 640.0},
         )
         pair = pb.PairSpeed(
-            job_type="ResNet-18 (batch size 32)", co_runner="VAE", gpu_type="v100", speed=0.9, samples=3,
+            job_type="ResNet-18 (batch size 32)",
+            co_runner="VAE",
+            gpu_type="v100",
+            speed=0.9,
+            samples=3,
             updated_at=1.0,
         )
         return cpb.ListProfilesResponse(profiles=[profile], pairs=[pair])

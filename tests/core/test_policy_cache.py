@@ -177,7 +177,10 @@ def test_an_unknown_type_with_conflicting_hints_takes_the_plain_path() -> None:
     """Which hints win then depends on the order of ``model.profile`` calls: only the plain
     path makes them in the plain order, so the fast path must step aside."""
     gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(2))
-    mk = lambda jid, hints, at: Job(jid, JobSpec(("x",), job_type="mine", hints=hints), JobState.PENDING, submitted_at=at)  # noqa: E731,E501
+
+    def mk(jid: str, hints: ProfileHints, at: float) -> Job:
+        return Job(jid, JobSpec(("x",), job_type="mine", hints=hints), JobState.PENDING, submitted_at=at)
+
     snap = ClusterSnapshot(
         (Node("n0", gpus),),
         (mk("a", ProfileHints(), 0.0), mk("b", ProfileHints(mem_mib=12000), 1.0),

@@ -20,14 +20,54 @@ def openssl(*args: str, cwd: pathlib.Path) -> None:
 
 def make_pki(d: pathlib.Path) -> None:
     """A throwaway CA, a server certificate for 127.0.0.1 and a client certificate."""
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-            "-days", "1", "-subj", "/CN=horus-test-ca", cwd=d)
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=horus-test-ca",
+        cwd=d,
+    )
     (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     for name, ext in (("server", ["-extfile", "san.ext"]), ("client", [])):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                "-subj", f"/CN=horus-{name}", cwd=d)
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{name}.pem", "-days", "1", *ext, cwd=d)
+        openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN=horus-{name}",
+            cwd=d,
+        )
+        openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "1",
+            *ext,
+            cwd=d,
+        )
 
 
 def test_mutual_tls_admits_only_certified_peers(tmp_path: pathlib.Path) -> None:
@@ -35,16 +75,39 @@ def test_mutual_tls_admits_only_certified_peers(tmp_path: pathlib.Path) -> None:
     pki.mkdir()
     make_pki(pki)
     c = LocalCluster(tmp_path)
-    tls_client = ["--tls-ca", str(pki / "ca.pem"), "--tls-cert", str(pki / "client.pem"),
-                  "--tls-key", str(pki / "client.key")]
+    tls_client = [
+        "--tls-ca",
+        str(pki / "ca.pem"),
+        "--tls-cert",
+        str(pki / "client.pem"),
+        "--tls-key",
+        str(pki / "client.key"),
+    ]
     worker = None
     try:
-        c.start_master("--tls-cert", str(pki / "server.pem"), "--tls-key", str(pki / "server.key"),
-                       "--tls-client-ca", str(pki / "ca.pem"))
+        c.start_master(
+            "--tls-cert",
+            str(pki / "server.pem"),
+            "--tls-key",
+            str(pki / "server.key"),
+            "--tls-client-ca",
+            str(pki / "ca.pem"),
+        )
         worker = subprocess.Popen(
-            [str(BIN / "horus-worker"), "--master", c.addr, "--name", "tls-w", "--fake-gpus", "2",
-             "--state-dir", str(tmp_path / "w"), *tls_client],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                str(BIN / "horus-worker"),
+                "--master",
+                c.addr,
+                "--name",
+                "tls-w",
+                "--fake-gpus",
+                "2",
+                "--state-dir",
+                str(tmp_path / "w"),
+                *tls_client,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30
         nodes: list[dict[str, object]] = []

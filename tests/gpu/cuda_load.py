@@ -96,8 +96,17 @@ def main() -> int:
     else:
         time.sleep(args.seconds)
     elapsed = time.monotonic() - start
-    print(json.dumps({"kernels": kernels, "seconds": round(elapsed, 3),
-                      "kernels_per_s": round(kernels / elapsed, 3), "mib": args.mib}), flush=True)
+    print(
+        json.dumps(
+            {
+                "kernels": kernels,
+                "seconds": round(elapsed, 3),
+                "kernels_per_s": round(kernels / elapsed, 3),
+                "mib": args.mib,
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 

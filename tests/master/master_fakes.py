@@ -30,8 +30,9 @@ def spec(**kw: Any) -> pb.JobSpec:
 
 
 def config(tmp_path: pathlib.Path, **overrides: Any) -> MasterConfig:
-    base: dict[str, Any] = dict(db_path=tmp_path / "horus.db", listen="127.0.0.1:0", policy="fifo",
-                                shutdown_grace_s=0.5)
+    base: dict[str, Any] = dict(
+        db_path=tmp_path / "horus.db", listen="127.0.0.1:0", policy="fifo", shutdown_grace_s=0.5
+    )
     base.update(overrides)
     return MasterConfig(**base)
 
@@ -51,8 +52,9 @@ async def client_for(master: Master) -> AsyncIterator[cgrpc.HorusServiceAsyncStu
 
 
 def gpu(node: str, i: int, mem: int = 16384) -> pb.Gpu:
-    return pb.Gpu(uuid=f"GPU-{node}-{i}", node=node, index=i, model="Tesla V100", memory_mib=mem,
-                  healthy=True)
+    return pb.Gpu(
+        uuid=f"GPU-{node}-{i}", node=node, index=i, model="Tesla V100", memory_mib=mem, healthy=True
+    )
 
 
 class FakeWorker:
@@ -73,11 +75,18 @@ class FakeWorker:
     ) -> wpb.Registered:
         self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{self.port}")
         self.call = wgrpc.WorkerServiceStub(self.channel).Connect()  # type: ignore[misc]
-        await self.call.write(wpb.WorkerMessage(register=wpb.Register(
-            name=self.name, gpus=self.gpus, token=self.token, version="test",
-            running=[wpb.AttemptRef(job_id=j, attempt=a) for j, a in running],
-            finished=list(finished),
-        )))
+        await self.call.write(
+            wpb.WorkerMessage(
+                register=wpb.Register(
+                    name=self.name,
+                    gpus=self.gpus,
+                    token=self.token,
+                    version="test",
+                    running=[wpb.AttemptRef(job_id=j, attempt=a) for j, a in running],
+                    finished=list(finished),
+                )
+            )
+        )
         first = await self.recv()
         assert first.WhichOneof("msg") == "registered", first
         return first.registered
@@ -108,8 +117,9 @@ class FakeWorker:
         await self.send(log=wpb.AttemptLog(job_id=job_id, attempt=attempt, offset=offset, data=data))
 
     async def heartbeat(self, running: tuple[tuple[str, int], ...] = (), **kw: Any) -> None:
-        await self.send(heartbeat=wpb.Heartbeat(
-            running=[wpb.AttemptRef(job_id=j, attempt=a) for j, a in running], **kw))
+        await self.send(
+            heartbeat=wpb.Heartbeat(running=[wpb.AttemptRef(job_id=j, attempt=a) for j, a in running], **kw)
+        )
 
     async def barrier(self) -> None:
         """Return once the master has handled everything sent so far.

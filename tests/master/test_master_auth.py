@@ -86,8 +86,7 @@ async def test_auth_on(tmp_path: pathlib.Path) -> None:
 
 async def test_auth_off_owner_from_spec(tmp_path: pathlib.Path) -> None:
     async with running_master(tmp_path) as m, client_for(m) as stub:
-        resp = await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="carol")),
-                                    metadata=md("anything"))
+        resp = await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="carol")), metadata=md("anything"))
         assert resp.job.spec.owner == "carol"
         listed = await stub.ListJobs(cpb.ListJobsRequest(owner="carol"))
         assert [j.id for j in listed.jobs] == [resp.job.id]

@@ -23,12 +23,20 @@ async def submit(stub: cgrpc.HorusServiceAsyncStub, request_id: str = "", **kw: 
 
 
 async def test_submit_get_roundtrip(stub: cgrpc.HorusServiceAsyncStub) -> None:
-    resp = await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(
-        name="train", job_type="ResNet-18 (batch size 32)",
-        env=[pb.EnvVar(key="A", value="1"), pb.EnvVar(key="CUDA_VISIBLE_DEVICES", value="3"),
-             pb.EnvVar(key="NVIDIA_VISIBLE_DEVICES", value="all")],
-        hints=pb.ProfileHints(util_avg=40.0),
-    )))
+    resp = await stub.SubmitJob(
+        cpb.SubmitJobRequest(
+            spec=spec(
+                name="train",
+                job_type="ResNet-18 (batch size 32)",
+                env=[
+                    pb.EnvVar(key="A", value="1"),
+                    pb.EnvVar(key="CUDA_VISIBLE_DEVICES", value="3"),
+                    pb.EnvVar(key="NVIDIA_VISIBLE_DEVICES", value="all"),
+                ],
+                hints=pb.ProfileHints(util_avg=40.0),
+            )
+        )
+    )
     assert resp.created
     job = resp.job
     assert job.state == pb.JOB_STATE_PENDING and job.attempt == 0 and job.id
@@ -190,8 +198,12 @@ async def test_slow_watcher_is_dropped(tmp_path: pathlib.Path) -> None:
 async def test_get_logs_bad_values(stub: cgrpc.HorusServiceAsyncStub) -> None:
     job = await submit(stub)
     assert [c async for c in stub.GetLogs(cpb.GetLogsRequest(job_id=job.id))] == []  # no attempt yet
-    for req in (cpb.GetLogsRequest(job_id=job.id, attempt=3), cpb.GetLogsRequest(job_id=job.id, offset=-1),
-                cpb.GetLogsRequest(job_id=job.id, attempt=-1), cpb.GetLogsRequest(job_id="../x")):
+    for req in (
+        cpb.GetLogsRequest(job_id=job.id, attempt=3),
+        cpb.GetLogsRequest(job_id=job.id, offset=-1),
+        cpb.GetLogsRequest(job_id=job.id, attempt=-1),
+        cpb.GetLogsRequest(job_id="../x"),
+    ):
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.GetLogs(req).read()
         assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT, req

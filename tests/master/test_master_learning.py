@@ -34,8 +34,14 @@ TYPES = {"g0": "v100", "g1": "v100", "k0": "k80"}
 
 
 def job(jid: str, job_type: str, gpus: tuple[str, ...] = ("g0",), attempt: int = 1) -> Job:
-    return Job(jid, JobSpec(("x",), gpus=len(gpus), job_type=job_type), JobState.RUNNING, attempt,
-               node="n1", gpus=gpus)
+    return Job(
+        jid,
+        JobSpec(("x",), gpus=len(gpus), job_type=job_type),
+        JobState.RUNNING,
+        attempt,
+        node="n1",
+        gpus=gpus,
+    )
 
 
 def key(j: Job) -> tuple[str, int]:
@@ -126,8 +132,9 @@ def learner(store: Store, clock: FakeClock, model: InterferenceModel) -> Learner
 
 def progress(lr: Learner, j: Job, first_step: int, rates: list[float]) -> int:
     for i, rate in enumerate(rates):
-        lr.on_progress("n1", wpb.AttemptProgress(job_id=j.id, attempt=j.attempt, step=first_step + i,
-                                                 samples_per_s=rate))
+        lr.on_progress(
+            "n1", wpb.AttemptProgress(job_id=j.id, attempt=j.attempt, step=first_step + i, samples_per_s=rate)
+        )
     return first_step + len(rates)
 
 
@@ -298,8 +305,10 @@ async def test_pair_learned_through_the_worker_stream(tmp_path: pathlib.Path) ->
         gpu = w.gpus[0].uuid
 
         async def beat(*attempts: tuple[str, int]) -> None:
-            stats = [pb.JobGpuStats(job_id=j, attempt=n, gpu_uuid=gpu, util_sm=30, mem_used_mib=1000)
-                     for j, n in attempts]
+            stats = [
+                pb.JobGpuStats(job_id=j, attempt=n, gpu_uuid=gpu, util_sm=30, mem_used_mib=1000)
+                for j, n in attempts
+            ]
             await w.heartbeat(running=attempts, jobs=stats)
             await w.barrier()
             clock.advance(1.0)

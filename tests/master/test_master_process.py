@@ -24,8 +24,18 @@ START_S = 30.0
 @asynccontextmanager
 async def daemon(db: pathlib.Path, *extra: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "master.main", "--listen", "127.0.0.1:0", "--db", str(db), "--log-level",
-        "WARNING", *extra, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "master.main",
+        "--listen",
+        "127.0.0.1:0",
+        "--db",
+        str(db),
+        "--log-level",
+        "WARNING",
+        *extra,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
     )
     try:
         assert proc.stdout is not None
@@ -47,10 +57,12 @@ async def stub_at(port: int) -> AsyncIterator[cgrpc.HorusServiceAsyncStub]:
 async def test_sigkill_restart_keeps_acknowledged_jobs(tmp_path: pathlib.Path) -> None:
     db = tmp_path / "horus.db"
     async with daemon(db) as (proc, port), stub_at(port) as stub:
-        acked = await asyncio.gather(*(
-            stub.SubmitJob(cpb.SubmitJobRequest(request_id=f"r{i}", spec=spec(name=f"j{i}")))
-            for i in range(50)
-        ))
+        acked = await asyncio.gather(
+            *(
+                stub.SubmitJob(cpb.SubmitJobRequest(request_id=f"r{i}", spec=spec(name=f"j{i}")))
+                for i in range(50)
+            )
+        )
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
     async with daemon(db) as (proc, port), stub_at(port) as stub:
@@ -66,8 +78,15 @@ async def test_sigkill_restart_keeps_acknowledged_jobs(tmp_path: pathlib.Path) -
 async def test_bad_arguments_exit_with_usage(tmp_path: pathlib.Path) -> None:
     for args in (["--policy", "nope"], ["--lease-s", "40"], ["--auth-tokens", str(tmp_path / "missing")]):
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "master.main", "--db", str(tmp_path / "h.db"), *args, cwd=ROOT,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "master.main",
+            "--db",
+            str(tmp_path / "h.db"),
+            *args,
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         _, err = await asyncio.wait_for(proc.communicate(), START_S)
         assert proc.returncode == 2, err

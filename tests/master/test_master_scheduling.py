@@ -33,10 +33,23 @@ def gpu(i: int, node: str = "n1", healthy: bool = True) -> Gpu:
     return Gpu(f"g{node}{i}", node, i, "V100", 16384, "v100", healthy)
 
 
-def job(jid: str, state: JobState = JobState.PENDING, gpus: tuple[str, ...] = (), n: int = 1,
-        exclusive: bool = False, reason: str = "") -> Job:
-    return Job(jid, JobSpec(command=("x",), gpus=n, exclusive=exclusive), state, attempt=1 if gpus else 0,
-               node="n1" if gpus else "", gpus=gpus, reason=reason)
+def job(
+    jid: str,
+    state: JobState = JobState.PENDING,
+    gpus: tuple[str, ...] = (),
+    n: int = 1,
+    exclusive: bool = False,
+    reason: str = "",
+) -> Job:
+    return Job(
+        jid,
+        JobSpec(command=("x",), gpus=n, exclusive=exclusive),
+        state,
+        attempt=1 if gpus else 0,
+        node="n1" if gpus else "",
+        gpus=gpus,
+        reason=reason,
+    )
 
 
 def snap(*jobs: Job) -> ClusterSnapshot:
@@ -44,35 +57,54 @@ def snap(*jobs: Job) -> ClusterSnapshot:
 
 
 def test_invalid_actions_are_dropped() -> None:
-    s = snap(job("a"), job("b", n=2), job("c"), job("r", JobState.RUNNING, ("gn10",), exclusive=True),
-             job("w", reason="same"))
-    plan = check_actions(s, [
-        Assign("a", "n2", ("gn10",)),  # unknown node
-        Assign("a", "n1", ("gn10",)),  # exclusive resident
-        Assign("a", "n1", ("gn12",)),  # unhealthy GPU
-        Assign("a", "n1", ("nope",)),  # not a GPU of n1
-        Assign("b", "n1", ("gn11",)),  # too few GPUs
-        Assign("b", "n1", ("gn11", "gn11")),  # not distinct
-        Assign("c", "n1", ("gn11",), predicted_slowdown=float("nan")),
-        Assign("c", "n1", ("gn11",)),  # second action for c
-        Assign("r", "n1", ("gn11",)),  # not pending
-        Preempt("a", "why"),  # not active
-        Wait("w", "same"),  # unchanged reason: nothing to write
-        Wait("zzz", "unknown job"),
-    ])
+    s = snap(
+        job("a"),
+        job("b", n=2),
+        job("c"),
+        job("r", JobState.RUNNING, ("gn10",), exclusive=True),
+        job("w", reason="same"),
+    )
+    plan = check_actions(
+        s,
+        [
+            Assign("a", "n2", ("gn10",)),  # unknown node
+            Assign("a", "n1", ("gn10",)),  # exclusive resident
+            Assign("a", "n1", ("gn12",)),  # unhealthy GPU
+            Assign("a", "n1", ("nope",)),  # not a GPU of n1
+            Assign("b", "n1", ("gn11",)),  # too few GPUs
+            Assign("b", "n1", ("gn11", "gn11")),  # not distinct
+            Assign("c", "n1", ("gn11",), predicted_slowdown=float("nan")),
+            Assign("c", "n1", ("gn11",)),  # second action for c
+            Assign("r", "n1", ("gn11",)),  # not pending
+            Preempt("a", "why"),  # not active
+            Wait("w", "same"),  # unchanged reason: nothing to write
+            Wait("zzz", "unknown job"),
+        ],
+    )
     assert [a.job_id for a in plan.assigns] == ["c"] and plan.assigns[0].predicted_slowdown == 1.0
     assert plan.preempts == [] and plan.waits == [] and len(plan.dropped) == 10
 
 
 def test_sharing_limits_and_preempt_frees() -> None:
-    s = snap(job("a"), job("b"), job("c"), job("d"), job("x", exclusive=True),
-             job("r", JobState.RUNNING, ("gn10",), exclusive=True))
-    plan = check_actions(s, [
-        Preempt("r", "make room"),
-        Assign("a", "n1", ("gn10",)), Assign("b", "n1", ("gn10",)), Assign("c", "n1", ("gn10",)),
-        Assign("d", "n1", ("gn10",)),  # a fourth job on one GPU
-        Assign("x", "n1", ("gn10",)),  # exclusive onto a shared GPU
-    ])
+    s = snap(
+        job("a"),
+        job("b"),
+        job("c"),
+        job("d"),
+        job("x", exclusive=True),
+        job("r", JobState.RUNNING, ("gn10",), exclusive=True),
+    )
+    plan = check_actions(
+        s,
+        [
+            Preempt("r", "make room"),
+            Assign("a", "n1", ("gn10",)),
+            Assign("b", "n1", ("gn10",)),
+            Assign("c", "n1", ("gn10",)),
+            Assign("d", "n1", ("gn10",)),  # a fourth job on one GPU
+            Assign("x", "n1", ("gn10",)),  # exclusive onto a shared GPU
+        ],
+    )
     assert [p.job_id for p in plan.preempts] == ["r"]
     assert [a.job_id for a in plan.assigns] == ["a", "b", "c"] and len(plan.dropped) == 2
 
@@ -111,7 +143,11 @@ def test_assign_and_requeue_transitions() -> None:
     pending = Job("j", JobSpec(command=("x",)), JobState.PENDING, attempt=1, node="old")
     a = tr.assign("n1", ("g0",), 0.8, 3.0)(row(pending))
     assert a is not None and (a.job.state, a.job.attempt, a.job.node, a.job.predicted_slowdown) == (
-        JobState.ASSIGNED, 2, "n1", 0.8)
+        JobState.ASSIGNED,
+        2,
+        "n1",
+        0.8,
+    )
     assert tr.assign("n1", ("g0",), 1.0, 3.0)(a) is None  # no longer pending
     lost = tr.requeue("attempt {attempt} lost: node {node} lost", 4.0, node="n1", attempt=2)(a)
     assert lost is not None and lost.job.reason == "attempt 2 lost: node n1 lost"

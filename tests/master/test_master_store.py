@@ -22,8 +22,14 @@ from master.store.writer import WriteOp
 
 
 def job(**kw: Any) -> Job:
-    return Job(new_job_id(), JobSpec(command=("true",), owner="t"), JobState.PENDING, submitted_at=1.0,
-               updated_at=1.0, **kw)
+    return Job(
+        new_job_id(),
+        JobSpec(command=("true",), owner="t"),
+        JobState.PENDING,
+        submitted_at=1.0,
+        updated_at=1.0,
+        **kw,
+    )
 
 
 def versions(path: pathlib.Path) -> list[tuple[int, str]]:
@@ -68,10 +74,12 @@ async def test_failed_migration_leaves_nothing(tmp_path: pathlib.Path) -> None:
 
 async def test_concurrent_submits_group_commit_and_are_durable(tmp_path: pathlib.Path) -> None:
     async with running_master(tmp_path) as m, client_for(m) as stub:
-        resps = await asyncio.gather(*(
-            stub.SubmitJob(cpb.SubmitJobRequest(request_id=f"r{i % 250}", spec=spec(name=f"j{i}")))
-            for i in range(500)
-        ))
+        resps = await asyncio.gather(
+            *(
+                stub.SubmitJob(cpb.SubmitJobRequest(request_id=f"r{i % 250}", spec=spec(name=f"j{i}")))
+                for i in range(500)
+            )
+        )
     assert sum(r.created for r in resps) == 250
     acked = {r.job.id for r in resps}
     with sqlite3.connect(tmp_path / "horus.db") as conn:  # reopened: everything acknowledged is there

@@ -95,7 +95,8 @@ async def test_register_assign_run_logs_succeed(
     with sqlite3.connect(master.config.db_path) as conn:
         events = conn.execute(
             "SELECT from_state, to_state, attempt, node, reason FROM job_events WHERE job_id = ? ORDER BY id",
-            (job.id,)).fetchall()
+            (job.id,),
+        ).fetchall()
     assert events == [
         (None, "PENDING", 0, "", "submitted"),
         ("PENDING", "ASSIGNED", 1, "node-a", "assigned to node-a"),
@@ -104,9 +105,7 @@ async def test_register_assign_run_logs_succeed(
     ]
 
 
-async def test_follow_logs_until_attempt_ends(
-    stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker
-) -> None:
+async def test_follow_logs_until_attempt_ends(stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker) -> None:
     await worker.connect()
     a = await start_running(stub, worker)
     follow = stub.GetLogs(cpb.GetLogsRequest(job_id=a.job_id, follow=True))
@@ -252,8 +251,11 @@ async def test_heartbeats_keep_a_node_alive(
         await worker.heartbeat(
             running=((a.job_id, 1),),
             gpus=[pb.GpuStats(uuid="GPU-node-a-0", util_sm=55.0, mem_used_mib=1000, healthy=True)],
-            jobs=[pb.JobGpuStats(job_id=a.job_id, attempt=1, gpu_uuid="GPU-node-a-0", util_sm=50.0,
-                                 mem_used_mib=900)],
+            jobs=[
+                pb.JobGpuStats(
+                    job_id=a.job_id, attempt=1, gpu_uuid="GPU-node-a-0", util_sm=50.0, mem_used_mib=900
+                )
+            ],
         )
         await worker.barrier()
         await master.plane.check_liveness()
@@ -264,9 +266,7 @@ async def test_heartbeats_keep_a_node_alive(
     assert list(gpus["GPU-node-a-1"].job_ids) == []
 
 
-async def test_cancel_running_waits_for_worker(
-    stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker
-) -> None:
+async def test_cancel_running_waits_for_worker(stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker) -> None:
     await worker.connect()
     a = await start_running(stub, worker)
     job = await stub.CancelJob(cpb.CancelJobRequest(job_id=a.job_id, reason="stop it"))
@@ -337,8 +337,14 @@ async def test_profiles_learned_from_solo_attempt(
     await worker.connect()
     a = await start_running(stub, worker, job_type="ResNet-18 (batch size 32)")
     for util in (40.0, 60.0):
-        await worker.heartbeat(running=((a.job_id, 1),), jobs=[pb.JobGpuStats(
-            job_id=a.job_id, attempt=1, gpu_uuid=a.gpus[0], util_sm=util, mem_used_mib=2000)])
+        await worker.heartbeat(
+            running=((a.job_id, 1),),
+            jobs=[
+                pb.JobGpuStats(
+                    job_id=a.job_id, attempt=1, gpu_uuid=a.gpus[0], util_sm=util, mem_used_mib=2000
+                )
+            ],
+        )
     await worker.send(progress=wpb.AttemptProgress(job_id=a.job_id, attempt=1, step=100, loss=0.5))
     await worker.update(a.job_id, 1, pb.JOB_STATE_SUCCEEDED, exit_code=0)
     await worker.barrier()  # the final update, and the learning it triggers, are done
@@ -346,4 +352,9 @@ async def test_profiles_learned_from_solo_attempt(
     assert len(profiles) == 1
     p = profiles[0]
     assert (p.job_type, p.util_avg, p.util_peak, p.mem_mib, p.samples) == (
-        "ResNet-18 (batch size 32)", 50.0, 60.0, 2000, 2)
+        "ResNet-18 (batch size 32)",
+        50.0,
+        60.0,
+        2000,
+        2,
+    )

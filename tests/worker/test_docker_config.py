@@ -25,8 +25,11 @@ def _request(**spec: object) -> LaunchRequest:
     fields: dict[str, object] = {"command": ("python", "train.py"), "image": "img:1"}
     fields.update(spec)
     return LaunchRequest(
-        AttemptKey("job-1", 2), JobSpec(**fields),  # type: ignore[arg-type]
-        GPUS, pathlib.Path("/logs/job-1/2.log"), (("HORUS_JOB_ID", "job-1"),),
+        AttemptKey("job-1", 2),
+        JobSpec(**fields),  # type: ignore[arg-type]
+        GPUS,
+        pathlib.Path("/logs/job-1/2.log"),
+        (("HORUS_JOB_ID", "job-1"),),
     )
 
 
@@ -45,20 +48,31 @@ def test_hardened_defaults_and_limits() -> None:
     assert "DeviceRequests" not in host  # no nvidia runtime: the env contract only
     assert body["Cmd"] == ["python", "train.py"] and body["WorkingDir"] == "/w"
     assert body["Labels"] == {
-        "horus.job_id": "job-1", "horus.attempt": "2", "horus.worker": "w1",
+        "horus.job_id": "job-1",
+        "horus.attempt": "2",
+        "horus.worker": "w1",
         "horus.log_path": "/logs/job-1/2.log",
     }
     assert key_from_labels(body["Labels"]) == AttemptKey("job-1", 2)
 
 
 def test_env_strips_reserved_user_keys_and_sets_exactly_the_gpus() -> None:
-    user_env = (("FOO", "bar"), ("CUDA_VISIBLE_DEVICES", "all"), ("NVIDIA_VISIBLE_DEVICES", "all"),
-                ("LD_PRELOAD", "/evil.so"), ("HORUS_JOB_ID", "forged"))
+    user_env = (
+        ("FOO", "bar"),
+        ("CUDA_VISIBLE_DEVICES", "all"),
+        ("NVIDIA_VISIBLE_DEVICES", "all"),
+        ("LD_PRELOAD", "/evil.so"),
+        ("HORUS_JOB_ID", "forged"),
+    )
     env = create_body(_request(env=user_env), ContainerPolicy("w1"), [])["Env"]
-    assert sorted(env) == sorted([
-        "FOO=bar", "HORUS_JOB_ID=job-1",
-        "NVIDIA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb", "CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb",
-    ])
+    assert sorted(env) == sorted(
+        [
+            "FOO=bar",
+            "HORUS_JOB_ID=job-1",
+            "NVIDIA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb",
+            "CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb",
+        ]
+    )
 
 
 def test_nvidia_runtime_gets_device_requests_by_uuid() -> None:
@@ -109,14 +123,21 @@ def test_mount_allow_list(tmp_path: pathlib.Path) -> None:
 
 def test_progress_and_speed_files_are_shown_under_horus() -> None:
     request = LaunchRequest(
-        AttemptKey("j", 1), JobSpec(command=("x",), image="i"), (), pathlib.Path("/st/j/1/output.log"),
+        AttemptKey("j", 1),
+        JobSpec(command=("x",), image="i"),
+        (),
+        pathlib.Path("/st/j/1/output.log"),
         (("HORUS_PROGRESS_FILE", "/st/j/1/progress.jsonl"), ("HORUS_SPEED_FILE", "/st/j/1/speed")),
     )
     body = create_body(request, ContainerPolicy("w1"), [])
     assert body["HostConfig"]["Mounts"] == [
         {"Type": "bind", "Source": "/st/j/1", "Target": "/horus", "ReadOnly": True},
-        {"Type": "bind", "Source": "/st/j/1/progress.jsonl", "Target": "/horus/progress.jsonl",
-         "ReadOnly": False},
+        {
+            "Type": "bind",
+            "Source": "/st/j/1/progress.jsonl",
+            "Target": "/horus/progress.jsonl",
+            "ReadOnly": False,
+        },
     ]
     assert {"HORUS_PROGRESS_FILE=/horus/progress.jsonl", "HORUS_SPEED_FILE=/horus/speed"} <= set(body["Env"])
     with pytest.raises(InvalidArgument, match="reserved"):

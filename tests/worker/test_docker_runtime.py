@@ -76,8 +76,11 @@ def _launch(
     fields: dict[str, object] = {"command": command, "image": IMAGE}
     fields.update(spec)
     return LaunchRequest(
-        AttemptKey(job, attempt), JobSpec(**fields),  # type: ignore[arg-type]
-        GPUS, tmp / "logs" / job / f"{attempt}.log", (("HORUS_JOB_ID", job),),
+        AttemptKey(job, attempt),
+        JobSpec(**fields),  # type: ignore[arg-type]
+        GPUS,
+        tmp / "logs" / job / f"{attempt}.log",
+        (("HORUS_JOB_ID", job),),
     )
 
 
@@ -134,8 +137,13 @@ async def test_memory_limit_kills_and_says_out_of_memory(
 async def test_env_has_the_gpus_and_no_reserved_user_keys(
     runtime: DockerRuntime, tmp_path: pathlib.Path
 ) -> None:
-    user_env = (("FOO", "bar"), ("CUDA_VISIBLE_DEVICES", "all"), ("NVIDIA_VISIBLE_DEVICES", "all"),
-                ("LD_PRELOAD", "/evil.so"), ("HORUS_JOB_ID", "forged"))
+    user_env = (
+        ("FOO", "bar"),
+        ("CUDA_VISIBLE_DEVICES", "all"),
+        ("NVIDIA_VISIBLE_DEVICES", "all"),
+        ("LD_PRELOAD", "/evil.so"),
+        ("HORUS_JOB_ID", "forged"),
+    )
     request = _launch(tmp_path, "env", env=user_env)
     status = await asyncio.wait_for((await runtime.start(request)).wait(), 20)
     assert status.state is JobState.SUCCEEDED
@@ -147,12 +155,19 @@ async def test_env_has_the_gpus_and_no_reserved_user_keys(
 async def test_the_job_sees_its_progress_and_speed_files(
     runtime: DockerRuntime, tmp_path: pathlib.Path
 ) -> None:
-    request = _launch(tmp_path, "sh", "-c",
-                      'cat "$HORUS_SPEED_FILE"; echo \'{"step": 7}\' >> "$HORUS_PROGRESS_FILE";'
-                      ' echo 2.0 > "$HORUS_SPEED_FILE" || echo speed is read-only')
+    request = _launch(
+        tmp_path,
+        "sh",
+        "-c",
+        'cat "$HORUS_SPEED_FILE"; echo \'{"step": 7}\' >> "$HORUS_PROGRESS_FILE";'
+        ' echo 2.0 > "$HORUS_SPEED_FILE" || echo speed is read-only',
+    )
     attempt_dir = request.log_path.parent
-    env = (*request.env, ("HORUS_PROGRESS_FILE", str(attempt_dir / "progress.jsonl")),
-           ("HORUS_SPEED_FILE", str(attempt_dir / "speed")))
+    env = (
+        *request.env,
+        ("HORUS_PROGRESS_FILE", str(attempt_dir / "progress.jsonl")),
+        ("HORUS_SPEED_FILE", str(attempt_dir / "speed")),
+    )
     attempt_dir.mkdir(parents=True)
     (attempt_dir / "speed").write_text("0.5000\n")
     request = LaunchRequest(request.key, request.spec, request.gpu_uuids, request.log_path, env)
@@ -198,8 +213,14 @@ async def test_host_mounts_need_the_allow_list(worker_name: str, tmp_path: pathl
     try:
         with pytest.raises(MountNotAllowed, match="mount /etc not allowed"):
             await rt.start(_launch(tmp_path, "cat", "/host/passwd", mounts=("/etc:/host",)))
-        request = _launch(tmp_path, "sh", "-c", "cat /in/f.txt && ! touch /in/new",
-                          job="job-2", mounts=(f"{shared}:/in:ro",))
+        request = _launch(
+            tmp_path,
+            "sh",
+            "-c",
+            "cat /in/f.txt && ! touch /in/new",
+            job="job-2",
+            mounts=(f"{shared}:/in:ro",),
+        )
         status = await asyncio.wait_for((await rt.start(request)).wait(), 20)
         assert status.state is JobState.SUCCEEDED, request.log_path.read_text()
         assert "from the host\n" in request.log_path.read_text()

@@ -28,8 +28,12 @@ def write(tmp_path: pathlib.Path, doc: Any) -> pathlib.Path:
 
 
 def test_a_valid_file() -> None:
-    doc = {"pairs": [{"a": A, "b": B, "speed_a": 0.25, "speed_b": 1}, {"a": A, "b": A, "speed_a": 0.5,
-                                                                       "speed_b": 0.5, "gpu_type": " V100"}]}
+    doc = {
+        "pairs": [
+            {"a": A, "b": B, "speed_a": 0.25, "speed_b": 1},
+            {"a": A, "b": A, "speed_a": 0.5, "speed_b": 0.5, "gpu_type": " V100"},
+        ]
+    }
     assert parse_ground_truth(doc) == [PairTruth(A, B, 0.25, 1.0), PairTruth(A, A, 0.5, 0.5, "v100")]
     assert parse_ground_truth({"pairs": []}) == []
 
@@ -51,8 +55,12 @@ def test_a_valid_file() -> None:
         ({"pairs": [{"a": A, "b": B, "speed_a": 0.3, "speed_b": 0.3, "speeda": 1}]}, "unknown key 'speeda'"),
         ({"pairs": [{"a": A, "b": B, "speed_a": 0.3, "speed_b": 0.3, "gpu_type": 7}]}, "gpu_type"),
         (
-            {"pairs": [{"a": A, "b": B, "speed_a": 0.3, "speed_b": 0.3},
-                       {"a": B, "b": A, "speed_a": 0.3, "speed_b": 0.3}]},
+            {
+                "pairs": [
+                    {"a": A, "b": B, "speed_a": 0.3, "speed_b": 0.3},
+                    {"a": B, "b": A, "speed_a": 0.3, "speed_b": 0.3},
+                ]
+            },
             r"pairs\[1\]: the pair .* is listed twice",
         ),
     ],

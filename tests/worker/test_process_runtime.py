@@ -26,11 +26,20 @@ KEY = AttemptKey("job-1", 2)
 GPUS = ("GPU-11111111-2222-3333-4444-555555555555", "GPU-66666666-7777-8888-9999-000000000000")
 
 
-def request(tmp: pathlib.Path, *command: str, env: tuple[tuple[str, str], ...] = (), key: AttemptKey = KEY,
-            image: str = "") -> LaunchRequest:
+def request(
+    tmp: pathlib.Path,
+    *command: str,
+    env: tuple[tuple[str, str], ...] = (),
+    key: AttemptKey = KEY,
+    image: str = "",
+) -> LaunchRequest:
     spec = JobSpec(command=command, env=env, image=image)
-    extra = (("HORUS_JOB_ID", key.job_id), ("HORUS_ATTEMPT", str(key.attempt)),
-             ("HORUS_PROGRESS_FILE", str(tmp / "p.jsonl")), ("HORUS_SPEED_FILE", str(tmp / "speed")))
+    extra = (
+        ("HORUS_JOB_ID", key.job_id),
+        ("HORUS_ATTEMPT", str(key.attempt)),
+        ("HORUS_PROGRESS_FILE", str(tmp / "p.jsonl")),
+        ("HORUS_SPEED_FILE", str(tmp / "speed")),
+    )
     return LaunchRequest(key, spec, GPUS, tmp / "attempt" / "output.log", extra)
 
 
@@ -70,8 +79,14 @@ async def test_env_contract(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("HORUS_JOIN_TOKEN", "worker-secret")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
     monkeypatch.setenv("SOME_WORKER_VAR", "kept")
-    user_env = (("CUDA_VISIBLE_DEVICES", "7"), ("LD_PRELOAD", "/evil.so"), ("NVIDIA_VISIBLE_DEVICES", "all"),
-                ("HORUS_JOB_ID", "spoofed"), ("MY_VAR", "mine"), ("SOME_WORKER_VAR", "user wins"))
+    user_env = (
+        ("CUDA_VISIBLE_DEVICES", "7"),
+        ("LD_PRELOAD", "/evil.so"),
+        ("NVIDIA_VISIBLE_DEVICES", "all"),
+        ("HORUS_JOB_ID", "spoofed"),
+        ("MY_VAR", "mine"),
+        ("SOME_WORKER_VAR", "user wins"),
+    )
     code = "import json, os; print(json.dumps(dict(os.environ)))"
     runtime = ProcessRuntime(tmp_path)
     attempt = await runtime.start(request(tmp_path, PY, "-c", code, env=user_env))
@@ -93,8 +108,12 @@ async def test_env_contract(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPa
     [
         ("pass", JobState.SUCCEEDED, 0, "exited with code 0"),
         ("raise SystemExit(3)", JobState.FAILED, 3, "exited with code 3"),
-        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", JobState.FAILED, 137,
-         "killed by signal SIGKILL"),
+        (
+            "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+            JobState.FAILED,
+            137,
+            "killed by signal SIGKILL",
+        ),
     ],
 )
 async def test_exit_codes_map_to_states(
@@ -107,12 +126,14 @@ async def test_exit_codes_map_to_states(
 
 
 async def test_stdout_and_stderr_go_to_the_log_and_cwd_is_the_attempt_dir(tmp_path: pathlib.Path) -> None:
-    code = "\n".join((
-        "import os, sys",
-        "print('to stdout', flush=True)",
-        "print('to stderr', file=sys.stderr)",
-        "print(os.getcwd())",
-    ))
+    code = "\n".join(
+        (
+            "import os, sys",
+            "print('to stdout', flush=True)",
+            "print('to stderr', file=sys.stderr)",
+            "print(os.getcwd())",
+        )
+    )
     attempt = await ProcessRuntime(tmp_path).start(request(tmp_path, PY, "-c", code))
     await attempt.wait()
     text = (tmp_path / "attempt" / "output.log").read_text()
@@ -128,7 +149,9 @@ async def test_stop_a_cooperative_process_is_cancelled(tmp_path: pathlib.Path) -
     await attempt.stop(5.0, "killed by the master: preempted")
     status = await attempt.wait()
     assert (status.state, status.exit_code, status.reason) == (
-        JobState.CANCELLED, 143, "killed by the master: preempted"
+        JobState.CANCELLED,
+        143,
+        "killed by the master: preempted",
     )
     assert "received SIGTERM" in log.read_text()
 

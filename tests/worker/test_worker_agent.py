@@ -31,15 +31,28 @@ from worker.runtime.process import ProcessRuntime
 
 PY = sys.executable
 RUNNING, SUCCEEDED, CANCELLED = (
-    types_pb2.JOB_STATE_RUNNING, types_pb2.JOB_STATE_SUCCEEDED, types_pb2.JOB_STATE_CANCELLED
+    types_pb2.JOB_STATE_RUNNING,
+    types_pb2.JOB_STATE_SUCCEEDED,
+    types_pb2.JOB_STATE_CANCELLED,
 )
 Msg = worker_pb2.WorkerMessage
 Context = grpc.aio.ServicerContext[worker_pb2.WorkerMessage, worker_pb2.MasterMessage]
 
 
 def workload(steps: int, rate: float = 100.0) -> tuple[str, ...]:
-    return (PY, "-m", "horus_core.workload", "--job-type", "ResNet-18 (batch size 32)",
-            "--steps", str(steps), "--steps-per-s", str(rate), "--log-every", "5")
+    return (
+        PY,
+        "-m",
+        "horus_core.workload",
+        "--job-type",
+        "ResNet-18 (batch size 32)",
+        "--steps",
+        str(steps),
+        "--steps-per-s",
+        str(rate),
+        "--log-every",
+        "5",
+    )
 
 
 class FakeMaster(worker_pb2_grpc.WorkerServiceServicer):
@@ -316,8 +329,23 @@ async def test_cut_off_longer_than_the_lease_stops_attempts(tmp_path: pathlib.Pa
 
 
 def start_cli(tmp: pathlib.Path, port: int, name: str = "cli-w") -> subprocess.Popen[bytes]:
-    cmd = [PY, "-m", "worker.main", "--master", f"127.0.0.1:{port}", "--name", name, "--fake-gpus", "2",
-           "--state-dir", str(tmp / name), "--grace-s", "2", "--log-level", "DEBUG"]
+    cmd = [
+        PY,
+        "-m",
+        "worker.main",
+        "--master",
+        f"127.0.0.1:{port}",
+        "--name",
+        name,
+        "--fake-gpus",
+        "2",
+        "--state-dir",
+        str(tmp / name),
+        "--grace-s",
+        "2",
+        "--log-level",
+        "DEBUG",
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(tmp / f"{name}.log", "ab"))
 
 
