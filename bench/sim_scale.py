@@ -26,6 +26,12 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=8.0, help="arrivals per hour")
     p.add_argument("--policy", default="horus")
     p.add_argument("--skip-idle-rounds", action="store_true", help="no decide() while nothing is pending")
+    p.add_argument(
+        "--min-gap-s",
+        type=float,
+        default=0.0,
+        help="coalesce event rounds at most once per this many simulated seconds (Gavel: 360 s rounds)",
+    )
     args = p.parse_args()
     note = ""
     policy_name = args.policy
@@ -37,7 +43,7 @@ def main() -> None:
     spec = parse_synthetic(f"synthetic:jobs={args.jobs},rate={args.rate},seed=0")
     jobs = generate_synthetic(spec, model.solo_throughput)
     generate_s = time.perf_counter() - started
-    config = SimConfig(idle_rounds=not args.skip_idle_rounds, timeline=False)
+    config = SimConfig(idle_rounds=not args.skip_idle_rounds, min_gap_s=args.min_gap_s, timeline=False)
     sim = Simulator(jobs, build_cluster(f"v100:{args.gpus}"), make_policy(policy_name, model), model, config)
     result = sim.run()
     metrics = summarize(result)
@@ -49,6 +55,7 @@ def main() -> None:
         "policy": policy_name,
         "rate_per_h": args.rate,
         "idle_rounds": not args.skip_idle_rounds,
+        "min_gap_s": args.min_gap_s,
         "s": round(result.wall_s, 2),
         "events_per_s": round(result.counters["events"] / result.wall_s),
         "events": result.counters["events"],
