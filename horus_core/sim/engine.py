@@ -4,10 +4,10 @@ Each round does what the live master's scheduler tick does: build a :class:`Clus
 (every node; the pending and active jobs), call ``policy.decide(snapshot, now)`` and apply the
 actions: ``Assign`` starts the next attempt, ``Preempt`` stops a job and re-queues it with its
 progress (less :attr:`SimConfig.restart_cost_s` of work) and asks for a follow-up round
-:attr:`SimConfig.poke_s` later, ``Wait`` changes nothing. Actions the master would drop are
-dropped here too (:mod:`~horus_core.sim.checks`). A preempted job that restarts on other GPUs
-counts as a migration. Between rounds jobs progress at the rates
-:class:`~horus_core.sim.world.World` computes.
+:attr:`SimConfig.poke_s` later, ``Wait`` changes nothing. Actions pass the master's own checks
+(:func:`~horus_core.policies.checks.check_actions`): what the master would drop is dropped here
+too. A preempted job that restarts on other GPUs counts as a migration. Between rounds jobs
+progress at the rates :class:`~horus_core.sim.world.World` computes.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, Node, Preempt
+from horus_core.model import Assign, ClusterSnapshot, Job, Node, Preempt
 from horus_core.policies.base import Policy
-from horus_core.sim.checks import action_problem
+from horus_core.policies.checks import check_actions
 from horus_core.sim.config import SimConfig, SimResult, Timeline
 from horus_core.sim.prepare import prepare_jobs
 from horus_core.sim.rates import RateCache, RateModel, SimulationError
@@ -181,32 +181,20 @@ class Simulator:
         self.decide_s.append(time.perf_counter() - started)
         self.counters["rounds"] += 1
         self.last_round = t
-        acted: set[str] = set()
-        preemptions = self.counters["preemptions"]
-        for action in actions:
-            self._apply(action, t, acted)
-        if self.counters["preemptions"] > preemptions:
+        plan = check_actions(snapshot, list(actions))
+        for action, problem in plan.dropped:
+            self._drop(action, problem)
+        for preempt in plan.preempts:
+            self._preempt(self.by_id[preempt.job_id], preempt, t)
+        for assign in plan.assigns:
+            self._assign(self.by_id[assign.job_id], assign, self.world.resolve(assign.node, assign.gpus), t)
+        self.counters["waits"] += plan.n_waits
+        if plan.preempts:
             # The master re-plans when a stopped attempt reports its end (its tick is 1 s).
             follow = t + self.config.poke_s
             self.deferred = follow if self.deferred is None else min(self.deferred, follow)
 
-    def _apply(self, action: Action, t: float, acted: set[str]) -> None:
-        job = self.by_id.get(getattr(action, "job_id", ""))
-        if job is not None and job.status not in (PENDING, ACTIVE):
-            job = None
-        problem, gpus = action_problem(action, job, self.world, acted)
-        if problem or job is None:
-            self._drop(action, problem)
-            return
-        acted.add(job.id)
-        if isinstance(action, Assign):
-            self._assign(job, action, gpus, t)
-        elif isinstance(action, Preempt):
-            self._preempt(job, action, t)
-        else:
-            self.counters["waits"] += 1
-
-    def _drop(self, action: Action, problem: str) -> None:
+    def _drop(self, action: object, problem: str) -> None:
         message = f"policy {self.policy.name!r} at t={self.now:.3f}: {action!r} dropped: {problem}"
         if self.config.strict:
             raise SimulationError(message)

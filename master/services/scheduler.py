@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from horus_core.model import Assign, ClusterSnapshot, JobState
 from horus_core.policies import Policy
+from horus_core.policies.checks import check_actions
 from master.services import transitions as tr
 from master.services.core import Core
-from master.services.plan import check_actions
 from master.store.jobs import Change, SetPendingReasonOp, Transition
 
 log = logging.getLogger(__name__)

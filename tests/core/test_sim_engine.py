@@ -177,9 +177,9 @@ def test_snapshots_look_like_the_live_master() -> None:
     ("action", "message"),
     [
         (lambda j: Assign(j, "v100-000", ("GPU-v100-009-0",)), "not a healthy GPU"),
-        (lambda j: Assign(j, "nowhere", ("GPU-v100-000-0",)), "does not exist"),
+        (lambda j: Assign(j, "nowhere", ("GPU-v100-000-0",)), "node 'nowhere' is not ready"),
         (lambda j: Assign(j, "v100-000", ("GPU-v100-000-0", "GPU-v100-000-1")), "needs 1 distinct"),
-        (lambda j: Preempt(j, "why not"), "not running"),
+        (lambda j: Preempt(j, "why not"), "job is PENDING, not active"),
         (lambda j: Assign(j, "v100-000", ("GPU-v100-000-0", "GPU-v100-000-0")), "distinct"),
         (lambda j: Assign("ghost", "v100-000", ("GPU-v100-000-0",)), "unknown job"),
     ],

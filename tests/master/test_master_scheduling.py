@@ -22,10 +22,10 @@ from horus_core.model import (
     Preempt,
     Wait,
 )
+from horus_core.policies.checks import check_actions
 from master.app import Master
 from master.clock import FakeClock
 from master.services import transitions as tr
-from master.services.plan import check_actions
 from master.store.rows import JobRow
 
 

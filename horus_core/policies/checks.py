@@ -1,8 +1,9 @@
-"""Checking a policy's actions against the snapshot before anything is written (pure).
+"""Checking a policy's actions against the snapshot before anything is applied (pure).
 
 A policy is code we did not write: an action that would corrupt the cluster's state (a GPU that
 is not on that node, a full or exclusive GPU, a job that is not pending, a second action for one
-job) is dropped with a log line instead of applied.
+job) is dropped with a log line instead of applied. The live master and the simulator both apply
+exactly what :func:`check_actions` keeps, so a policy meets the same rules in both.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ MAX_JOBS_PER_GPU = 3
 class Plan:
     assigns: list[Assign] = field(default_factory=list)
     preempts: list[Preempt] = field(default_factory=list)
-    waits: list[Wait] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
+    waits: list[Wait] = field(default_factory=list)  # only those whose reason changed
+    n_waits: int = 0  # every Wait kept, changed or not
+    dropped: list[tuple[object, str]] = field(default_factory=list)  # (action, why)
 
 
 @dataclass
@@ -54,7 +56,7 @@ def check_actions(snapshot: ClusterSnapshot, actions: list[Action]) -> Plan:
         problem = _problem(action, jobs, nodes, occ, acted)
         if problem:
             log.warning("policy action dropped: %s (%s)", action, problem)
-            plan.dropped.append(problem)
+            plan.dropped.append((action, problem))
             continue
         acted.add(action.job_id)
         if isinstance(action, Assign):
@@ -67,8 +69,10 @@ def check_actions(snapshot: ClusterSnapshot, actions: list[Action]) -> Plan:
         elif isinstance(action, Preempt):
             occ.remove(jobs[action.job_id])
             plan.preempts.append(action)
-        elif jobs[action.job_id].reason != action.reason:
-            plan.waits.append(action)
+        else:
+            plan.n_waits += 1
+            if jobs[action.job_id].reason != action.reason:
+                plan.waits.append(action)
     return plan
 
 
