@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
 
 from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, JobState, NodeState, Preempt, Wait
 
@@ -28,60 +31,120 @@ class Plan:
     dropped: list[tuple[object, str]] = field(default_factory=list)  # (action, why)
 
 
+class Lookup(Protocol):
+    """What the checks read from a snapshot. :class:`SnapshotLookup` derives it from the
+    snapshot itself; a caller that already keeps these indexes (the simulator) may pass its own,
+    which must answer exactly as the snapshot would."""
+
+    def job(self, job_id: str) -> Job | None:
+        """The pending or active job with this id."""
+        ...
+
+    def node_ready(self, node: str) -> bool: ...
+
+    def healthy_gpu(self, node: str, uuid: str) -> bool:
+        """``uuid`` is a healthy GPU of the ready node ``node``."""
+        ...
+
+    def residents(self, uuid: str) -> Sequence[Job]:
+        """The active jobs of the snapshot that hold ``uuid``."""
+        ...
+
+
+class SnapshotLookup:
+    """:class:`Lookup` over a snapshot; each index is built on first use (a pass of only
+    ``Wait`` actions never builds the GPU ones)."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+
+    @cached_property
+    def _jobs(self) -> dict[str, Job]:
+        return {j.id: j for j in self.snapshot.jobs}
+
+    @cached_property
+    def _nodes(self) -> dict[str, dict[str, Gpu]]:
+        return {
+            n.name: {g.uuid: g for g in n.gpus} for n in self.snapshot.nodes if n.state is NodeState.READY
+        }
+
+    @cached_property
+    def _residents(self) -> dict[str, list[Job]]:
+        out: dict[str, list[Job]] = {}
+        for j in self.snapshot.jobs:
+            if j.state.active:
+                for uuid in j.gpus:
+                    out.setdefault(uuid, []).append(j)
+        return out
+
+    def job(self, job_id: str) -> Job | None:
+        return self._jobs.get(job_id)
+
+    def node_ready(self, node: str) -> bool:
+        return node in self._nodes
+
+    def healthy_gpu(self, node: str, uuid: str) -> bool:
+        gpu = self._nodes.get(node, {}).get(uuid)
+        return gpu is not None and gpu.healthy
+
+    def residents(self, uuid: str) -> Sequence[Job]:
+        return self._residents.get(uuid, ())
+
+
 @dataclass
 class _Occupancy:
-    jobs: dict[str, list[Job]]
+    """The snapshot's residents, plus this pass's kept assigns, less its kept preempts."""
+
+    base: Lookup
+    added: dict[str, list[Job]] = field(default_factory=dict)
+    removed: set[str] = field(default_factory=set)
 
     def residents(self, uuid: str) -> list[Job]:
-        return self.jobs.get(uuid, [])
+        return [j for j in self.base.residents(uuid) if j.id not in self.removed] + self.added.get(uuid, [])
 
     def add(self, uuid: str, job: Job) -> None:
-        self.jobs.setdefault(uuid, []).append(job)
+        self.added.setdefault(uuid, []).append(job)
 
     def remove(self, job: Job) -> None:
+        self.removed.add(job.id)
         for uuid in job.gpus:
-            self.jobs[uuid] = [j for j in self.jobs.get(uuid, []) if j.id != job.id]
+            if uuid in self.added:
+                self.added[uuid] = [j for j in self.added[uuid] if j.id != job.id]
 
 
-def check_actions(snapshot: ClusterSnapshot, actions: list[Action]) -> Plan:
-    jobs = {j.id: j for j in snapshot.jobs}
-    nodes = {n.name: {g.uuid: g for g in n.gpus} for n in snapshot.nodes if n.state is NodeState.READY}
-    occ = _Occupancy({})
-    for j in snapshot.jobs:
-        if j.state.active:
-            for uuid in j.gpus:
-                occ.add(uuid, j)
+def check_actions(snapshot: ClusterSnapshot, actions: list[Action], lookup: Lookup | None = None) -> Plan:
+    """The actions to apply, in order, and those dropped with why. ``lookup``: see :class:`Lookup`."""
+    look = lookup if lookup is not None else SnapshotLookup(snapshot)
+    occ = _Occupancy(look)
     plan, acted = Plan(), set[str]()
     for action in actions:
-        problem = _problem(action, jobs, nodes, occ, acted)
-        if problem:
+        job = look.job(action.job_id) if isinstance(action, Assign | Preempt | Wait) else None
+        problem = _problem(action, job, occ, acted)
+        if problem or job is None:
             log.warning("policy action dropped: %s (%s)", action, problem)
             plan.dropped.append((action, problem))
             continue
         acted.add(action.job_id)
         if isinstance(action, Assign):
             for uuid in action.gpus:
-                occ.add(uuid, jobs[action.job_id])
+                occ.add(uuid, job)
             slowdown = action.predicted_slowdown
             if not (math.isfinite(slowdown) and slowdown > 0):
                 action = Assign(action.job_id, action.node, action.gpus, 1.0)
             plan.assigns.append(action)
         elif isinstance(action, Preempt):
-            occ.remove(jobs[action.job_id])
+            occ.remove(job)
             plan.preempts.append(action)
         else:
             plan.n_waits += 1
-            if jobs[action.job_id].reason != action.reason:
+            if job.reason != action.reason:
                 plan.waits.append(action)
     return plan
 
 
-def _problem(
-    action: object, jobs: dict[str, Job], nodes: dict[str, dict[str, Gpu]], occ: _Occupancy, acted: set[str]
-) -> str:
+def _problem(action: object, job: Job | None, occ: _Occupancy, acted: set[str]) -> str:
     if not isinstance(action, Assign | Preempt | Wait):
         return f"not an action: {type(action).__name__}"
-    job = jobs.get(action.job_id)
     if job is None:
         return "unknown job"
     if action.job_id in acted:
@@ -92,18 +155,17 @@ def _problem(
         return f"job is {job.state.value}, not PENDING"
     if isinstance(action, Wait):
         return ""
-    return _assign_problem(action, job, nodes, occ)
+    return _assign_problem(action, job, occ)
 
 
-def _assign_problem(action: Assign, job: Job, nodes: dict[str, dict[str, Gpu]], occ: _Occupancy) -> str:
-    gpus = nodes.get(action.node)
-    if gpus is None:
+def _assign_problem(action: Assign, job: Job, occ: _Occupancy) -> str:
+    look = occ.base
+    if not look.node_ready(action.node):
         return f"node {action.node!r} is not ready"
     if len(action.gpus) != job.spec.gpus or len(set(action.gpus)) != len(action.gpus):
         return f"needs {job.spec.gpus} distinct GPUs, got {list(action.gpus)}"
     for uuid in action.gpus:
-        gpu = gpus.get(uuid)
-        if gpu is None or not gpu.healthy:
+        if not look.healthy_gpu(action.node, uuid):
             return f"GPU {uuid} is not a healthy GPU of {action.node}"
         residents = occ.residents(uuid)
         if residents and (job.spec.exclusive or any(r.spec.exclusive for r in residents)):

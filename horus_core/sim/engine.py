@@ -21,6 +21,7 @@ from horus_core.model import Assign, ClusterSnapshot, Job, Node, Preempt
 from horus_core.policies.base import Policy
 from horus_core.policies.checks import check_actions
 from horus_core.sim.config import SimConfig, SimResult, Timeline
+from horus_core.sim.lookup import SimLookup
 from horus_core.sim.prepare import prepare_jobs
 from horus_core.sim.rates import RateCache, RateModel, SimulationError
 from horus_core.sim.state import ACTIVE, DONE, PENDING, SimJob, record_of
@@ -53,6 +54,7 @@ class Simulator:
         self.world = World(nodes, self.rates, self.config.slow_threshold)
         self.by_id = {j.id: j for j in self.jobs}
         self.live: dict[str, Job] = {}  # what policies see: pending and active jobs, arrival order
+        self.lookup = SimLookup(self.live, self.world)
         self.heap: list[tuple[float, int, int]] = []  # (time, job idx, job version) completions
         self.progress = progress
         self.now = self.jobs[0].arrival if self.jobs else 0.0
@@ -181,7 +183,7 @@ class Simulator:
         self.decide_s.append(time.perf_counter() - started)
         self.counters["rounds"] += 1
         self.last_round = t
-        plan = check_actions(snapshot, list(actions))
+        plan = check_actions(snapshot, list(actions), self.lookup)
         for action, problem in plan.dropped:
             self._drop(action, problem)
         for preempt in plan.preempts:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
+from random import Random
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from horus_core.interference import default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, JobState, Preempt, Wait
 from horus_core.policies import make_policy, policy_names
+from horus_core.policies.checks import SnapshotLookup, check_actions
 from horus_core.sim import SimConfig, SimulationError, Simulator, TraceJob, build_cluster, summarize
 
 MODEL = default_model()
@@ -250,3 +252,46 @@ def test_oversized_gang_is_capped_to_the_node() -> None:
     assert [r.gpus for r in result.records] == [8, 1]
     result = run([TraceJob(R50, 8, 1_000, 0.0)], make_policy("fifo"), "v100:4")
     assert result.counters["capped_node"] == 1 and result.records[0].gpus == 4
+
+
+def test_the_simulators_lookup_answers_as_the_snapshot_does() -> None:
+    """The action checks read the simulator's own indexes (``SimLookup``); at every round they
+    must say what the snapshot itself says, for every job, node and GPU, and random actions
+    (valid or not) must be kept or dropped exactly as the snapshot-derived checks would."""
+    rnd = Random(7)
+    checked: list[int] = []
+    sim: Simulator | None = None
+
+    def script(snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        assert sim is not None
+        mine, theirs = sim.lookup, SnapshotLookup(snapshot)
+        uuids = [g.uuid for n in snapshot.nodes for g in n.gpus] + ["GPU-nowhere"]
+        for j in snapshot.jobs:
+            assert mine.job(j.id) is theirs.job(j.id)
+        assert mine.job("ghost") is theirs.job("ghost") is None
+        for n in [*snapshot.nodes, replace(snapshot.nodes[0], name="nowhere")]:
+            assert mine.node_ready(n.name) == theirs.node_ready(n.name)
+            for u in uuids:
+                assert mine.healthy_gpu(n.name, u) == theirs.healthy_gpu(n.name, u)
+        for u in uuids:
+            assert sorted(j.id for j in mine.residents(u)) == sorted(j.id for j in theirs.residents(u))
+        actions: list[Action] = []
+        for j in snapshot.jobs:
+            node = rnd.choice(snapshot.nodes)
+            gpus = tuple(rnd.sample([g.uuid for g in node.gpus], rnd.choice([1, 1, 2])))
+            pick = rnd.random()
+            if pick < 0.6:
+                actions.append(Assign(j.id, node.name, gpus))
+            elif pick < 0.7:
+                actions.append(Preempt(j.id, "random"))
+            else:
+                actions.append(Wait(j.id, "random"))
+        rnd.shuffle(actions)
+        assert check_actions(snapshot, actions, mine) == check_actions(snapshot, actions)
+        checked.append(len(snapshot.jobs))
+        return actions
+
+    trace = [TraceJob(rnd.choice([R50, R18]), rnd.choice([1, 1, 2]), 20_000, 30.0 * i) for i in range(40)]
+    sim = Simulator(trace, build_cluster("v100:8"), Scripted(script), MODEL, SimConfig(round_s=60.0))
+    sim.run()
+    assert len(checked) > 40 and max(checked) > 5
