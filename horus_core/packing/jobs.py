@@ -19,6 +19,9 @@ from numpy.typing import NDArray
 from horus_core.interference import InterferenceModel
 from horus_core.interference.signature import JobProfile, profile_from_hints
 from horus_core.model import Job, JobSpec, JobState
+from horus_core.packing.build import PairFilter, class_speeds
+from horus_core.packing.cluster import Kind
+from horus_core.packing.placed import PlacedGpus
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -27,8 +30,10 @@ B = NDArray[np.bool_]
 Ix = NDArray[np.intp]
 
 _PENDING, _ASSIGNED, _RUNNING = JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING
+_P, _A, _OTHER = 0, 1, 2  # pending, active, neither (a snapshot should hold none of those)
 _INT31, _INT53 = 1 << 31, 1 << 53
 _KNOWN = ("measured", "table")
+_SPEEDS_KEPT = 1024
 
 
 class Interner:
@@ -77,9 +82,14 @@ class Live:
     pending: list[Job]
     p_slot: Ix
     active: list[Job]
-    a_slot: Ix
+    a_slots: list[int]  # slot of each active job (``a_slot``: the same as an array)
+    a_ids: list[int]  # ``id()`` of each active job (alive while ``active`` is)
     profiles: Profiles = field(init=False)
     duplicates: bool = False  # one job id twice with different specs
+
+    @cached_property
+    def a_slot(self) -> Ix:
+        return np.array(self.a_slots, np.intp)
 
     @cached_property
     def p_code(self) -> I32:
@@ -115,6 +125,10 @@ class JobTable:
         self._model: InterferenceModel | None = None
         self._version = -1
         self._profiles: Profiles | None = None
+        self.placed = PlacedGpus()  # the active jobs' slots and kernel GPU indices (assemble)
+        self._seen_keep: list[Job] = []  # every job in the two memos below (ids stay theirs)
+        self._seen_p: dict[int, int] = {}
+        self._seen_a: dict[int, int] = {}
 
     def _reset(self, cap: int) -> None:
         self._slot: dict[str, int] = {}
@@ -128,41 +142,92 @@ class JobTable:
         self.hint: I32 = np.empty(cap, np.int32)  # job_type + hints (model.profile may register them)
         self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
         self.odd: B = np.empty(cap, np.bool_)  # a number too large for the arrays: exact path
+        self._odd_seen = False  # any slot ever odd
+        self._speeds: dict[tuple[object, ...], F64] = {}
 
     def scan(self, jobs: Sequence[Job], model: InterferenceModel) -> Live:
         if model is not self._model or len(self._slot) > 2 * len(jobs) + 4096:
             self.sigs, self._model, self._version = Interner(), model, -1  # drop what is gone
             self._reset(len(self.code))
-        slots, specs = self._slot, self.specs
+            self._forget()
+        # A job object seen last pass (frozen: same state, same spec) keeps its slot; the
+        # others are looked up by id and spec. Last pass's objects are held (``_seen_keep``),
+        # so no ``id()`` in the memo belongs to a newer object.
+        seen_a, seen_p, slots, specs = self._seen_a, self._seen_p, self._slot, self.specs
         pending: list[Job] = []
         p_slot: list[int] = []
         active: list[Job] = []
         a_slot: list[int] = []
+        a_ids: list[int] = []
         missed: list[Job] = []  # new ids, or a new spec object under a known id
+        fresh_p: list[int] = []  # positions (in pending / active) of jobs not in the memo
+        fresh_a: list[int] = []
+        overwrote = False
         for job in jobs:
-            s = slots.get(job.id)
-            if s is None or specs[s] is not job.spec:
-                missed.append(job)
-                s = -len(missed)  # resolved below
-            state = job.state
-            if state is _PENDING:
-                pending.append(job)
-                p_slot.append(s)
-            elif state is _RUNNING or state is _ASSIGNED:
+            k = id(job)
+            s = seen_a.get(k)
+            if s is not None:
                 active.append(job)
                 a_slot.append(s)
-        live = Live(self, pending, np.array(p_slot, np.intp), active, np.array(a_slot, np.intp))
+                a_ids.append(k)
+                continue
+            s = seen_p.get(k)
+            if s is None:
+                s = slots.get(job.id)
+                if s is None or specs[s] is not job.spec:
+                    missed.append(job)
+                    s = -len(missed)  # resolved below
+                state = job.state
+                if state is _RUNNING or state is _ASSIGNED:
+                    fresh_a.append(len(active))
+                    active.append(job)
+                    a_slot.append(s)
+                    a_ids.append(k)
+                    continue
+                if state is not _PENDING:
+                    continue
+                fresh_p.append(len(pending))
+            pending.append(job)
+            p_slot.append(s)
         if missed:
             claimed, overwrote = self._claim(missed)
             self._fill(claimed, missed, model)
-            for arr in (live.p_slot, live.a_slot):
-                neg = arr < 0
-                arr[neg] = claimed[-arr[neg] - 1]
-            if overwrote:  # a spec changed under an id: is one id there twice with two specs?
-                every = np.concatenate([live.p_slot, live.a_slot])
-                live.duplicates = len(np.unique(every)) < len(every)
+            at = claimed.tolist()
+            for slot_list in (p_slot, a_slot):
+                if slot_list and min(slot_list) < 0:
+                    slot_list[:] = [at[-x - 1] if x < 0 else x for x in slot_list]
+        live = Live(self, pending, np.array(p_slot, np.intp), active, a_slot, a_ids)
+        if overwrote:  # a spec changed under an id: is one id there twice with two specs?
+            live.duplicates = len(set(p_slot) | set(a_slot)) < len(p_slot) + len(a_slot)
+            self._forget()  # objects remembered with the old spec would get the new one's slot
+        elif fresh_p or fresh_a:
+            self._remember(live, p_slot, fresh_p, fresh_a, len(jobs))
         live.profiles = self.profiles(model)
         return live
+
+    def _forget(self) -> None:
+        """Drop what is remembered by object identity (slots may have changed meaning)."""
+        self._seen_keep, self._seen_p, self._seen_a = [], {}, {}
+        self.placed = PlacedGpus()
+
+    def _remember(
+        self, live: Live, p_slot: list[int], fresh_p: list[int], fresh_a: list[int], n: int
+    ) -> None:
+        """Add this pass's new objects to the memo (positions in ``live.pending`` / ``active``);
+        start over from this pass when the memo holds mostly objects that have gone."""
+        keep = self._seen_keep
+        if len(keep) + len(fresh_p) + len(fresh_a) > 2 * n + 256:
+            self._seen_keep = [*live.pending, *live.active]
+            self._seen_p = dict(zip(map(id, live.pending), p_slot, strict=True))
+            self._seen_a = dict(zip(live.a_ids, live.a_slots, strict=True))
+            return
+        for i in fresh_p:
+            job = live.pending[i]
+            self._seen_p[id(job)] = p_slot[i]
+            keep.append(job)
+        for i in fresh_a:
+            self._seen_a[live.a_ids[i]] = live.a_slots[i]
+            keep.append(live.active[i])
 
     def _claim(self, missed: list[Job]) -> tuple[Ix, bool]:
         """Slots for the missed jobs (new at the end, else their old one), and whether an old
@@ -214,10 +279,32 @@ class JobTable:
             [[sp.gpus for sp in specs], [sp.priority for sp in specs], [sp.total_steps for sp in specs]]
         )
         self.odd[at] = odd
+        self._odd_seen = self._odd_seen or bool(odd.any())
         self.gpus[at] = gpus
         self.prio[at] = prio
         self.steps[at] = steps
         self.excl[at] = [sp.exclusive for sp in specs]
+
+    def speeds(
+        self,
+        model: InterferenceModel,
+        keys: tuple[tuple[str, int], ...],
+        kinds: tuple[Kind, ...],
+        split_by_gpus: bool,
+        pair_filter: PairFilter | None,
+    ) -> F64:
+        """:func:`~horus_core.packing.build.class_speeds`, kept per (classes, GPU kinds, model
+        version) when there is no pair filter (a filter may hold state of its own)."""
+        if pair_filter is not None:
+            return class_speeds(model, keys, kinds, split_by_gpus, pair_filter)
+        key = (keys, kinds, split_by_gpus, model.version)
+        got = self._speeds.get(key)
+        if got is None:
+            if len(self._speeds) >= _SPEEDS_KEPT:
+                self._speeds.clear()
+            got = self._speeds[key] = class_speeds(model, keys, kinds, split_by_gpus, None)
+            got.flags.writeable = False
+        return got
 
     def profiles(self, model: InterferenceModel) -> Profiles:
         names = self.sigs.names
@@ -229,6 +316,8 @@ class JobTable:
         """True when the fast path could differ from the plain one: a number beyond the arrays,
         or a job whose ``model.profile(spec)`` would register hints that change a profile (an
         unknown job type used with different hints), so the order of those calls matters."""
+        if not (live.duplicates or self._odd_seen or self._hints):
+            return False  # no number was ever too large, no job ever had hints
         slots = np.concatenate([live.p_slot, live.a_slot])
         if live.duplicates or self.odd[slots].any():
             return True

@@ -9,13 +9,14 @@ back to it where the order of ``model.profile`` calls could matter (see ``JobTab
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Wait
 from horus_core.packing import PackParams, PairFilter, Placement, build_problem, codes, place
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
@@ -27,6 +28,7 @@ Ix = NDArray[np.intp]
 Order = Callable[[Live, ClusterLayout], Ix]
 PlainOrder = Callable[[Sequence[Job]], list[Job]]
 _REASON_CACHE = 4096
+_PENDING, _STATE = JobState.PENDING, operator.attrgetter("state")
 
 
 class Packer:
@@ -51,9 +53,9 @@ class Packer:
     ) -> list[Action]:
         """An Assign for every pending job the kernel places, a Wait with a reason for the rest,
         in queue order (``order``; ``plain_order`` on the plain path)."""
-        live = None if self.plain else self.jobs.scan(snapshot.jobs, model)
-        if live is not None and not live.pending:
+        if _PENDING not in map(_STATE, snapshot.jobs):
             return []
+        live = None if self.plain else self.jobs.scan(snapshot.jobs, model)
         if live is None or self.jobs.needs_exact(live, model):
             self._waits = {}
             queue = plain_order(snapshot.pending())
@@ -80,6 +82,8 @@ class Packer:
         refuse_text: str,
     ) -> list[str]:
         failed = placement.node < 0
+        if not failed.any():
+            return []
         counted = failed & (placement.reason != codes.R_LOOKAHEAD)
         blocked = np.cumsum(counted) - counted  # misses (not look-ahead ones) before each job
         at = np.flatnonzero(failed)

@@ -258,3 +258,54 @@ def test_pending_jobs_left_pending_reuse_their_wait_while_the_reason_holds(name:
     first, again = policy.decide(snap, 0.0), policy.decide(snap, 1.0)
     assert first == again and all(isinstance(w, Wait) for w in again)
     assert all(a is b for a, b in zip(first, again, strict=True))
+
+
+@SLOW
+@given(st.sampled_from(PACKING), snapshots(), st.data())
+def test_snapshots_handed_again_out_of_order_decide_like_a_fresh_policy(
+    name: str, first: ClusterSnapshot, data: st.DataObject
+) -> None:
+    """The caches remember job objects by identity across passes; a caller that hands an older
+    snapshot again (its objects were remembered, then a spec changed under their id) must still
+    get what a fresh policy decides."""
+    model = warm_model()
+    cached = make_policy(name, model)
+    snaps = [first]
+    for step in range(3):
+        snaps.append(
+            evolve(data.draw, snaps[-1], make_policy(name, model).decide(snaps[-1], 0.0), step, model)
+        )
+    for i in data.draw(st.lists(st.integers(0, len(snaps) - 1), min_size=4, max_size=10)):
+        fresh = fresh_like(cached, name, model)
+        assert cached.decide(snaps[i], 7.0) == fresh.decide(snaps[i], 7.0), f"snapshot {i}"
+
+
+def test_an_old_job_object_after_its_spec_changed_keeps_its_own_spec() -> None:
+    gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(4))
+    nodes = (Node("n0", gpus),)
+    old = Job("x", JobSpec(("x",), gpus=1, job_type=GAVEL[0]), JobState.PENDING)
+    new = replace(old, spec=JobSpec(("x",), gpus=4, job_type=GAVEL[1]))
+    runner = Job("r", JobSpec(("x",), job_type=GAVEL[2]), JobState.RUNNING, node="n0", gpus=("g0",))
+    a, b = ClusterSnapshot(nodes, (runner, old)), ClusterSnapshot(nodes, (runner, new))
+    for name in PACKING:
+        fast, plain = make_policy(name), make_policy(name)
+        plain.packer = Packer(plain=True)  # type: ignore[attr-defined]
+        for snap in (a, b, a, b, b, a):
+            got = fast.decide(snap, 1.0)
+            assert got == plain.decide(snap, 1.0), name
+            assert all(len(x.gpus) == snap.jobs[1].spec.gpus for x in got if isinstance(x, Assign)), name
+
+
+def test_one_id_twice_with_two_specs_decides_like_the_plain_path() -> None:
+    gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(4))
+    one = Job("x", JobSpec(("x",), gpus=1, job_type=GAVEL[0]), JobState.PENDING)
+    two = replace(one, spec=JobSpec(("x",), gpus=2, job_type=GAVEL[1]), submitted_at=1.0)
+    other = Job("y", JobSpec(("x",), gpus=1, job_type=GAVEL[3]), JobState.PENDING, submitted_at=2.0)
+    snaps = [
+        ClusterSnapshot((Node("n0", gpus),), jobs) for jobs in ((one, other), (one, two, other), (two, other))
+    ]
+    for name in PACKING:
+        fast, plain = make_policy(name), make_policy(name)
+        plain.packer = Packer(plain=True)  # type: ignore[attr-defined]
+        for snap in (*snaps, *snaps, snaps[1]):
+            assert fast.decide(snap, 1.0) == plain.decide(snap, 1.0), name

@@ -1,0 +1,69 @@
+"""The per-job part of :func:`horus_core.packing.assemble.assemble`, compiled: job classes in
+order of first appearance and each GPU's first 3 residents, from the active jobs' records
+(:mod:`horus_core.packing.placed`) and the queue's slots, in one pass without Python objects."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import types
+from numba.typed import Dict
+from numpy.typing import NDArray
+
+I32 = NDArray[np.int32]
+I64 = NDArray[np.int64]
+Ix = NDArray[np.intp]
+B = NDArray[np.bool_]
+SHIFT = 1 << 32  # class key = signature code * SHIFT + (GPUs + BIAS when split by GPUs, else BIAS)
+BIAS = 1 << 31
+
+
+@numba.njit(cache=True)
+def classes_and_residents(
+    rec: I64, n_act: int, q_slot: Ix, code: I32, gpus: I32, excl: B, n_gpus: int, split: bool
+) -> tuple[I64, I32, I32, I32, B]:
+    """Returns (class keys in class order, the queue's classes, per GPU: residents (at most 3
+    counted), their classes [gpus, 3], an exclusive job there)."""
+    seen = Dict.empty(key_type=types.int64, value_type=types.int64)
+    keys = np.empty(n_act + q_slot.shape[0], np.int64)
+    n_cls = 0
+    nres = np.zeros(n_gpus, np.int32)
+    res = np.full((n_gpus, 3), -1, np.int32)
+    ex = np.zeros(n_gpus, np.bool_)
+    pos = 0
+    for _ in range(n_act):
+        slot, n = rec[pos], rec[pos + 1]
+        first = pos + 2
+        pos = first + n
+        ready = False
+        for k in range(first, pos):
+            if rec[k] >= 0:
+                ready = True
+                break
+        if not ready:
+            continue
+        key = code[slot] * SHIFT + ((gpus[slot] + BIAS) if split else BIAS)
+        c = seen.get(key, -1)
+        if c < 0:
+            c = seen[key] = n_cls
+            keys[n_cls] = key
+            n_cls += 1
+        for k in range(first, pos):
+            g = rec[k]
+            if g >= 0:
+                if nres[g] < 3:
+                    res[g, nres[g]] = c
+                    nres[g] += 1
+                if excl[slot]:
+                    ex[g] = True
+    job_cls = np.empty(q_slot.shape[0], np.int32)
+    for i in range(q_slot.shape[0]):
+        slot = q_slot[i]
+        key = code[slot] * SHIFT + ((gpus[slot] + BIAS) if split else BIAS)
+        c = seen.get(key, -1)
+        if c < 0:
+            c = seen[key] = n_cls
+            keys[n_cls] = key
+            n_cls += 1
+        job_cls[i] = c
+    return keys[:n_cls].copy(), job_cls, nres, res, ex
