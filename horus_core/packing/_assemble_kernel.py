@@ -18,6 +18,18 @@ SHIFT = 1 << 32  # class key = signature code * SHIFT + (GPUs + BIAS when split 
 BIAS = 1 << 31
 
 
+@numba.njit(cache=True, inline="always")
+def _class(seen: Dict, keys: I64, n_cls: int, code: int, gpus: int, split: bool) -> tuple[int, int]:
+    """The class of (signature code, GPUs when split), numbered on first sight; and the count."""
+    key = code * SHIFT + ((gpus + BIAS) if split else BIAS)
+    c = seen.get(key, -1)
+    if c < 0:
+        c = seen[key] = n_cls
+        keys[n_cls] = key
+        n_cls += 1
+    return c, n_cls
+
+
 @numba.njit(cache=True)
 def classes_and_residents(
     rec: I64, n_act: int, q_slot: Ix, code: I32, gpus: I32, excl: B, n_gpus: int, split: bool
@@ -42,12 +54,7 @@ def classes_and_residents(
                 break
         if not ready:
             continue
-        key = code[slot] * SHIFT + ((gpus[slot] + BIAS) if split else BIAS)
-        c = seen.get(key, -1)
-        if c < 0:
-            c = seen[key] = n_cls
-            keys[n_cls] = key
-            n_cls += 1
+        c, n_cls = _class(seen, keys, n_cls, code[slot], gpus[slot], split)
         for k in range(first, pos):
             g = rec[k]
             if g >= 0:
@@ -58,12 +65,5 @@ def classes_and_residents(
                     ex[g] = True
     job_cls = np.empty(q_slot.shape[0], np.int32)
     for i in range(q_slot.shape[0]):
-        slot = q_slot[i]
-        key = code[slot] * SHIFT + ((gpus[slot] + BIAS) if split else BIAS)
-        c = seen.get(key, -1)
-        if c < 0:
-            c = seen[key] = n_cls
-            keys[n_cls] = key
-            n_cls += 1
-        job_cls[i] = c
+        job_cls[i], n_cls = _class(seen, keys, n_cls, code[q_slot[i]], gpus[q_slot[i]], split)
     return keys[:n_cls].copy(), job_cls, nres, res, ex
