@@ -6,6 +6,11 @@ Prints one JSON line: wall time of the run (``s``), events per second, and how t
 between the policy's ``decide()`` calls and the simulator itself. The default rate (8 jobs/h)
 offers about 0.8 of what 1,024 GPUs serve without packing (a Philly job averages ~100 GPU-h).
 Uses ``horus``; falls back to ``fifo`` (with a note) where ``horus`` is not registered.
+
+A second line is the in-run reference: the trace's first ``--reference-jobs`` jobs (default
+3,000; 0: none) simulated with the policy's fast path and with its plain path (``Packer(plain=
+True)``: the per-job Python the fast path must match), their wall times, the ratio, and whether
+every job's record (start, finish, speeds, attempts) came out the same.
 """
 
 from __future__ import annotations
@@ -14,9 +19,18 @@ import argparse
 import json
 import time
 
-from horus_core.interference import default_model
+from horus_core.interference import InterferenceModel, default_model
 from horus_core.policies import make_policy, policy_names
-from horus_core.sim import SimConfig, Simulator, build_cluster, generate_synthetic, parse_synthetic, summarize
+from horus_core.policies._packing import Packer
+from horus_core.sim import (
+    SimConfig,
+    Simulator,
+    TraceJob,
+    build_cluster,
+    generate_synthetic,
+    parse_synthetic,
+    summarize,
+)
 
 TARGET_S = 60.0  # issue 4: 100,000 jobs on 1,024 GPUs on a 2-core machine (``of_target`` = s / this)
 
@@ -33,6 +47,9 @@ def main() -> None:
         type=float,
         default=0.0,
         help="coalesce event rounds at most once per this many simulated seconds (Gavel: 360 s rounds)",
+    )
+    p.add_argument(
+        "--reference-jobs", type=int, default=3000, help="fast vs plain path on this many jobs (0: skip)"
     )
     args = p.parse_args()
     note = ""
@@ -77,6 +94,33 @@ def main() -> None:
     if note:
         out["note"] = note
     print(json.dumps(out))
+    if args.reference_jobs > 0:
+        print(json.dumps(reference(jobs[: args.reference_jobs], args.gpus, policy_name, model)))
+
+
+def reference(
+    jobs: list[TraceJob], gpus: int, policy_name: str, model: InterferenceModel
+) -> dict[str, object]:
+    """The same jobs through the policy's fast path and its plain path, in this process."""
+    runs = []
+    for plain in (False, True):
+        policy = make_policy(policy_name, model)
+        if plain and hasattr(policy, "packer"):
+            policy.packer = Packer(plain=True)
+        sim = Simulator(jobs, build_cluster(f"v100:{gpus}"), policy, model, SimConfig(timeline=False))
+        runs.append(sim.run())
+    fast, slow = runs
+    return {
+        "bench": "sim_scale",
+        "what": "reference",
+        "jobs": len(jobs),
+        "gpus": gpus,
+        "policy": policy_name,
+        "fast_s": round(fast.wall_s, 2),
+        "plain_s": round(slow.wall_s, 2),
+        "plain_over_fast": round(slow.wall_s / fast.wall_s, 2),
+        "same": fast.records == slow.records,
+    }
 
 
 if __name__ == "__main__":
