@@ -10,7 +10,9 @@ Policy (``--what decide``): ``make_policy(name).decide(snapshot, now)`` end to e
 unless ``--policies`` says otherwise) on an empty cluster and on a half-full one (running jobs,
 co-located where Horus would, on half of the nodes), J pending jobs each. ``call``: ``first``
 is a fresh policy object (cold caches; the kernel is compiled or loaded before), ``steady`` the
-same object called again on the same snapshot, ``churn`` the same object on a sequence of new
+same object called again on the same snapshot, ``reread`` the same object on copies of it whose
+every job and spec is a new object (as the master's store decodes them each pass; nothing
+is found again by identity), ``churn`` the same object on a sequence of new
 snapshots (1 % of the pending jobs replaced, 1 % of the running ones finished, one node lost
 and the one lost before back) - what the master sees tick to tick. ``same`` says the actions
 equal a fresh policy object's; ``cpu_ms`` is process CPU time (less sensitive to other work on
@@ -162,6 +164,11 @@ def shared_gpus(running: list[Job]) -> int:
     return sum(n > 1 for n in per.values())
 
 
+def reread_copy(snap: ClusterSnapshot) -> ClusterSnapshot:
+    """The same snapshot as the master's store reads it each pass: every job and spec a new object."""
+    return ClusterSnapshot(snap.nodes, tuple(replace(j, spec=replace(j.spec)) for j in snap.jobs))
+
+
 def decide_runs(
     name: str, snap: ClusterSnapshot, ticks: list[ClusterSnapshot], repeat: int
 ) -> list[tuple[str, list[float], list[float], bool, int]]:
@@ -173,8 +180,13 @@ def decide_runs(
     out = []
     policy = make_policy(name)
     placed = sum(isinstance(a, Assign) for a in want[0])
-    for call, snaps, expect in (("first", [snap], want[:1]), ("steady", [snap] * repeat, want[:1] * repeat),
-                                ("churn", ticks, want[1:])):  # fmt: skip
+    calls = (
+        ("first", [snap], want[:1]),
+        ("steady", [snap] * repeat, want[:1] * repeat),
+        ("reread", [reread_copy(snap) for _ in range(repeat)], want[:1] * repeat),
+        ("churn", ticks, want[1:]),
+    )
+    for call, snaps, expect in calls:
         gc.collect()
         ms, cpu, same = [], [], True
         for s, w in zip(snaps, expect, strict=True):

@@ -38,6 +38,16 @@ def test_placement_decide_matches_a_fresh_policy_and_the_kernel_its_reference() 
         (p, c, call)
         for p in ("horus", "lucid")
         for c in ("empty", "half")
-        for call in ("first", "steady", "churn")
+        for call in ("first", "steady", "reread", "churn")
     }
     assert all(x["same"] and x["jobs"] == 60 and x["gpus"] == 32 and x["ms"] > 0 for x in runs)
+
+
+def test_live_read_reports_both_reads_and_their_ratio() -> None:
+    lines = bench("live_read.py", "--jobs", "300", "--running", "40", "--repeat", "2")
+    reads = {(x["read"], x.get("changed")): x["ms"] for x in lines if "read" in x}
+    assert set(reads) == {("live", 0.0), ("live", 0.25), ("json", None)} and all(
+        v > 0 for v in reads.values()
+    )
+    (ratio,) = [x for x in lines if x.get("ratio") == "json/live"]
+    assert abs(ratio["value"] - reads[("json", None)] / reads[("live", 0.0)]) <= 0.2 * ratio["value"]

@@ -35,18 +35,23 @@ class PlacedGpus:
         ids, active = live.a_ids, live.active
         if layout is not self._layout or len(self._held) > 2 * len(active) + 256:
             self._layout, self._memo, self._held = layout, {}, []  # start over: layout changed, or stale
-        memo, index = self._memo, layout.index
+        memo = self._memo
         per = list(map(memo.get, ids))
         if None in per:
-            slots = live.a_slots
-            for i, r in enumerate(per):
-                if r is None:
-                    job = active[i]
-                    per[i] = memo[ids[i]] = _record(slots[i], job, index)
-                    self._held.append(job)
+            self._encode(per, layout.index, live)
         out: I64 = np.frombuffer(b"".join(per), np.int64)  # type: ignore[arg-type]
         return out
 
-
-def _record(slot: int, job: Job, index: dict[str, int]) -> bytes:
-    return np.array([slot, len(job.gpus), *[index.get(u, -1) for u in job.gpus]], np.int64).tobytes()
+    def _encode(self, per: list[bytes | None], index: dict[str, int], live: Live) -> None:
+        """Fill in the records of the jobs not in the memo, all in one array, and remember them."""
+        miss = [i for i, r in enumerate(per) if r is None]
+        flat: list[int] = []
+        bounds = [0]
+        for i in miss:
+            gpus = live.active[i].gpus
+            flat += [live.a_slots[i], len(gpus), *[index.get(u, -1) for u in gpus]]
+            bounds.append(8 * len(flat))
+        buf = np.array(flat, np.int64).tobytes()
+        for i, lo, hi in zip(miss, bounds[:-1], bounds[1:], strict=True):
+            per[i] = self._memo[live.a_ids[i]] = buf[lo:hi]
+            self._held.append(live.active[i])

@@ -7,6 +7,7 @@ import pathlib
 import shutil
 import sqlite3
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,10 +15,11 @@ from master_fakes import client_for, running_master, spec
 
 from horus_core.errors import Unavailable
 from horus_core.gen import client_pb2 as cpb
-from horus_core.model import Job, JobSpec, JobState
+from horus_core.model import Job, JobSpec, JobState, ProfileHints
+from master.services import transitions as tr
 from master.store import Store
 from master.store.db import migrations_from, packaged_migrations
-from master.store.jobs import SubmitOp, new_job_id
+from master.store.jobs import SubmitOp, TransitionOp, new_job_id
 from master.store.writer import WriteOp
 
 
@@ -153,3 +155,35 @@ async def test_duplicate_request_ids_within_one_batch(tmp_path: pathlib.Path) ->
     results = await asyncio.gather(*(store.write(SubmitOp(job(), "same")) for _ in range(10)))
     assert sum(r.created for r in results) == 1 and len({r.row.job.id for r in results}) == 1
     await store.close()
+
+
+async def test_live_jobs_decode_only_what_changed(tmp_path: pathlib.Path) -> None:
+    """A scheduling pass's read: rows equal what the full JSON read gives; an unchanged row is
+    the same object as last time, a changed row keeps its spec object, a finished job drops out
+    and a new one comes in."""
+    store = await Store.open(tmp_path / "h.db")
+    try:
+        hinted = JobSpec(("x",), gpus=2, owner="t", job_type="A3C", hints=ProfileHints(10.0, 20.0, 900),
+                         env=(("A", "1"),), mounts=("/data",), total_steps=50, priority=1)  # fmt: skip
+        jobs = [job(), job(), replace(job(), spec=hinted)]
+        for j in jobs:
+            await store.write(SubmitOp(j, None))
+        first = await store.read.live_jobs()
+        assert [r.job for r in first] == [r.job for r in [await store.read.job(j.id) for j in jobs] if r]
+        assert [r.job.id for r in first] == [j.id for j in jobs] and first[2].job.spec == hinted
+
+        a, b, c = (j.id for j in jobs)
+        now = 5.0
+        await store.write(TransitionOp(((b, tr.assign("n1", ("g0", "g1"), 0.5, now)),
+                                        (c, tr.cancel("by test", now, node_lost=False)))))  # fmt: skip
+        late = job()
+        await store.write(SubmitOp(late, None))
+        second = await store.read.live_jobs()
+        assert [r.job.id for r in second] == [a, b, late.id]
+        assert second[0] is first[0]  # unchanged: the same object
+        assert second[1] is not first[1] and second[1].job.spec is first[1].job.spec  # changed, same spec
+        stored = await store.read.job(b)
+        assert stored is not None and second[1] == stored
+        assert second[1].job.state is JobState.ASSIGNED and second[1].job.gpus == ("g0", "g1")
+    finally:
+        await store.close()
