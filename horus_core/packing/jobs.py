@@ -3,8 +3,11 @@
 A job's spec never changes, so its packing facts (signature, GPUs, exclusive, priority, known
 work) are computed once per job and kept in flat arrays indexed by a *slot*; a pass only looks
 the slot up (validated by the spec object's identity, so a new spec under an old id is seen).
-Signatures are interned to integer codes once. Profiles per signature code are kept per model
-version (a live observation changes them), see :class:`Profiles`.
+A ``Job`` object seen in an earlier pass (frozen: same state, same spec) is found again by its
+``id()`` without even that lookup; the table holds those objects so their ids stay theirs, and
+forgets them all when a spec changes under an id. Signatures are interned to integer codes
+once. Profiles per signature code are kept per model version (a live observation changes
+them), see :class:`Profiles`.
 """
 
 from __future__ import annotations
