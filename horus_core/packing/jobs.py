@@ -153,9 +153,9 @@ class JobTable:
             self.sigs, self._model, self._version = Interner(), model, -1  # drop what is gone
             self._reset(len(self.code))
             self._forget()
-        # A job object seen last pass (frozen: same state, same spec) keeps its slot; the
-        # others are looked up by id and spec. Last pass's objects are held (``_seen_keep``),
-        # so no ``id()`` in the memo belongs to a newer object.
+        # A job object seen in an earlier pass (frozen: same state, same spec) keeps its slot;
+        # the others are looked up by id and spec. Every remembered object is held
+        # (``_seen_keep``), so no ``id()`` in the memo belongs to a newer object.
         seen_a, seen_p, slots, specs = self._seen_a, self._seen_p, self._slot, self.specs
         pending: list[Job] = []
         p_slot: list[int] = []

@@ -3,9 +3,9 @@
 An active job's GPUs only change with a new attempt, which is a new (frozen) :class:`Job`
 object, so a pass encodes only the jobs it has not seen (on the same layout). Each job is one
 record of int64s, ``[slot, n, gpu_1 .. gpu_n]`` (-1: a GPU the layout does not have), kept as
-bytes so a pass joins them into one array without a Python step per GPU. The memo holds last
-job objects, so no ``id()`` in it belongs to a newer object; it starts over when it holds
-mostly jobs that have gone.
+bytes so a pass joins them into one array without a Python step per GPU. The memo holds every
+job object it remembers, so no ``id()`` in it belongs to a newer object; it starts over when it
+holds mostly jobs that have gone.
 """
 
 from __future__ import annotations
