@@ -33,7 +33,6 @@ B = NDArray[np.bool_]
 Ix = NDArray[np.intp]
 
 _PENDING, _ASSIGNED, _RUNNING = JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING
-_P, _A, _OTHER = 0, 1, 2  # pending, active, neither (a snapshot should hold none of those)
 _INT31, _INT53 = 1 << 31, 1 << 53
 _KNOWN = ("measured", "table")
 _SPEEDS_KEPT = 1024

@@ -22,9 +22,7 @@ class SimLookup:
         return node in self.world.ready
 
     def healthy_gpu(self, node: str, uuid: str) -> bool:
-        w = self.world
-        i = w.index.get(uuid)
-        return i is not None and w.gpu_node[i] == node and w.usable[i]
+        return self.world.healthy_gpu(node, uuid) is not None
 
     def residents(self, uuid: str) -> Sequence[Job]:
         i = self.world.index.get(uuid)

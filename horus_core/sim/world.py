@@ -50,11 +50,16 @@ class World:
             raise SimulationError(f"GPU list {list(uuids)} is empty or repeats a GPU")
         out = []
         for uuid in uuids:
-            i = self.index.get(uuid)
-            if i is None or self.gpu_node[i] != node or not self.usable[i]:
+            i = self.healthy_gpu(node, uuid)
+            if i is None:
                 raise SimulationError(f"GPU {uuid!r} is not a healthy GPU of node {node!r}")
             out.append(i)
         return tuple(out)
+
+    def healthy_gpu(self, node: str, uuid: str) -> int | None:
+        """The index of ``uuid`` if it is a healthy GPU of ``node``, else None."""
+        i = self.index.get(uuid)
+        return i if i is not None and self.gpu_node[i] == node and self.usable[i] else None
 
     def place(self, job: SimJob) -> None:
         for g in job.gpus:
