@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from horus_core.model import Job, JobSpec, JobState
-from master.store.rows import JobRow, spec_from_dict
+from horus_core.model import JobSpec
+from master.store.rows import JobRow, job_row_from_dict
 
 LIVE_COLUMNS = (
     "id, request_id, spec, state, attempt, submitted_at, updated_at, started_at, finished_at, node, gpus,"
@@ -24,7 +24,8 @@ LIVE_COLUMNS = (
 SELECT_LIVE = (
     f"SELECT {LIVE_COLUMNS} FROM jobs WHERE state IN ('PENDING', 'ASSIGNED', 'RUNNING') ORDER BY seq"
 )
-_SPEC = 2
+_NAMES = tuple(name.strip() for name in LIVE_COLUMNS.split(","))
+_SPEC = _NAMES.index("spec")
 
 
 class LiveRows:
@@ -52,21 +53,8 @@ class LiveRows:
 
 def row_of(cols: tuple[Any, ...], spec: JobSpec | None = None) -> JobRow:
     """One :data:`LIVE_COLUMNS` row as a JobRow (``spec``: the already decoded spec, if known)."""
-    (jid, request_id, spec_text, state, attempt, submitted_at, updated_at, started_at, finished_at, node,
-     gpus, reason, exit_code, predicted_slowdown, cancel_requested, seq) = cols  # fmt: skip
-    job = Job(
-        id=jid,
-        spec=spec if spec is not None else spec_from_dict(json.loads(spec_text)),
-        state=JobState(state),
-        attempt=attempt,
-        submitted_at=float(submitted_at),
-        updated_at=float(updated_at),
-        started_at=started_at,
-        finished_at=finished_at,
-        node=node,
-        gpus=tuple(json.loads(gpus)),
-        reason=reason,
-        exit_code=exit_code,
-        predicted_slowdown=float(predicted_slowdown),
-    )
-    return JobRow(job, bool(cancel_requested), request_id, seq)
+    d = dict(zip(_NAMES, cols, strict=True))
+    d["gpus"] = json.loads(d["gpus"])
+    if spec is None:
+        d["spec"] = json.loads(d["spec"])
+    return job_row_from_dict(d, spec)

@@ -81,10 +81,11 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
     )
 
 
-def job_row_from_dict(d: dict[str, Any]) -> JobRow:
+def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
+    """``spec``: the job's spec when already decoded (``d["spec"]`` is then not read)."""
     job = Job(
         id=d["id"],
-        spec=spec_from_dict(d["spec"]),
+        spec=spec if spec is not None else spec_from_dict(d["spec"]),
         state=JobState(d["state"]),
         attempt=d["attempt"],
         submitted_at=float(d["submitted_at"]),
