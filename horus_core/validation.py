@@ -1,21 +1,40 @@
-"""Validation of untrusted job specs. Every rule names the field it checks."""
+"""Validation of untrusted job specs and request ids. Every rule names the field it checks.
+
+Sizes are counted in UTF-8 bytes, the unit of the wire and of ``execve``. The bounds keep every
+accepted spec far below the 4 MiB gRPC message cap, so each message that carries it (the submit
+answer, a listing page, the worker's Assignment) fits, and keep the command and environment within
+what ``execve`` accepts, so a spec that passes validation can be started (docs/reliability-store.md).
+"""
 
 from __future__ import annotations
 
+import math
+import posixpath
 import re
+from collections.abc import Sequence
 
 from horus_core.errors import InvalidArgument
 from horus_core.model import JobSpec
 
-MAX_COMMAND_ARGS = 1024
-MAX_ARG_LEN = 8192
-MAX_NAME_LEN = 256
+MAX_COMMAND_ARGS = 4096
+# Linux: one argv or envp string may be at most MAX_ARG_STRLEN = 32 pages (128 KiB) with its NUL.
+MAX_ARG_BYTES = 128 * 1024 - 1
+# argv + envp as execve counts them (bytes + NUL + one pointer each). ARG_MAX is usually 2 MiB
+# (a quarter of an 8 MiB stack); half of it is left for what the worker adds to the environment.
+MAX_EXEC_BYTES = 1024 * 1024
+MAX_SPEC_BYTES = 1024 * 1024 + 64 * 1024  # the whole spec as sent (an upper estimate)
+MAX_NAME_LEN = 256  # bytes: name, owner, job_type
+MAX_PATH_LEN = 4096  # bytes: workdir, each mount (PATH_MAX)
+MAX_MOUNTS = 64
 MAX_ENV = 256
 MAX_ENV_VALUE = 8192
 MAX_GPUS_PER_JOB = 64
 MAX_PRIORITY = 1000
+MAX_REQUEST_ID = 128
+MAX_CPUS = 4096.0
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Never let a user steer which GPUs or libraries a job sees: the runtime sets these, and a user's
 # values are stripped (by the master on submit and again by every runtime).
 RESERVED_ENV_PREFIXES = ("NVIDIA_", "HORUS_")
@@ -30,39 +49,93 @@ def strip_reserved_env(env: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str
     return tuple((k, v) for k, v in env if not is_reserved_env(k))
 
 
-def validate_spec(spec: JobSpec, *, max_gpus_per_node: int | None = None) -> JobSpec:
+def utf8_len(field: str, value: str) -> int:
+    """The UTF-8 size of ``value``; a string that is not valid Unicode text is refused."""
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument(field, "is not valid UTF-8 text") from None
+
+
+def check_finite(field: str, value: float | None) -> None:
+    if value is not None and not math.isfinite(value):
+        raise InvalidArgument(field, f"must be a finite number, got {value}")
+
+
+def check_request_id(request_id: str) -> str:
+    if utf8_len("request_id", request_id) > MAX_REQUEST_ID:
+        raise InvalidArgument("request_id", f"at most {MAX_REQUEST_ID} bytes")
+    if _CONTROL.search(request_id):
+        raise InvalidArgument("request_id", "contains a control character (NUL, newline, ...)")
+    return request_id
+
+
+def spec_size(spec: JobSpec) -> int:
+    """An upper estimate of the spec's serialized size in bytes (each string + 8 of framing)."""
+    strings = [*spec.command, *spec.mounts, spec.name, spec.owner, spec.job_type, spec.image, spec.workdir]
+    strings += [s for kv in spec.env for s in kv]
+    return 256 + sum(utf8_len("spec", s) + 8 for s in strings) + 8 * len(spec.env)
+
+
+def exec_size(spec: JobSpec) -> int:
+    """argv + envp as ``execve`` counts them: each string, its NUL and its pointer."""
+    argv = sum(utf8_len("command", a) + 9 for a in spec.command)
+    return argv + sum(utf8_len("env", k) + utf8_len("env", v) + 10 for k, v in spec.env)
+
+
+def validate_spec(
+    spec: JobSpec, *, max_gpus_per_node: int | None = None, allow_mounts: Sequence[str] | None = None
+) -> JobSpec:
     """Return ``spec`` if it is acceptable, else raise :class:`InvalidArgument` naming the field.
 
     ``max_gpus_per_node`` is the largest node the cluster has (None: unknown, not checked).
+    ``allow_mounts``: host path prefixes the operator allows (None: not checked here).
     """
     _check_command(spec.command)
-    if spec.gpus < 1:
-        raise InvalidArgument("gpus", f"must be at least 1, got {spec.gpus}")
-    if spec.gpus > MAX_GPUS_PER_JOB:
-        raise InvalidArgument("gpus", f"at most {MAX_GPUS_PER_JOB}, got {spec.gpus}")
-    if max_gpus_per_node is not None and spec.gpus > max_gpus_per_node:
-        raise InvalidArgument(
-            "gpus",
-            f"asks for {spec.gpus} GPUs but the largest node has {max_gpus_per_node}",
-        )
-    for field_name in ("name", "owner", "job_type", "workdir"):
-        value = getattr(spec, field_name)
-        if len(value) > MAX_NAME_LEN:
-            raise InvalidArgument(field_name, f"longer than {MAX_NAME_LEN} characters")
-        if "\x00" in value:
-            raise InvalidArgument(field_name, "contains a NUL character")
+    _check_gpus(spec.gpus, max_gpus_per_node)
+    for field_name in ("name", "owner", "job_type"):
+        _check_text(field_name, getattr(spec, field_name), MAX_NAME_LEN)
     if spec.image and not _IMAGE.match(spec.image):
         raise InvalidArgument("image", f"not a valid image reference: {spec.image[:80]!r}")
+    if spec.workdir:
+        _check_path("workdir", spec.workdir)
     _check_env(spec.env)
     if not -MAX_PRIORITY <= spec.priority <= MAX_PRIORITY:
         raise InvalidArgument("priority", f"must be within ±{MAX_PRIORITY}")
-    if spec.cpus < 0 or spec.memory_mib < 0 or spec.total_steps < 0:
-        raise InvalidArgument("resources", "cpus, memory_mib and total_steps must not be negative")
+    check_finite("cpus", spec.cpus)
+    if not 0 <= spec.cpus <= MAX_CPUS:
+        raise InvalidArgument("cpus", f"must be within [0, {MAX_CPUS:g}], got {spec.cpus}")
+    if spec.memory_mib < 0 or spec.total_steps < 0:
+        raise InvalidArgument("resources", "memory_mib and total_steps must not be negative")
     _check_hints(spec)
-    for mount in spec.mounts:
-        if len(mount) > MAX_ARG_LEN or ":" not in mount or not mount.startswith("/"):
-            raise InvalidArgument("mounts", f"expected /host/path:/container/path[:ro], got {mount[:80]!r}")
+    _check_mounts(spec.mounts, allow_mounts)
+    if exec_size(spec) > MAX_EXEC_BYTES:
+        raise InvalidArgument("command", f"command and env exceed {MAX_EXEC_BYTES} bytes (execve limit)")
+    if spec_size(spec) > MAX_SPEC_BYTES:
+        raise InvalidArgument("spec", f"larger than {MAX_SPEC_BYTES} bytes")
     return spec
+
+
+def _check_gpus(gpus: int, max_gpus_per_node: int | None) -> None:
+    if gpus < 1:
+        raise InvalidArgument("gpus", f"must be at least 1, got {gpus}")
+    if gpus > MAX_GPUS_PER_JOB:
+        raise InvalidArgument("gpus", f"at most {MAX_GPUS_PER_JOB}, got {gpus}")
+    if max_gpus_per_node is not None and gpus > max_gpus_per_node:
+        raise InvalidArgument("gpus", f"asks for {gpus} GPUs but the largest node has {max_gpus_per_node}")
+
+
+def _check_text(field: str, value: str, limit: int) -> None:
+    if utf8_len(field, value) > limit:
+        raise InvalidArgument(field, f"longer than {limit} bytes")
+    if _CONTROL.search(value):
+        raise InvalidArgument(field, "contains a control character (NUL, newline, ...)")
+
+
+def _check_path(field: str, path: str) -> None:
+    _check_text(field, path, MAX_PATH_LEN)
+    if not path.startswith("/"):
+        raise InvalidArgument(field, f"must be an absolute path, got {path[:80]!r}")
 
 
 def _check_command(command: tuple[str, ...]) -> None:
@@ -71,8 +144,8 @@ def _check_command(command: tuple[str, ...]) -> None:
     if len(command) > MAX_COMMAND_ARGS:
         raise InvalidArgument("command", f"at most {MAX_COMMAND_ARGS} arguments")
     for arg in command:
-        if len(arg) > MAX_ARG_LEN:
-            raise InvalidArgument("command", f"an argument is longer than {MAX_ARG_LEN} characters")
+        if utf8_len("command", arg) > MAX_ARG_BYTES:
+            raise InvalidArgument("command", f"an argument is longer than {MAX_ARG_BYTES} bytes")
         if "\x00" in arg:
             raise InvalidArgument("command", "an argument contains a NUL character")
 
@@ -83,14 +156,43 @@ def _check_env(env: tuple[tuple[str, str], ...]) -> None:
     for key, value in env:
         if not _ENV_KEY.match(key):
             raise InvalidArgument("env", f"invalid variable name {key[:80]!r}")
-        if len(value) > MAX_ENV_VALUE or "\x00" in value:
-            raise InvalidArgument("env", f"value of {key} is too long or contains NUL")
+        if utf8_len("env", value) > MAX_ENV_VALUE or "\x00" in value:
+            raise InvalidArgument("env", f"value of {key} is over {MAX_ENV_VALUE} bytes or has a NUL")
 
 
 def _check_hints(spec: JobSpec) -> None:
     h = spec.hints
     for name, value in (("util_avg", h.util_avg), ("util_peak", h.util_peak)):
+        check_finite(f"hints.{name}", value)
         if value is not None and not 0.0 <= value <= 100.0:
             raise InvalidArgument(f"hints.{name}", f"must be a percentage in [0, 100], got {value}")
     if h.mem_mib is not None and not 0 <= h.mem_mib <= 1 << 22:
         raise InvalidArgument("hints.mem_mib", f"out of range: {h.mem_mib}")
+
+
+def parse_mount(mount: str) -> tuple[str, str, bool]:
+    """``/host:/container[:ro|:rw]`` -> (host, container, read_only), both paths checked."""
+    _check_text("mounts", mount, MAX_PATH_LEN)
+    parts = mount.split(":")
+    if not (len(parts) == 2 or (len(parts) == 3 and parts[2] in ("ro", "rw"))):
+        raise InvalidArgument("mounts", f"expected /host/path:/container/path[:ro], got {mount[:80]!r}")
+    host, target = parts[0], parts[1]
+    for path in (host, target):
+        if not path.startswith("/") or ".." in path.split("/"):
+            raise InvalidArgument("mounts", f"paths must be absolute, without '..': {mount[:80]!r}")
+    return host, target, len(parts) == 3 and parts[2] == "ro"
+
+
+def _check_mounts(mounts: tuple[str, ...], allow: Sequence[str] | None) -> None:
+    if len(mounts) > MAX_MOUNTS:
+        raise InvalidArgument("mounts", f"at most {MAX_MOUNTS} mounts")
+    for mount in mounts:
+        host = posixpath.normpath(parse_mount(mount)[0])
+        if allow is not None and not any(_under(host, prefix) for prefix in allow):
+            allowed = ", ".join(allow) or "none (horus-master --allow-mount PREFIX)"
+            raise InvalidArgument("mounts", f"host path {host[:80]!r} is not allowed; allowed: {allowed}")
+
+
+def _under(path: str, prefix: str) -> bool:
+    base = posixpath.normpath(prefix)
+    return path == base or path.startswith(base.rstrip("/") + "/")

@@ -32,6 +32,7 @@ class MasterConfig:
     tls_cert: pathlib.Path | None = None  # server certificate (PEM): serve TLS instead of plaintext
     tls_key: pathlib.Path | None = None
     tls_client_ca: pathlib.Path | None = None  # mutual TLS: clients and workers need a cert from this CA
+    allow_mounts: tuple[str, ...] = ()  # host path prefixes a job spec may mount (checked at submit)
     extra_server_options: tuple[tuple[str, int], ...] = field(default_factory=tuple)
 
     @property

@@ -44,6 +44,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=pathlib.Path,
         help="mutual TLS: require client/worker certificates signed by this CA",
     )
+    p.add_argument(
+        "--allow-mount",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="host path prefix job specs may mount (repeatable; default: no host mounts)",
+    )
     p.add_argument("--max-concurrent-rpcs", type=int, default=1000)
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -81,6 +88,7 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
+        allow_mounts=tuple(args.allow_mount),
     )
 
 

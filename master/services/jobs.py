@@ -8,23 +8,25 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from horus_core.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from horus_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from horus_core.model import Job, JobSpec, JobState
-from horus_core.validation import strip_reserved_env, validate_spec
+from horus_core.validation import check_request_id, spec_size, strip_reserved_env, validate_spec
 from master.services import transitions as tr
 from master.services.access import Identity, check_job_access, owner_filter, owner_for
 from master.services.core import Core
 from master.services.events import JobEvent, Subscription
 from master.services.logs import JOB_ID
-from master.store.jobs import SubmitOp, SubmitResult, new_job_id
+from master.store.jobs import SubmitOp, SubmitResult, new_job_id, request_key
 from master.store.rows import JobRow
 
 log = logging.getLogger(__name__)
 
-MAX_REQUEST_ID = 128
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
-PAGE_BYTES = 3 * 1024 * 1024  # keep a page under the clients' default 4 MiB receive limit
+# A page's jobs (estimated from above) stay under this: with the largest spec validation accepts
+# (horus_core.validation.MAX_SPEC_BYTES) a page is still below the 4 MiB message limit.
+PAGE_BYTES = 3 * 1024 * 1024
+MAX_REASON = 1000
 _TOKEN_PREFIX = "p1."
 
 
@@ -62,10 +64,9 @@ def decode_page_token(token: str) -> int:
 
 
 def approx_size(job: Job) -> int:
-    s = job.spec
-    env = sum(len(k) + len(v) + 4 for k, v in s.env)
-    args = sum(len(a) + 2 for a in s.command) + sum(len(m) + 2 for m in s.mounts)
-    return 256 + args + env + len(job.reason)
+    """An upper estimate of the job's serialized size in bytes."""
+    gpus = sum(len(g) + 8 for g in job.gpus)
+    return 512 + spec_size(job.spec) + gpus + len(job.id) + len(job.node) + 4 * len(job.reason)
 
 
 class JobService:
@@ -73,23 +74,21 @@ class JobService:
         self.core = core
 
     async def submit(self, spec: JobSpec, request_id: str, caller: Identity | None) -> SubmitResult:
-        if len(request_id) > MAX_REQUEST_ID:
-            raise InvalidArgument("request_id", f"at most {MAX_REQUEST_ID} characters")
+        check_request_id(request_id)
         core = self.core
         owner = owner_for(caller, spec.owner)
         if spec.owner != owner:
             spec = dataclasses.replace(spec, owner=owner)
-        validate_spec(spec, max_gpus_per_node=core.registry.max_gpus_per_node())
+        max_gpus = core.registry.max_gpus_per_node()
+        validate_spec(spec, max_gpus_per_node=max_gpus, allow_mounts=core.config.allow_mounts)
         env = strip_reserved_env(spec.env)
         if env != spec.env:
             spec = dataclasses.replace(spec, env=env)
         now = core.clock.now()
         reason = "waiting for a scheduling pass" if core.registry.any_schedulable() else "no ready nodes"
         job = Job(new_job_id(), spec, JobState.PENDING, submitted_at=now, updated_at=now, reason=reason)
-        result = await core.store.write(SubmitOp(job, request_id or None))
+        result = await core.store.write(SubmitOp(job, request_key(owner, request_id) if request_id else None))
         if not result.created:
-            if caller is not None and result.row.job.spec.owner != owner:
-                raise AlreadyExists("request_id was used by another user")
             return result
         core.events.publish(JobEvent(result.row.job, None, now, "submitted"))
         core.poke()
@@ -130,7 +129,7 @@ class JobService:
         if row.job.state.terminal:
             raise FailedPrecondition(f"job {job_id} is already {row.job.state.value}")
         core = self.core
-        why = reason[:1000] or f"cancelled by {caller.user if caller else 'a user'}"
+        why = reason[:MAX_REASON] or f"cancelled by {caller.user if caller else 'a user'}"
         lost = core.registry.is_lost(row.job.node)
         changes = await core.apply([(job_id, tr.cancel(why, core.clock.now(), node_lost=lost))])
         if not changes:

@@ -1,26 +1,43 @@
-"""SQLite persistence: one writer task with group commit, reads on a separate connection."""
+"""SQLite persistence: one writer task with group commit, reads on a pool of their own connections."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import pathlib
 from typing import TypeVar
 
 import aiosqlite
 
 from master.store.db import Migration, connect_reader, connect_writer, migrate
-from master.store.reads import NodeRow, Reader
+from master.store.jobs import QuarantineOp
+from master.store.reads import NodeRow, Reader, ReaderPool
 from master.store.rows import JobRow
 from master.store.writer import WriteOp, Writer
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+READERS = 4  # read connections: concurrent reads, each on a fresh snapshot
 
 
 class Store:
-    def __init__(self, rconn: aiosqlite.Connection, writer: Writer) -> None:
-        self._rconn = rconn
+    def __init__(self, pool: ReaderPool, writer: Writer) -> None:
+        self._pool = pool
         self.writer = writer
-        self.read = Reader(rconn)
+        self.read = Reader(pool, on_bad=self._quarantine)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _quarantine(self, job_id: str, why: str) -> None:
+        """Mark a job whose stored row cannot be decoded FAILED, in the background (once)."""
+        task = asyncio.get_running_loop().create_task(self._mark_failed(job_id, why))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _mark_failed(self, job_id: str, why: str) -> None:
+        try:
+            await self.writer.submit(QuarantineOp(job_id, f"stored row unreadable: {why}"[:1000]))
+        except Exception as exc:  # the store is closing; the next start reports it again
+            log.warning("could not mark job %s FAILED: %s", job_id, exc)
 
     @classmethod
     async def open(
@@ -34,26 +51,32 @@ class Store:
     ) -> Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         writer: Writer | None = None
+        conns: list[aiosqlite.Connection] = []
         try:
             conn = await asyncio.to_thread(connect_writer, path)
             writer = Writer(
                 conn, group_commit=group_commit, max_batch=max_batch, commit_delay_s=commit_delay_s
             )
             await writer.call(migrate, conn, migrations)
-            rconn = await connect_reader(path)
+            for _ in range(READERS):
+                conns.append(await connect_reader(path))
         except BaseException:
+            for c in conns:
+                await c.close()
             if writer is not None:
                 await writer.close()
             raise
         writer.start()
-        return cls(rconn, writer)
+        return cls(ReaderPool(conns), writer)
 
     async def write(self, op: WriteOp[T]) -> T:
         return await self.writer.submit(op)
 
     async def close(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.writer.close()
-        await self._rconn.close()
+        await self._pool.close()
 
 
 __all__ = ["JobRow", "NodeRow", "Store"]

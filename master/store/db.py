@@ -48,6 +48,12 @@ def _parse(files: Iterable[tuple[str, str]]) -> list[Migration]:
     return out
 
 
+def lenient_text(raw: bytes) -> str:
+    """TEXT as str; invalid UTF-8 (only a damaged row can hold it) is replaced, not an error that
+    would fail the whole query."""
+    return raw.decode("utf-8", "replace")
+
+
 def connect_writer(path: pathlib.Path) -> sqlite3.Connection:
     """The write connection: autocommit mode (transactions are explicit), WAL, synchronous=FULL.
 
@@ -57,6 +63,7 @@ def connect_writer(path: pathlib.Path) -> sqlite3.Connection:
         raise RuntimeError(f"SQLite {sqlite3.sqlite_version} is too old: the store needs 3.35 or newer")
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
+    conn.text_factory = lenient_text
     conn.execute("PRAGMA busy_timeout = 10000")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
@@ -68,6 +75,7 @@ async def connect_reader(path: pathlib.Path) -> aiosqlite.Connection:
     """A read-only connection; WAL lets it read while the writer writes."""
     conn = await aiosqlite.connect(str(path), isolation_level=None)
     conn.row_factory = sqlite3.Row
+    conn.text_factory = lenient_text
     await conn.execute("PRAGMA busy_timeout = 10000")
     await conn.execute("PRAGMA query_only = ON")
     return conn

@@ -11,6 +11,7 @@ import dataclasses
 import random
 import secrets
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -183,5 +184,28 @@ class SetPendingReasonOp(WriteOp[int]):
     def apply(self, conn: sqlite3.Connection) -> int:
         cur = conn.execute(
             "UPDATE jobs SET reason = ? WHERE state = 'PENDING' AND reason != ?", (self.reason, self.reason)
+        )
+        return cur.rowcount
+
+
+def request_key(owner: str, request_id: str) -> str:
+    """The stored idempotency key: request ids are per user (the owner has no control characters,
+    so the separator keeps two users' keys apart; migration 0003 rewrote the older rows)."""
+    return f"{owner}\x1f{request_id}"
+
+
+@dataclass(frozen=True)
+class QuarantineOp(WriteOp[int]):
+    """Mark a job whose stored row cannot be decoded FAILED (its stored spec is kept as evidence)."""
+
+    job_id: str
+    reason: str
+    at: float = dataclasses.field(default_factory=time.time)
+
+    def apply(self, conn: sqlite3.Connection) -> int:
+        cur = conn.execute(
+            "UPDATE jobs SET state = 'FAILED', reason = ?, updated_at = ?, finished_at = ?"
+            " WHERE id = ? AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            (self.reason, self.at, self.at, self.job_id),
         )
         return cur.rowcount

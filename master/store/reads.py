@@ -1,19 +1,35 @@
-"""Read queries, on a connection of their own (WAL lets them run beside the writer)."""
+"""Read queries, on a small pool of connections of their own (WAL lets them run beside the writer).
+
+Read-your-writes: each query takes a connection no other query is using, and in autocommit mode
+its statement opens a fresh read transaction, so it sees every write committed (acknowledged)
+before it started. (One shared connection did not: a query started while another statement was
+still open on it read that statement's older snapshot.)
+
+A stored job row that cannot be decoded never stops the reads of the others: it reads back as
+FAILED (:func:`master.store.rows.unreadable_row`), a scheduling pass skips it, and ``on_bad`` is
+told once per job so the store can mark it FAILED for good.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import aiosqlite
 
-from horus_core.model import Gpu, JobState, NodeState
+from horus_core.model import Gpu, Job, JobSpec, JobState, NodeState
 from master.store.learned import PairRow, SoloRow
-from master.store.live import SELECT_LIVE, LiveRows
+from master.store.live import SELECT_LIVE, LiveRows, row_of
 from master.store.nodes import ProfileRow
-from master.store.rows import JobRow, gpus_from_json, job_rows_from_json, select_jobs
+from master.store.rows import DECODE_ERRORS, JobRow, gpus_from_json, job_rows_from_json, select_jobs
+
+log = logging.getLogger(__name__)
+BadRow = Callable[[str, str], None]  # (job id, why) of a row that cannot be decoded
 
 
 @dataclass(frozen=True)
@@ -29,19 +45,62 @@ class NodeRow:
 _BIG = 256 * 1024  # bytes of JSON
 
 
+class ReaderPool:
+    """Read connections lent to one query at a time."""
+
+    def __init__(self, conns: Sequence[aiosqlite.Connection]) -> None:
+        self._all = list(conns)
+        self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
+        for c in conns:
+            self._idle.put_nowait(c)
+
+    @contextlib.asynccontextmanager
+    async def conn(self) -> AsyncIterator[aiosqlite.Connection]:
+        c = await self._idle.get()
+        try:
+            yield c
+        finally:
+            self._idle.put_nowait(c)
+
+    async def close(self) -> None:
+        for c in self._all:
+            await c.close()
+
+
 class Reader:
-    def __init__(self, conn: aiosqlite.Connection) -> None:
-        self._conn = conn
+    def __init__(self, pool: ReaderPool, on_bad: BadRow | None = None) -> None:
+        self._pool = pool
         self._live = LiveRows()
+        self._on_bad = on_bad
+        self._reported: set[str] = set()
+
+    async def _all(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        async with self._pool.conn() as conn, conn.execute(sql, tuple(params)) as cur:
+            return list(await cur.fetchall())
+
+    async def _one(self, sql: str, params: Sequence[object] = ()) -> Any:
+        async with self._pool.conn() as conn, conn.execute(sql, tuple(params)) as cur:
+            return await cur.fetchone()
+
+    def _report(self, rows: Iterable[JobRow]) -> None:
+        for r in rows:
+            job_id = r.job.id
+            if r.unreadable and job_id not in self._reported:
+                self._reported.add(job_id)
+                log.error("job %s: stored row unreadable (%s); it reads as FAILED", job_id, r.unreadable)
+                if self._on_bad is not None:
+                    self._on_bad(job_id, r.unreadable)
 
     async def _jobs(self, where: str, params: Sequence[object]) -> list[JobRow]:
-        async with self._conn.execute(select_jobs(where), tuple(params)) as cur:
-            row = await cur.fetchone()
+        row = await self._one(select_jobs(where), params)
         text = row[0] if row else None
         if text is not None and len(text) > _BIG:
             # Thousands of rows: decode beside the loop, which keeps serving in the meantime.
-            return await asyncio.to_thread(job_rows_from_json, text)
-        return job_rows_from_json(text)
+            rows = await asyncio.to_thread(job_rows_from_json, text)
+        else:
+            rows = job_rows_from_json(text)
+        self._report(rows)
+        return rows
 
     async def job(self, job_id: str) -> JobRow | None:
         rows = await self._jobs("WHERE id = ?", (job_id,))
@@ -64,9 +123,24 @@ class Reader:
     async def live_jobs(self) -> list[JobRow]:
         """Pending and active jobs, in submission order: what a scheduling pass looks at. Rows
         unchanged since the last call are the same objects (see :mod:`master.store.live`)."""
-        async with self._conn.execute(SELECT_LIVE) as cur:
-            fetched = await cur.fetchall()
-        return self._live.decode(fetched)
+        fetched = await self._all(SELECT_LIVE)
+        try:
+            return self._live.decode(fetched)
+        except DECODE_ERRORS:
+            return self._live.decode(self._good(fetched))
+
+    def _good(self, fetched: list[Any]) -> list[Any]:
+        """The live rows that decode; each bad one is reported and left out of the pass."""
+        good: list[Any] = []
+        for cols in fetched:
+            try:
+                row_of(tuple(cols))
+            except DECODE_ERRORS as exc:
+                why = f"{type(exc).__name__}: {exc}"
+                self._report([JobRow(Job(str(cols[0]), JobSpec(("?",)), JobState.FAILED), unreadable=why)])
+                continue
+            good.append(cols)
+        return good
 
     async def active_jobs(self, node: str | None = None) -> list[JobRow]:
         if node is None:
@@ -75,24 +149,21 @@ class Reader:
         return await self._jobs("WHERE node = ? AND state IN ('ASSIGNED', 'RUNNING') ORDER BY seq", (node,))
 
     async def count_jobs(self) -> int:
-        async with self._conn.execute("SELECT COUNT(*) FROM jobs") as cur:
-            row = await cur.fetchone()
+        row = await self._one("SELECT COUNT(*) FROM jobs")
         return int(row[0]) if row else 0
 
     async def attempt_node(self, job_id: str, attempt: int) -> str | None:
         """The node an attempt was assigned to (from the job's history), None if never assigned."""
-        async with self._conn.execute(
+        row = await self._one(
             "SELECT node FROM job_events WHERE job_id = ? AND attempt = ? AND to_state = 'ASSIGNED' LIMIT 1",
             (job_id, attempt),
-        ) as cur:
-            row = await cur.fetchone()
+        )
         return str(row[0]) if row else None
 
     async def nodes(self) -> list[NodeRow]:
-        async with self._conn.execute(
+        rows = await self._all(
             "SELECT name, gpus, state, version, registered_at, last_seen FROM nodes ORDER BY name"
-        ) as cur:
-            rows = await cur.fetchall()
+        )
         return [
             NodeRow(
                 r["name"],
@@ -107,12 +178,11 @@ class Reader:
 
     async def profiles(self, job_type: str | None = None, limit: int = -1) -> list[ProfileRow]:
         where, params = ("WHERE job_type = ?", (job_type,)) if job_type is not None else ("", ())
-        async with self._conn.execute(
+        rows = await self._all(
             "SELECT job_type, util_avg, util_peak, mem_mib, samples, co_speed, updated_at FROM profiles"
             f" {where} ORDER BY job_type LIMIT ?",
             (*params, limit),
-        ) as cur:
-            rows = await cur.fetchall()
+        )
         return [
             ProfileRow(
                 r["job_type"],
@@ -131,12 +201,11 @@ class Reader:
         return rows[0] if rows else None
 
     async def solo_throughputs(self, limit: int = -1) -> list[SoloRow]:
-        async with self._conn.execute(
+        rows = await self._all(
             "SELECT job_type, gpu_type, gpus, samples_per_s, samples, updated_at FROM solo_throughputs"
             " ORDER BY job_type, gpu_type, gpus LIMIT ?",
             (limit,),
-        ) as cur:
-            rows = await cur.fetchall()
+        )
         return [
             SoloRow(
                 r["job_type"], r["gpu_type"], r["gpus"], r["samples_per_s"], r["samples"], r["updated_at"]
@@ -146,12 +215,11 @@ class Reader:
 
     async def pair_speeds(self, limit: int = -1) -> list[PairRow]:
         """Measured pair speeds, one row per direction (``limit`` -1: all)."""
-        async with self._conn.execute(
+        rows = await self._all(
             "SELECT job_type, co_runner, gpu_type, speed, samples, updated_at FROM pair_speeds"
             " ORDER BY job_type, co_runner, gpu_type LIMIT ?",
             (limit,),
-        ) as cur:
-            rows = await cur.fetchall()
+        )
         return [
             PairRow(r["job_type"], r["co_runner"], r["gpu_type"], r["speed"], r["samples"], r["updated_at"])
             for r in rows

@@ -1,5 +1,10 @@
 """Rows <-> model objects. Specs are stored as JSON with the model's field names.
 
+A stored row that cannot be decoded (unreadable JSON, a non-finite number, an unknown state) never
+stops the reads of the others: SQL only embeds the stored JSON as text (it parses nothing), and
+Python decodes each row alone; a bad row reads back as FAILED with the reason (see
+:func:`unreadable_row` and docs/reliability-store.md).
+
 Many-row reads come back from SQLite as ONE JSON document (``json_group_array``): the Python
 sqlite3 module releases and re-takes the GIL around every row it steps through, and a thread
 that must re-take the GIL from a busy event loop waits up to the switch interval each time
@@ -9,15 +14,16 @@ that must re-take the GIL from a busy event loop waits up to the switch interval
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from horus_core.model import Gpu, Job, JobSpec, JobState, ProfileHints
 
 JOB_JSON = (
-    "json_object('id', id, 'request_id', request_id, 'spec', json(spec), 'state', state,"
-    " 'attempt', attempt, 'submitted_at', submitted_at, 'updated_at', updated_at,"
-    " 'started_at', started_at, 'finished_at', finished_at, 'node', node, 'gpus', json(gpus),"
+    "json_object('id', id, 'request_id', request_id, 'owner', owner, 'spec', CAST(spec AS TEXT),"
+    " 'state', state, 'attempt', attempt, 'submitted_at', submitted_at, 'updated_at', updated_at,"
+    " 'started_at', started_at, 'finished_at', finished_at, 'node', node, 'gpus', CAST(gpus AS TEXT),"
     " 'reason', reason, 'exit_code', exit_code, 'predicted_slowdown', predicted_slowdown,"
     " 'cancel_requested', cancel_requested, 'seq', seq)"
 )
@@ -30,12 +36,22 @@ def select_jobs(where: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class JobRow:
-    """A job as stored: the model object plus what only the master needs to know."""
+    """A job as stored: the model object plus what only the master needs to know.
+
+    ``unreadable``: why the stored row could not be decoded ("" for a good row); such a row reads
+    back as a FAILED job with a placeholder spec (see :func:`unreadable_row`).
+    """
 
     job: Job
     cancel_requested: bool = False
     request_id: str | None = None
     seq: int = 0
+    unreadable: str = ""
+
+
+UNREADABLE_COMMAND = "<unreadable stored spec>"
+# What decoding a bad row may raise (anything else is a bug and propagates).
+DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
 
 
 def spec_to_json(spec: JobSpec) -> str:
@@ -57,53 +73,114 @@ def spec_to_json(spec: JobSpec) -> str:
         "mounts": list(spec.mounts),
         "total_steps": spec.total_steps,
     }
-    return json.dumps(doc, separators=(",", ":"))
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False)  # SQLite's JSON has no NaN
+
+
+def _finite(value: Any) -> float:
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError(f"non-finite number {value!r}")
+    return out
+
+
+def _opt_finite(value: Any) -> float | None:
+    return None if value is None else _finite(value)
+
+
+def _strings(values: Any) -> tuple[str, ...]:
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise TypeError("expected a list of strings")
+    return tuple(values)
 
 
 def spec_from_dict(d: dict[str, Any]) -> JobSpec:
+    """The spec of a stored document; raises one of :data:`DECODE_ERRORS` if it is malformed."""
     h = d.get("hints") or {}
+    mem = h.get("mem_mib")
     return JobSpec(
-        command=tuple(d["command"]),
+        command=_strings(d["command"]),
         gpus=int(d.get("gpus", 1)),
-        name=d.get("name", ""),
-        owner=d.get("owner", ""),
-        job_type=d.get("job_type", ""),
-        image=d.get("image", ""),
+        name=str(d.get("name", "")),
+        owner=str(d.get("owner", "")),
+        job_type=str(d.get("job_type", "")),
+        image=str(d.get("image", "")),
         env=tuple((str(k), str(v)) for k, v in d.get("env", [])),
-        workdir=d.get("workdir", ""),
+        workdir=str(d.get("workdir", "")),
         exclusive=bool(d.get("exclusive", False)),
         priority=int(d.get("priority", 0)),
-        hints=ProfileHints(h.get("util_avg"), h.get("util_peak"), h.get("mem_mib")),
-        cpus=float(d.get("cpus", 0.0)),
+        hints=ProfileHints(
+            _opt_finite(h.get("util_avg")), _opt_finite(h.get("util_peak")), None if mem is None else int(mem)
+        ),
+        cpus=_finite(d.get("cpus", 0.0)),
         memory_mib=int(d.get("memory_mib", 0)),
-        mounts=tuple(d.get("mounts", [])),
+        mounts=_strings(d.get("mounts", [])),
         total_steps=int(d.get("total_steps", 0)),
     )
+
+
+def _loaded(value: Any) -> Any:
+    """A JSON column: text from :data:`JOB_JSON` / the live read, or an already decoded value."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
     """``spec``: the job's spec when already decoded (``d["spec"]`` is then not read)."""
     job = Job(
         id=d["id"],
-        spec=spec if spec is not None else spec_from_dict(d["spec"]),
+        spec=spec if spec is not None else spec_from_dict(_loaded(d["spec"])),
         state=JobState(d["state"]),
-        attempt=d["attempt"],
-        submitted_at=float(d["submitted_at"]),
-        updated_at=float(d["updated_at"]),
-        started_at=d["started_at"],
-        finished_at=d["finished_at"],
+        attempt=int(d["attempt"]),
+        submitted_at=_finite(d["submitted_at"]),
+        updated_at=_finite(d["updated_at"]),
+        started_at=_opt_finite(d["started_at"]),
+        finished_at=_opt_finite(d["finished_at"]),
         node=d["node"],
-        gpus=tuple(d["gpus"]),
+        gpus=_strings(_loaded(d["gpus"])),
         reason=d["reason"],
         exit_code=d["exit_code"],
-        predicted_slowdown=float(d["predicted_slowdown"]),
+        predicted_slowdown=_finite(d["predicted_slowdown"]),
     )
     return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"])
 
 
+def _number(value: Any, default: float = 0.0) -> float:
+    try:
+        return _finite(value)
+    except DECODE_ERRORS:
+        return default
+
+
+def unreadable_row(d: dict[str, Any], why: str) -> JobRow:
+    """What a row that cannot be decoded reads back as: FAILED, with the reason and a placeholder
+    spec that keeps its owner (so access checks still apply)."""
+    owner = d.get("owner")
+    spec = JobSpec(command=(UNREADABLE_COMMAND,), owner=owner if isinstance(owner, str) else "")
+    at = _number(d.get("updated_at"))
+    job = Job(
+        id=str(d.get("id", "")),
+        spec=spec,
+        state=JobState.FAILED,
+        attempt=int(_number(d.get("attempt"))),
+        submitted_at=_number(d.get("submitted_at")),
+        updated_at=at,
+        finished_at=at,
+        reason=f"stored row unreadable: {why}"[:1000],
+    )
+    request_id = d.get("request_id")
+    rid = request_id if isinstance(request_id, str) else None
+    return JobRow(job, False, rid, int(_number(d.get("seq"))), unreadable=why[:500])
+
+
+def decode_row(d: dict[str, Any]) -> JobRow:
+    try:
+        return job_row_from_dict(d)
+    except DECODE_ERRORS as exc:
+        return unreadable_row(d, f"{type(exc).__name__}: {exc}")
+
+
 def job_rows_from_json(text: str | None) -> list[JobRow]:
-    """Rows from :func:`select_jobs`, in submission order."""
-    rows = [job_row_from_dict(d) for d in json.loads(text or "[]")]
+    """Rows from :func:`select_jobs`, in submission order; each row is decoded alone."""
+    rows = [decode_row(d) for d in json.loads(text or "[]")]
     rows.sort(key=lambda r: r.seq)
     return rows
 

@@ -74,14 +74,15 @@ async def test_auth_on(tmp_path: pathlib.Path) -> None:
         cancelled = await stub.CancelJob(cpb.CancelJobRequest(job_id=a), metadata=md("tok-root"))
         assert cancelled.reason == "cancelled by root"
 
-        # a request id is never shared across users
+        # request ids are per user: the same id from two users makes two jobs, reveals nothing
         same = cpb.SubmitJobRequest(request_id="same", spec=spec())
         r1 = await stub.SubmitJob(same, metadata=md("tok-alice"))
-        with pytest.raises(grpc.aio.AioRpcError) as err:
-            await stub.SubmitJob(same, metadata=md("tok-bob"))
-        assert err.value.code() is grpc.StatusCode.ALREADY_EXISTS
+        rb = await stub.SubmitJob(same, metadata=md("tok-bob"))
+        assert rb.created and rb.job.id != r1.job.id and rb.job.spec.owner == "bob"
         r2 = await stub.SubmitJob(same, metadata=md("tok-alice"))
         assert r1.job.id == r2.job.id and not r2.created
+        rb2 = await stub.SubmitJob(same, metadata=md("tok-bob"))
+        assert rb2.job.id == rb.job.id and not rb2.created
 
 
 async def test_auth_off_owner_from_spec(tmp_path: pathlib.Path) -> None:
