@@ -15,6 +15,7 @@ from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import worker_pb2_grpc as wgrpc
 from horus_core.policies import Policy, make_policy
 from master.api.client import HorusServicer
+from master.api.decode import DecodeGuard
 from master.api.worker import WorkerServicer
 from master.auth import AuthInterceptor, TokenTable
 from master.clock import Clock, SystemClock
@@ -118,7 +119,9 @@ class Master:
             ("grpc.keepalive_permit_without_calls", 1),
             *cfg.extra_server_options,
         ]
-        interceptors = [AuthInterceptor(self._tokens)] if self._tokens is not None else []
+        interceptors: list[grpc.aio.ServerInterceptor] = [DecodeGuard()]  # type: ignore[type-arg]
+        if self._tokens is not None:
+            interceptors.append(AuthInterceptor(self._tokens))
         server = grpc.aio.server(
             interceptors=interceptors, options=options, maximum_concurrent_rpcs=cfg.max_concurrent_rpcs
         )

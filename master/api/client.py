@@ -81,8 +81,10 @@ class HorusServicer(cgrpc.HorusServiceServicer):
 
     @unary
     async def ListGpus(self, request: cpb.ListGpusRequest, context: Ctx) -> cpb.ListGpusResponse:
-        active = await self.core.store.read.active_jobs()
-        return cpb.ListGpusResponse(gpus=gpu_statuses(self.core.registry.all(), [r.job for r in active]))
+        who = caller()
+        jobs = [r.job for r in await self.core.store.read.active_jobs()]
+        mine = None if who is None or who.admin else {j.id for j in jobs if j.spec.owner == who.user}
+        return cpb.ListGpusResponse(gpus=gpu_statuses(self.core.registry.all(), jobs, mine))
 
     @streaming
     async def GetLogs(self, request: cpb.GetLogsRequest, context: Ctx) -> AsyncIterator[cpb.LogChunk]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from horus_core import wire
 from horus_core.gen import types_pb2 as pb
@@ -12,16 +13,22 @@ from master.store.learned import PairRow, SoloRow
 from master.store.nodes import ProfileRow
 
 
-def gpu_statuses(nodes: Sequence[NodeEntry], active: Sequence[Job]) -> list[pb.GpuStatus]:
+def gpu_statuses(
+    nodes: Sequence[NodeEntry], active: Sequence[Job], visible: AbstractSet[str] | None = None
+) -> list[pb.GpuStatus]:
+    """Every GPU with its stats and jobs; ``visible``: the job ids the caller may see (None: all;
+    a user is not shown other users' job ids, only the GPU's own figures)."""
     on_gpu: dict[str, list[str]] = {}
     for job in active:
-        for uuid in job.gpus:
-            on_gpu.setdefault(uuid, []).append(job.id)
+        if visible is None or job.id in visible:
+            for uuid in job.gpus:
+                on_gpu.setdefault(uuid, []).append(job.id)
     out: list[pb.GpuStatus] = []
     for entry in nodes:
         per_job: dict[str, list[pb.JobGpuStats]] = {}
         for s in entry.job_stats:
-            per_job.setdefault(s.gpu_uuid, []).append(s)
+            if visible is None or s.job_id in visible:
+                per_job.setdefault(s.gpu_uuid, []).append(s)
         for gpu in entry.model().gpus:
             stats = entry.gpu_stats.get(gpu.uuid) or pb.GpuStats(uuid=gpu.uuid)
             out.append(
