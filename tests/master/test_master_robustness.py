@@ -147,18 +147,18 @@ async def test_largest_spec_fits_every_message_and_one_more_byte_is_refused(tmp_
 
 async def test_a_read_sees_every_write_acknowledged_before_it(tmp_path: pathlib.Path) -> None:
     async with running_master(tmp_path) as m, client_for(m) as stub:
-        for _ in range(300):
+        for _ in range(100):
             await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec()))
         stop = asyncio.Event()
 
         async def lister() -> None:
             while not stop.is_set():
-                await stub.ListJobs(cpb.ListJobsRequest(page_size=1000))
+                await stub.ListJobs(cpb.ListJobsRequest(page_size=200))
 
         listers = [asyncio.create_task(lister()) for _ in range(4)]
         missed = 0
         try:
-            for _ in range(150):
+            for _ in range(100):
                 job = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec()))).job
                 try:
                     await stub.GetJob(cpb.GetJobRequest(job_id=job.id))
