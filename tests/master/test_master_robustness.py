@@ -37,7 +37,9 @@ async def code_of(coro: Any) -> grpc.StatusCode:
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
-async def test_non_finite_numbers_are_rejected_and_change_nothing(tmp_path: pathlib.Path, value: float) -> None:
+async def test_non_finite_numbers_are_rejected_and_change_nothing(
+    tmp_path: pathlib.Path, value: float
+) -> None:
     async with running_master(tmp_path) as m, client_for(m) as stub:
         for bad in (spec(cpus=value), spec(hints=pb.ProfileHints(util_avg=value))):
             assert await code_of(stub.SubmitJob(cpb.SubmitJobRequest(spec=bad))) is BAD
@@ -178,18 +180,17 @@ async def test_malformed_requests_get_invalid_argument_without_a_traceback(
     tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    async with running_master(tmp_path) as m:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{m.port}") as ch:
-            for method in ("GetJob", "SubmitJob", "ListJobs", "CancelJob", "GetLogs"):
-                for raw in (b"\xff\xff\xff", b"\x0a\x02\xff\xfe"):
-                    if method == "GetLogs":
-                        call: Any = ch.unary_stream(f"/horus.v1.HorusService/{method}")(raw)
-                        assert await code_of(call.read()) is BAD
-                    else:
-                        assert await code_of(ch.unary_unary(f"/horus.v1.HorusService/{method}")(raw)) is BAD
-            stream = ch.stream_stream("/horus.v1.WorkerService/Connect")()
-            await stream.write(b"\xff\xff")
-            assert await code_of(stream.read()) is BAD
+    async with running_master(tmp_path) as m, grpc.aio.insecure_channel(f"127.0.0.1:{m.port}") as ch:
+        for method in ("GetJob", "SubmitJob", "ListJobs", "CancelJob", "GetLogs"):
+            for raw in (b"\xff\xff\xff", b"\x0a\x02\xff\xfe"):
+                if method == "GetLogs":
+                    call: Any = ch.unary_stream(f"/horus.v1.HorusService/{method}")(raw)
+                    assert await code_of(call.read()) is BAD
+                else:
+                    assert await code_of(ch.unary_unary(f"/horus.v1.HorusService/{method}")(raw)) is BAD
+        stream = ch.stream_stream("/horus.v1.WorkerService/Connect")()
+        await stream.write(b"\xff\xff")
+        assert await code_of(stream.read()) is BAD
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
 
 
@@ -223,7 +224,9 @@ async def test_bad_request_ids_are_refused(tmp_path: pathlib.Path, rid: str) -> 
         ("mounts", ["/data/x:/y:rx"]),
     ],
 )
-async def test_workdir_and_mounts_are_checked_at_submit(tmp_path: pathlib.Path, field: str, value: Any) -> None:
+async def test_workdir_and_mounts_are_checked_at_submit(
+    tmp_path: pathlib.Path, field: str, value: Any
+) -> None:
     async with running_master(tmp_path, allow_mounts=("/data",)) as m, client_for(m) as stub:
         assert await code_of(stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(**{field: value})))) is BAD
         ok = spec(workdir="/work", mounts=["/data/x:/x:ro", "/data:/d"])
