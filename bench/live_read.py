@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 
 from horus_core.model import Job, JobSpec, JobState
 from master.store.db import connect_reader, connect_writer, migrate
-from master.store.reads import Reader
+from master.store.reads import Reader, ReaderPool
 from master.store.rows import JOB_INSERT_ARITY, JOB_INSERT_COLUMNS, JobRow, job_insert_params
 
 TYPES = ("ResNet-18 (batch size 16)", "LM (batch size 5)", "A3C", "Transformer (batch size 64)")
@@ -69,7 +69,7 @@ async def main() -> None:
         seed(path, args.jobs, args.running)
         conn = await connect_reader(path)
         try:
-            reader = Reader(conn)
+            reader = Reader(ReaderPool([conn]))
             await reader.live_jobs()  # the first pass decodes everything
             live = await timed(reader.live_jobs, args.repeat)
             writer = connect_writer(path)
