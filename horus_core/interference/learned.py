@@ -1,4 +1,9 @@
-"""Pair speeds learned from live measurements, and their low-rank completion per GPU type."""
+"""Pair speeds learned from live measurements, and their completion per GPU type.
+
+The completion of one GPU type reads only that type's pairs (the table's and the live ones):
+a K80 pair is never predicted from V100 data. GPU types the table lacks use the V100 table
+(``ThroughputTable.pair_type_for``) plus their own live pairs.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,6 @@ from horus_core.interference.completion import complete
 from horus_core.interference.table import ThroughputTable
 
 Pair = tuple[float, float]
-MIN_KNOWN = 3  # a job needs this many measured partners before completion predicts for it
 
 
 class PairObservations:
@@ -53,7 +57,6 @@ class CompletedPairs:
         for (g, a, b), speeds in observed.items():
             if g == gpu_type and speeds[0] > 0.0:
                 self._put(values, known, a, b, speeds[0])
-        self._counts: NDArray[np.int64] = known.sum(axis=1)
         self._known = known
         self._values = values
         self._fitted: NDArray[np.float64] | None = None
@@ -64,9 +67,12 @@ class CompletedPairs:
         known[i, j] = True
 
     def predict(self, a: str, b: str) -> tuple[float, float] | None:
-        """(speed a, speed b), or None when either job has too few measured partners."""
+        """(speed a, speed b), or None when either job has no row here (neither a job type of
+        the table nor observed on this GPU type) or nothing at all is known on this type. A job
+        with few measured partners gets predictions shrunk towards the type's mean (see
+        :mod:`completion`), never a curve fitted on another GPU type."""
         i, j = self._index.get(a), self._index.get(b)
-        if i is None or j is None or min(self._counts[i], self._counts[j]) < MIN_KNOWN:
+        if i is None or j is None or not self._known.any():
             return None
         if self._fitted is None:
             self._fitted = complete(self._values, self._known)

@@ -7,9 +7,12 @@ Speeds of jobs sharing ONE GPU (1.0 = as fast as alone), in order of trust:
 1. pairs measured live on this GPU type (:meth:`InterferenceModel.observe_pair`, EWMA);
 2. the packaged Gavel table for this GPU type; GPU types it lacks (a100, h100, ...) use the
    V100 data (speeds are normalised, so no scaling is needed);
-3. a low-rank completion of the table plus observations (:mod:`completion`), for a job with
-   at least 3 measured partners;
-4. the analytic model over the two profiles (:func:`profiles.analytic_speed`).
+3. a completion of this GPU type's table pairs plus its observations (:mod:`completion`:
+   collaborative filtering with per-job sensitivity and intensity, shrunk towards the type's
+   mean where a job has few measured partners), for every job type of the table and every
+   signature observed on this GPU type;
+4. the analytic model over the two profiles (:func:`profiles.analytic_speed`), only for a
+   signature with no pair data on this GPU type (hints, a live profile or the default).
 Pairs were measured for 1-GPU jobs; a multi-GPU job is assumed to interfere on each of its
 GPUs as its 1-GPU version does. Triples were never measured: each job's speed in a triple is
 the product of its speeds in the two pairs (pessimistic: it counts the overlap twice). The
