@@ -61,9 +61,7 @@ def hide(table: ThroughputTable, gpu: str, fraction: float, seed: int) -> tuple[
     hidden = [pairs[int(k)] for k in sorted(chosen)]
     gone = {frozenset(p) for p in hidden}
     visible = {
-        key: speeds
-        for key, speeds in table.pairs.items()
-        if key[0] == gpu and frozenset(key[1:]) not in gone
+        key: speeds for key, speeds in table.pairs.items() if key[0] == gpu and frozenset(key[1:]) not in gone
     }
     return ThroughputTable(table.solo, visible, table.job_types, (gpu,)), hidden
 
@@ -117,11 +115,15 @@ def evaluate(table: ThroughputTable, gpu: str, fraction: float, seeds: int) -> l
                 agree[name].append(shares(got) == shares(want))
     return [
         {
-            "bench": "interference_eval", "gpu_type": gpu, "hidden": fraction, "predictor": name,
+            "bench": "interference_eval",
+            "gpu_type": gpu,
+            "hidden": fraction,
+            "predictor": name,
             "mae": round(float(np.mean(errors[name])), 4),
             "decision_acc": round(float(np.mean(agree[name])), 4),
-            "seeds": seeds, "pairs_hidden": hidden_total,
-        }  # fmt: skip
+            "seeds": seeds,
+            "pairs_hidden": hidden_total,
+        }
         for name in PREDICTORS
     ]
 
@@ -134,7 +136,12 @@ def summary(lines: Sequence[dict[str, object]]) -> dict[str, object]:
     wins = sum(
         1 for m in cases.values() if all(float(str(m["model"])) < float(str(m[b])) for b in PREDICTORS[1:])
     )
-    return {"bench": "interference_eval", "summary": "model_beats_both_baselines", "cases": len(cases), "wins": wins}
+    return {
+        "bench": "interference_eval",
+        "summary": "model_beats_both_baselines",
+        "cases": len(cases),
+        "wins": wins,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -51,3 +51,16 @@ def test_live_read_reports_both_reads_and_their_ratio() -> None:
     )
     (ratio,) = [x for x in lines if x.get("ratio") == "json/live"]
     assert abs(ratio["value"] - reads[("json", None)] / reads[("live", 0.0)]) <= 0.2 * ratio["value"]
+
+
+def test_interference_eval_quick_mode_prints_one_line_per_case_and_predictor() -> None:
+    lines = bench("interference_eval.py", "--quick", "--gpu-types", "k80")
+    *cases, summary = lines
+    assert {(x["gpu_type"], x["hidden"], x["predictor"]) for x in cases} == {
+        ("k80", h, p) for h in (0.3, 0.9) for p in ("model", "known_mean", "job_mean")
+    }
+    assert len(cases) == 6 and all(x["bench"] == "interference_eval" and x["seeds"] == 1 for x in cases)
+    assert all(0.0 <= x["mae"] <= 1.0 and 0.0 <= x["decision_acc"] <= 1.0 for x in cases)
+    hidden = {x["hidden"]: x["pairs_hidden"] for x in cases}
+    assert 0 < hidden[0.3] < hidden[0.9] and abs(hidden[0.9] / hidden[0.3] - 3.0) < 0.1
+    assert summary["cases"] == 2 and 0 <= summary["wins"] <= 2

@@ -12,8 +12,9 @@ job, so a job with few measured partners has its biases and factors shrunk towar
 its predictions towards the mean of the known entries; a job with none is predicted from its
 partner's bias alone. How much structure the data supports (the rank, the strength of the
 shrinkage, down to biases only or the plain mean) is chosen per matrix by k-fold
-cross-validation over the known entries, so sparse data gets a simple model and dense data a
-richer one. Deterministic (fixed seeds).
+cross-validation over the known entries, preferring the simpler model unless the richer one is
+better by more than half its standard error, so sparse or noisy data gets a simple model and dense
+data a richer one. Deterministic (fixed seeds).
 """
 
 from __future__ import annotations
@@ -49,11 +50,16 @@ CANDIDATES: tuple[Fit, ...] = (
     Fit(3, 0.1, 0.3),
     Fit(4, 0.3, 0.3),
 )
+SE_FACTOR = 0.5  # how many standard errors a richer model must win by
 MIN_FOR_CV = 2 * FOLDS  # fewer known entries than this: biases with strong shrinkage, no choice
 
 
 def complete(values: Matrix, known: Mask, *, fit: Fit | None = None, seed: int = 0) -> Matrix:
     """Every entry predicted from the known ones (known entries are smoothed, not kept)."""
+    if values.shape != known.shape or values.ndim != 2:
+        raise ValueError(f"values {values.shape} and known {known.shape} must be one 2-D shape")
+    if not np.isfinite(values[known]).all():
+        raise ValueError("known entries must be finite")
     if not known.any():
         return np.ones_like(values)
     chosen = fit or choose(values, known, seed=seed)
@@ -62,26 +68,34 @@ def complete(values: Matrix, known: Mask, *, fit: Fit | None = None, seed: int =
 
 
 def choose(values: Matrix, known: Mask, *, seed: int = 0) -> Fit:
-    """The candidate with the lowest k-fold absolute error on the known entries."""
+    """The simplest candidate whose k-fold absolute error on the known entries is within one
+    half a standard error of the best one's (paired over the entries): a richer model must earn its
+    place, which keeps sparse or noisy data close to the mean."""
     cells = np.argwhere(known)
     if len(cells) < MIN_FOR_CV:
         return CANDIDATES[1]
     folds = np.random.default_rng(seed).permutation(len(cells)) % FOLDS
-    errors = [_cv_error(values, known, cells, folds, fit, seed) for fit in CANDIDATES]
-    return CANDIDATES[int(np.argmin(errors))]
+    errors = np.array([_cv_errors(values, known, cells, folds, fit, seed) for fit in CANDIDATES])
+    best = errors[int(np.argmin(errors.mean(axis=1)))]
+    for fit, error in zip(CANDIDATES, errors, strict=True):
+        excess = error - best
+        if excess.mean() <= SE_FACTOR * excess.std() / np.sqrt(len(excess)):
+            return fit
+    raise AssertionError("unreachable: the best candidate is within its own error")
 
 
-def _cv_error(values: Matrix, known: Mask, cells: NDArray[np.intp], folds: NDArray[np.intp], fit: Fit, seed: int) -> float:
-    total = 0.0
+def _cv_errors(
+    values: Matrix, known: Mask, cells: NDArray[np.intp], folds: NDArray[np.intp], fit: Fit, seed: int
+) -> Matrix:
+    """Absolute error of every known entry, predicted with its fold left out."""
+    out = np.zeros(len(cells))
     for k in range(FOLDS):
         rows, cols = cells[folds == k].T
         train = known.copy()
         train[rows, cols] = False
-        if not train.any():
-            continue
         predicted = np.clip(fit_matrix(values, train, fit, seed=seed), FLOOR, 1.0)
-        total += float(np.abs(predicted[rows, cols] - values[rows, cols]).sum())
-    return total
+        out[folds == k] = np.abs(predicted[rows, cols] - values[rows, cols])
+    return out
 
 
 def fit_matrix(values: Matrix, known: Mask, fit: Fit, *, seed: int = 0) -> Matrix:
