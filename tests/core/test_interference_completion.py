@@ -7,7 +7,7 @@ import pytest
 
 from horus_core.interference import InterferenceModel
 from horus_core.interference.completion import CANDIDATES, choose, complete
-from horus_core.interference.table import ThroughputTable
+from horus_core.interference.table import ThroughputTable, packaged_table
 
 Matrix = np.ndarray
 
@@ -113,3 +113,19 @@ def test_a_signature_without_pair_data_on_the_type_keeps_the_analytic_fallback()
     # one K80 measurement gives it a row there: K80 now predicts from data, V100 still analytic
     assert model.pair_speeds("newcomer", "job2", "k80") != alone.pair_speeds("newcomer", "job2", "k80")
     assert model.pair_speeds("newcomer", "job2", "v100") == alone.pair_speeds("newcomer", "job2", "v100")
+
+
+def test_hidden_gavel_pairs_are_predicted_without_the_table_derived_profiles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Gavel profiles were fitted on the full V100 table: a hidden pair's prediction must not
+    read them (it would leak the hidden speeds). Dropping them changes no prediction."""
+    table = packaged_table()
+    types = table.job_types
+    kept = {frozenset((a, b)) for i, a in enumerate(types) for j, b in enumerate(types) if (i + j) % 10 == 0}
+    visible = {k: v for k, v in table.pairs.items() if k[0] == "v100" and frozenset(k[1:]) in kept}
+    sparse = ThroughputTable(table.solo, visible, types, ("v100",))  # 2 or 3 partners per job
+    hidden = [(a, b) for a in types[::5] for b in types[1::5] if frozenset((a, b)) not in kept]
+    with_profiles = [InterferenceModel(sparse).pair_speeds(*p, "v100") for p in hidden]
+    monkeypatch.setattr("horus_core.interference.model.GAVEL_PROFILES", {})
+    assert [InterferenceModel(sparse).pair_speeds(*p, "v100") for p in hidden] == with_profiles
