@@ -12,10 +12,12 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference.completion import complete
+from horus_core.interference.completion import Fit, choose, complete
 from horus_core.interference.table import ThroughputTable
 
 Pair = tuple[float, float]
+Choice = tuple[int, Fit]  # (known entries when chosen, the model chosen)
+RECHOOSE = 0.1  # choose the model again once the known entries changed by more than this share
 
 
 class PairObservations:
@@ -39,10 +41,18 @@ class PairObservations:
 
 
 class CompletedPairs:
-    """The table's pairs of one GPU type plus the observations, completed to a full matrix."""
+    """The table's pairs of one GPU type plus the observations, completed to a full matrix.
+
+    Choosing the model (cross-validation) costs about 30 fits; ``previous`` (the choice of the
+    completion this one replaces, see :attr:`choice`) is reused while the number of known
+    entries stays within 10 % of what it was chosen on, so a new observation costs one fit."""
 
     def __init__(
-        self, table: ThroughputTable, gpu_type: str, observed: Mapping[tuple[str, str, str], Pair]
+        self,
+        table: ThroughputTable,
+        gpu_type: str,
+        observed: Mapping[tuple[str, str, str], Pair],
+        previous: Choice | None = None,
     ) -> None:
         pair_type = table.pair_type_for(gpu_type)
         names = list(table.job_types)
@@ -60,6 +70,8 @@ class CompletedPairs:
         self._known = known
         self._values = values
         self._fitted: NDArray[np.float64] | None = None
+        self._previous = previous
+        self.choice: Choice | None = None  # set once fitted
 
     def _put(self, values: NDArray[np.float64], known: NDArray[np.bool_], a: str, b: str, v: float) -> None:
         i, j = self._index[a], self._index[b]
@@ -75,8 +87,16 @@ class CompletedPairs:
         if i is None or j is None or not self._known.any():
             return None
         if self._fitted is None:
-            self._fitted = complete(self._values, self._known)
+            self.choice = self._choose()
+            self._fitted = complete(self._values, self._known, fit=self.choice[1])
         return float(self._fitted[i, j]), float(self._fitted[j, i])
+
+    def _choose(self) -> Choice:
+        count = int(self._known.sum())
+        previous = self._previous
+        if previous is not None and abs(count - previous[0]) <= RECHOOSE * previous[0]:
+            return previous
+        return count, choose(self._values, self._known)
 
 
 def _unit(x: float) -> float:

@@ -27,7 +27,7 @@ from itertools import combinations
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference.learned import CompletedPairs, PairObservations
+from horus_core.interference.learned import Choice, CompletedPairs, PairObservations
 from horus_core.interference.profiles import (
     GAVEL_PROFILES,
     RESERVE_MIB,
@@ -57,6 +57,7 @@ class InterferenceModel:
         self._hinted: dict[str, JobProfile] = {}
         self._pairs = PairObservations(EWMA_WEIGHT)
         self._completed: dict[str, CompletedPairs] = {}
+        self._choices: dict[str, Choice] = {}  # per GPU type: the completion's last model choice
         self._speeds: dict[tuple[str, tuple[str, ...]], tuple[float, ...]] = {}
         self._matrices: dict[tuple[str, int, tuple[str, ...]], NDArray[np.float64]] = {}
         self.version = 0  # bumped by every observation; caches keyed on it stay valid
@@ -138,7 +139,7 @@ class InterferenceModel:
     def _completion(self, gpu_type: str) -> CompletedPairs:
         done = self._completed.get(gpu_type)
         if done is None:
-            done = CompletedPairs(self._table, gpu_type, self._pairs.speeds)
+            done = CompletedPairs(self._table, gpu_type, self._pairs.speeds, self._choices.get(gpu_type))
             self._completed[gpu_type] = done
         return done
 
@@ -200,7 +201,9 @@ class InterferenceModel:
 
     def observe_pair(self, a: str, b: str, gpu_type: str, speed_a: float, speed_b: float) -> None:
         self._pairs.add(gpu_type, a, b, speed_a, speed_b)
-        self._completed.pop(gpu_type, None)
+        stale = self._completed.pop(gpu_type, None)
+        if stale is not None and stale.choice is not None:
+            self._choices[gpu_type] = stale.choice
         self._invalidate()
 
     def _invalidate(self) -> None:

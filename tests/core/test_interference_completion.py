@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from horus_core.interference import InterferenceModel
-from horus_core.interference.completion import CANDIDATES, choose, complete
+from horus_core.interference.completion import CANDIDATES, Fit, choose, complete
+from horus_core.interference.learned import CompletedPairs
 from horus_core.interference.table import ThroughputTable, packaged_table
 
 Matrix = np.ndarray
@@ -129,3 +130,21 @@ def test_hidden_gavel_pairs_are_predicted_without_the_table_derived_profiles(
     with_profiles = [InterferenceModel(sparse).pair_speeds(*p, "v100") for p in hidden]
     monkeypatch.setattr("horus_core.interference.model.GAVEL_PROFILES", {})
     assert [InterferenceModel(sparse).pair_speeds(*p, "v100") for p in hidden] == with_profiles
+
+
+def test_a_completion_keeps_the_previous_model_choice_until_the_data_grows() -> None:
+    """Re-choosing costs ~30 fits: a completion rebuilt after one more observation reuses the
+    model chosen before (here forced to the plain mean, which cross-validation would never pick
+    on this structured table) until the known entries change by more than 10 %."""
+    table = two_type_table(0.2, ("job1", "job2"))
+    known = sum(1 for (g, _a, _b) in table.pairs if g == "k80")
+    plain_mean = Fit(0, 0.0, 1e6)
+    mean = float(np.mean([v[0] for (g, _a, _b), v in table.pairs.items() if g == "k80"]))
+    kept = CompletedPairs(table, "k80", {}, previous=(known - 2, plain_mean))
+    speeds = kept.predict("job1", "job2")
+    assert speeds is not None and speeds == pytest.approx((mean, mean), abs=1e-3)
+    assert kept.choice == (known - 2, plain_mean)
+    fresh = CompletedPairs(table, "k80", {}, previous=(known // 2, plain_mean))
+    again = fresh.predict("job1", "job2")
+    assert again is not None and again != pytest.approx((mean, mean), abs=1e-3)
+    assert fresh.choice is not None and fresh.choice[0] == known and fresh.choice[1] != plain_mean
