@@ -29,7 +29,8 @@ Mask = NDArray[np.bool_]
 
 FLOOR = 0.05  # a prediction is never 0 (0 means: does not fit)
 FOLDS = 4
-ITERS = 40
+ITERS = 40  # alternating rounds at most; fewer once no column term moves by TOLERANCE
+TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,11 @@ def fit_matrix(values: Matrix, known: Mask, fit: Fit, *, seed: int = 0) -> Matri
         solved = _ridge_rows(_with_ones(right), centred - col_bias, weights, ridge)
         left, row_bias = solved[:, : fit.rank], solved[:, fit.rank]
         solved = _ridge_rows(_with_ones(left), (centred - row_bias[:, None]).T, weights.T, ridge)
+        moved = float(np.abs(solved[:, fit.rank] - col_bias).max(initial=0.0))
+        moved = max(moved, float(np.abs(solved[:, : fit.rank] - right).max(initial=0.0)))
         right, col_bias = solved[:, : fit.rank], solved[:, fit.rank]
+        if moved < TOLERANCE:
+            break
     out: Matrix = mean + row_bias[:, None] + col_bias[None, :] + left @ right.T
     return out
 
@@ -124,7 +129,9 @@ def _with_ones(factor: Matrix) -> Matrix:
 
 def _ridge_rows(factor: Matrix, target: Matrix, weights: Matrix, ridge: Matrix) -> Matrix:
     """For every row i: argmin_u sum_k w_ik (target_ik - u . factor_k)^2 + u' ridge u."""
-    gram = np.einsum("ik,kr,ks->irs", weights, factor, factor) + ridge
+    r = factor.shape[1]
+    outer = (factor[:, :, None] * factor[:, None, :]).reshape(len(factor), r * r)
+    gram = (weights @ outer).reshape(len(weights), r, r) + ridge  # one BLAS product, not an einsum
     rhs = (weights * target) @ factor
     solved: Matrix = np.linalg.solve(gram, rhs[..., None])[..., 0]
     return solved
