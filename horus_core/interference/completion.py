@@ -133,5 +133,5 @@ def _ridge_rows(factor: Matrix, target: Matrix, weights: Matrix, ridge: Matrix) 
     outer = (factor[:, :, None] * factor[:, None, :]).reshape(len(factor), r * r)
     gram = (weights @ outer).reshape(len(weights), r, r) + ridge  # one BLAS product, not an einsum
     rhs = (weights * target) @ factor
-    solved: Matrix = np.linalg.solve(gram, rhs[..., None])[..., 0]
-    return solved
+    solved = np.linalg.solve(gram, rhs[..., None])[..., 0]
+    return np.asarray(solved, dtype=np.float64)
