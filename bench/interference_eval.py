@@ -1,39 +1,39 @@
 """How well the interference model predicts pairs it has not measured, by hiding measured ones.
 
     .venv/bin/python bench/interference_eval.py [--quick] [--seeds 5] [--gpu-types k80 p100 v100]
-                                                [--fractions 0.1 0.3 0.5 0.7 0.9]
+                                                [--fractions 0.1 0.3 0.5 0.7 0.9] [--table PATH]
 
-For each GPU type of the packaged Gavel table and each hidden fraction, over ``--seeds`` seeds:
-hide that fraction of the type's measured (feasible) unordered pairs, both directions of a pair
-together (one co-location measures both speeds), and build an ``InterferenceModel`` over a table
-that holds only the visible pairs of that GPU type (no other type's pairs, nothing hidden: the
-model fits everything, its completion's choice of rank included, on what is visible). Then the
-model's ``pair_speeds`` of every hidden pair is compared with the truth, in the same run as two
-baselines over the same visible pairs: ``known_mean`` (the mean of the type's known speeds) and
-``job_mean`` (a job's mean speed over its known partners; the known mean for a job with none).
-Out-of-memory pairs stay visible (they carry no speed). ``mae`` is over both directions of the
-hidden pairs; ``decision_acc`` is how often the ``horus`` policy's share / don't-share rule on a
-pair (the packing kernel's ``gpu_stage`` with ``horus``'s ``MIN_SPEED`` and ``MIN_GAIN``), applied
-to the predicted speeds, agrees with the same rule applied to the measured speeds.
-``pairs_hidden`` counts hidden unordered pairs over all seeds. One JSON line per
-(gpu type, fraction, predictor), then one summary line.
+For each GPU type of the packaged Gavel table (or of ``--table``, a file in the same format) and
+each hidden fraction, over ``--seeds`` seeds: hide that fraction of the type's measured (feasible)
+unordered pairs, both directions of a pair together (one co-location measures both speeds), and
+build an ``InterferenceModel`` over a table that holds only the visible pairs of that GPU type (no
+other type's pairs, nothing hidden: the model fits everything, its completion's choice of rank
+included, on what is visible). Then the model's ``pair_speeds`` of every hidden pair is compared
+with the truth, in the same run as two baselines over the same visible pairs: ``known_mean`` (the
+mean of the type's known speeds) and ``job_mean`` (a job's mean speed over its known partners; the
+known mean for a job with none). Out-of-memory pairs stay visible (they carry no speed). ``mae``
+is over both directions of the hidden pairs; ``decision_acc`` is how often the ``horus`` policy's
+share / don't-share rule on a pair (the packing kernel's ``gpu_stage`` with ``horus``'s
+``MIN_SPEED`` and ``MIN_GAIN``), applied to the predicted speeds, agrees with the same rule
+applied to the measured speeds. ``pairs_hidden`` counts hidden unordered pairs over all seeds. One
+JSON line per (gpu type, fraction, predictor), then one summary line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from horus_core.interference.model import InterferenceModel
-from horus_core.interference.table import INFEASIBLE, ThroughputTable, packaged_table
+from horus_core.interference.table import INFEASIBLE, ThroughputTable, packaged_table, parse_table
 from horus_core.packing._kernels import gpu_stage
 from horus_core.packing.codes import ST_OK
 from horus_core.policies.horus import MIN_GAIN, MIN_SPEED
 
-GPU_TYPES = ("k80", "p100", "v100")
 FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.9)
 PREDICTORS = ("model", "known_mean", "job_mean")
 
@@ -148,15 +148,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="1 seed, fractions 0.3 and 0.9")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--gpu-types", nargs="+", default=list(GPU_TYPES), choices=GPU_TYPES)
+    parser.add_argument("--gpu-types", nargs="+", help="default: every GPU type with pairs in the table")
     parser.add_argument("--fractions", nargs="+", type=float, default=list(FRACTIONS))
+    parser.add_argument("--table", type=pathlib.Path, help="a table in Gavel's format (default: packaged)")
     args = parser.parse_args(argv)
     if args.seeds < 1 or any(not 0.0 < f < 1.0 for f in args.fractions):
         parser.error("--seeds must be >= 1 and every fraction strictly between 0 and 1")
+    table = parse_table(json.loads(args.table.read_text())) if args.table else packaged_table()
+    gpu_types = args.gpu_types or list(table.pair_gpu_types)
+    unknown = sorted(set(gpu_types) - set(table.pair_gpu_types))
+    if unknown:
+        parser.error(f"--gpu-types {unknown}: the table has pairs for {list(table.pair_gpu_types)} only")
     seeds, fractions = (1, [0.3, 0.9]) if args.quick else (args.seeds, args.fractions)
-    table = packaged_table()
     lines: list[dict[str, object]] = []
-    for gpu in args.gpu_types:
+    for gpu in gpu_types:
         for fraction in fractions:
             for line in evaluate(table, gpu, fraction, seeds):
                 print(json.dumps(line), flush=True)

@@ -64,3 +64,25 @@ def test_interference_eval_quick_mode_prints_one_line_per_case_and_predictor() -
     hidden = {x["hidden"]: x["pairs_hidden"] for x in cases}
     assert 0 < hidden[0.3] < hidden[0.9] and abs(hidden[0.9] / hidden[0.3] - 3.0) < 0.1
     assert summary["cases"] == 2 and 0 <= summary["wins"] <= 2
+
+
+def test_interference_eval_reads_another_table_and_refuses_a_gpu_type_it_lacks(tmp_path: Path) -> None:
+    jobs = [f"job{i}" for i in range(6)]
+
+    def row(i: int) -> dict[str, Any]:
+        return {"null": 10.0, **{repr((b, 1)): [10.0 / (2 + i + j)] * 2 for j, b in enumerate(jobs)}}
+
+    rows = {repr((a, 1)): row(i) for i, a in enumerate(jobs)}
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps({"t4": rows}))
+    *cases, summary = bench(
+        "interference_eval.py", "--table", str(path), "--seeds", "2", "--fractions", "0.5"
+    )
+    assert {x["gpu_type"] for x in cases} == {"t4"} and len(cases) == 3 and summary["cases"] == 1
+    assert all(x["pairs_hidden"] == 2 * round(0.5 * 21) for x in cases)  # 21 unordered pairs of 6 jobs
+    script = str(ROOT / "bench" / "interference_eval.py")
+    bad = subprocess.run(
+        [sys.executable, script, "--table", str(path), "--gpu-types", "k80"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "the table has pairs for ['t4'] only" in bad.stderr and not bad.stdout
