@@ -51,3 +51,38 @@ def test_live_read_reports_both_reads_and_their_ratio() -> None:
     )
     (ratio,) = [x for x in lines if x.get("ratio") == "json/live"]
     assert abs(ratio["value"] - reads[("json", None)] / reads[("live", 0.0)]) <= 0.2 * ratio["value"]
+
+
+def test_interference_eval_quick_mode_prints_one_line_per_case_and_predictor() -> None:
+    lines = bench("interference_eval.py", "--quick", "--gpu-types", "k80")
+    *cases, summary = lines
+    assert {(x["gpu_type"], x["hidden"], x["predictor"]) for x in cases} == {
+        ("k80", h, p) for h in (0.3, 0.9) for p in ("model", "known_mean", "job_mean")
+    }
+    assert len(cases) == 6 and all(x["bench"] == "interference_eval" and x["seeds"] == 1 for x in cases)
+    assert all(0.0 <= x["mae"] <= 1.0 and 0.0 <= x["decision_acc"] <= 1.0 for x in cases)
+    hidden = {x["hidden"]: x["pairs_hidden"] for x in cases}
+    assert 0 < hidden[0.3] < hidden[0.9] and abs(hidden[0.9] / hidden[0.3] - 3.0) < 0.1
+    assert summary["cases"] == 2 and 0 <= summary["wins"] <= 2
+
+
+def test_interference_eval_reads_another_table_and_refuses_a_gpu_type_it_lacks(tmp_path: Path) -> None:
+    jobs = [f"job{i}" for i in range(6)]
+
+    def row(i: int) -> dict[str, Any]:
+        return {"null": 10.0, **{repr((b, 1)): [10.0 / (2 + i + j)] * 2 for j, b in enumerate(jobs)}}
+
+    rows = {repr((a, 1)): row(i) for i, a in enumerate(jobs)}
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps({"t4": rows}))
+    *cases, summary = bench(
+        "interference_eval.py", "--table", str(path), "--seeds", "2", "--fractions", "0.5"
+    )
+    assert {x["gpu_type"] for x in cases} == {"t4"} and len(cases) == 3 and summary["cases"] == 1
+    assert all(x["pairs_hidden"] == 2 * round(0.5 * 21) for x in cases)  # 21 unordered pairs of 6 jobs
+    script = str(ROOT / "bench" / "interference_eval.py")
+    bad = subprocess.run(
+        [sys.executable, script, "--table", str(path), "--gpu-types", "k80"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "the table has pairs for ['t4'] only" in bad.stderr and not bad.stdout

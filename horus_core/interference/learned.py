@@ -1,4 +1,9 @@
-"""Pair speeds learned from live measurements, and their low-rank completion per GPU type."""
+"""Pair speeds learned from live measurements, and their completion per GPU type.
+
+The completion of one GPU type reads only that type's pairs (the table's and the live ones):
+a K80 pair is never predicted from V100 data. GPU types the table lacks use the V100 table
+(``ThroughputTable.pair_type_for``) plus their own live pairs.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,12 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference.completion import complete
+from horus_core.interference.completion import Fit, choose, complete
 from horus_core.interference.table import ThroughputTable
 
 Pair = tuple[float, float]
-MIN_KNOWN = 3  # a job needs this many measured partners before completion predicts for it
+Choice = tuple[int, Fit]  # (known entries when chosen, the model chosen)
+RECHOOSE = 0.1  # choose the model again once the known entries changed by more than this share
 
 
 class PairObservations:
@@ -35,10 +41,18 @@ class PairObservations:
 
 
 class CompletedPairs:
-    """The table's pairs of one GPU type plus the observations, completed to a full matrix."""
+    """The table's pairs of one GPU type plus the observations, completed to a full matrix.
+
+    Choosing the model (cross-validation) costs about 30 fits; ``previous`` (the choice of the
+    completion this one replaces, see :attr:`choice`) is reused while the number of known
+    entries stays within 10 % of what it was chosen on, so a new observation costs one fit."""
 
     def __init__(
-        self, table: ThroughputTable, gpu_type: str, observed: Mapping[tuple[str, str, str], Pair]
+        self,
+        table: ThroughputTable,
+        gpu_type: str,
+        observed: Mapping[tuple[str, str, str], Pair],
+        previous: Choice | None = None,
     ) -> None:
         pair_type = table.pair_type_for(gpu_type)
         names = list(table.job_types)
@@ -53,10 +67,11 @@ class CompletedPairs:
         for (g, a, b), speeds in observed.items():
             if g == gpu_type and speeds[0] > 0.0:
                 self._put(values, known, a, b, speeds[0])
-        self._counts: NDArray[np.int64] = known.sum(axis=1)
         self._known = known
         self._values = values
         self._fitted: NDArray[np.float64] | None = None
+        self._previous = previous
+        self.choice: Choice | None = None  # set once fitted
 
     def _put(self, values: NDArray[np.float64], known: NDArray[np.bool_], a: str, b: str, v: float) -> None:
         i, j = self._index[a], self._index[b]
@@ -64,13 +79,24 @@ class CompletedPairs:
         known[i, j] = True
 
     def predict(self, a: str, b: str) -> tuple[float, float] | None:
-        """(speed a, speed b), or None when either job has too few measured partners."""
+        """(speed a, speed b), or None when either job has no row here (neither a job type of
+        the table nor observed on this GPU type) or nothing at all is known on this type. A job
+        with few measured partners gets predictions shrunk towards the type's mean (see
+        :mod:`completion`), never a curve fitted on another GPU type."""
         i, j = self._index.get(a), self._index.get(b)
-        if i is None or j is None or min(self._counts[i], self._counts[j]) < MIN_KNOWN:
+        if i is None or j is None or not self._known.any():
             return None
         if self._fitted is None:
-            self._fitted = complete(self._values, self._known)
+            self.choice = self._choose()
+            self._fitted = complete(self._values, self._known, fit=self.choice[1])
         return float(self._fitted[i, j]), float(self._fitted[j, i])
+
+    def _choose(self) -> Choice:
+        count = int(self._known.sum())
+        previous = self._previous
+        if previous is not None and abs(count - previous[0]) <= RECHOOSE * previous[0]:
+            return previous
+        return count, choose(self._values, self._known)
 
 
 def _unit(x: float) -> float:

@@ -7,9 +7,12 @@ Speeds of jobs sharing ONE GPU (1.0 = as fast as alone), in order of trust:
 1. pairs measured live on this GPU type (:meth:`InterferenceModel.observe_pair`, EWMA);
 2. the packaged Gavel table for this GPU type; GPU types it lacks (a100, h100, ...) use the
    V100 data (speeds are normalised, so no scaling is needed);
-3. a low-rank completion of the table plus observations (:mod:`completion`), for a job with
-   at least 3 measured partners;
-4. the analytic model over the two profiles (:func:`profiles.analytic_speed`).
+3. a completion of this GPU type's table pairs plus its observations (:mod:`completion`:
+   collaborative filtering with per-job sensitivity and intensity, shrunk towards the type's
+   mean where a job has few measured partners), for every job type of the table and every
+   signature observed on this GPU type;
+4. the analytic model over the two profiles (:func:`profiles.analytic_speed`), only for a
+   signature with no pair data on this GPU type (hints, a live profile or the default).
 Pairs were measured for 1-GPU jobs; a multi-GPU job is assumed to interfere on each of its
 GPUs as its 1-GPU version does. Triples were never measured: each job's speed in a triple is
 the product of its speeds in the two pairs (pessimistic: it counts the overlap twice). The
@@ -24,7 +27,7 @@ from itertools import combinations
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference.learned import CompletedPairs, PairObservations
+from horus_core.interference.learned import Choice, CompletedPairs, PairObservations
 from horus_core.interference.profiles import (
     GAVEL_PROFILES,
     RESERVE_MIB,
@@ -54,6 +57,7 @@ class InterferenceModel:
         self._hinted: dict[str, JobProfile] = {}
         self._pairs = PairObservations(EWMA_WEIGHT)
         self._completed: dict[str, CompletedPairs] = {}
+        self._choices: dict[str, Choice] = {}  # per GPU type: the completion's last model choice
         self._speeds: dict[tuple[str, tuple[str, ...]], tuple[float, ...]] = {}
         self._matrices: dict[tuple[str, int, tuple[str, ...]], NDArray[np.float64]] = {}
         self.version = 0  # bumped by every observation; caches keyed on it stay valid
@@ -135,7 +139,7 @@ class InterferenceModel:
     def _completion(self, gpu_type: str) -> CompletedPairs:
         done = self._completed.get(gpu_type)
         if done is None:
-            done = CompletedPairs(self._table, gpu_type, self._pairs.speeds)
+            done = CompletedPairs(self._table, gpu_type, self._pairs.speeds, self._choices.get(gpu_type))
             self._completed[gpu_type] = done
         return done
 
@@ -197,7 +201,9 @@ class InterferenceModel:
 
     def observe_pair(self, a: str, b: str, gpu_type: str, speed_a: float, speed_b: float) -> None:
         self._pairs.add(gpu_type, a, b, speed_a, speed_b)
-        self._completed.pop(gpu_type, None)
+        stale = self._completed.pop(gpu_type, None)
+        if stale is not None and stale.choice is not None:
+            self._choices[gpu_type] = stale.choice
         self._invalidate()
 
     def _invalidate(self) -> None:
