@@ -42,7 +42,10 @@ def speed_colour(speed: float) -> str:
 def heat_map(speeds: Mapping[tuple[str, str], float], names: Sequence[str], *, cell: int = 56) -> str:
     """Row = the job type measured, column = its co-runner, cell = its speed next to it."""
     left, top = 260, 150
-    width, height = left + cell * len(names) + 8, top + cell * len(names) + 8
+    width, height = (
+        left + cell * len(names) + 160,
+        top + cell * len(names) + 8,
+    )  # (room for the slanted names)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="heatmap" width="{width}" height="{height}">']
     for i, name in enumerate(names):
         short = escape(name[:40])

@@ -78,7 +78,7 @@ class ClusterView:
         return out
 
     def gpus_of(self, job: Job) -> list[GpuView]:
-        return [g for g in self.gpus() if g.gpu.uuid in job.gpus and job in g.jobs]
+        return [g for g in self.gpus() if g.gpu.uuid in job.gpus and any(j.id == job.id for j in g.jobs)]
 
     def co_runners(self, job: Job) -> list[Job]:
         seen: dict[str, Job] = {}
