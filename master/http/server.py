@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 COOKIE = "horus_token"
 LOG_TAIL_BYTES = 8192
 MAX_PAIRS = 2000
+WHO: web.RequestKey[Identity | None] = web.RequestKey("who")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -65,14 +66,14 @@ class Dashboard:
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if self.tokens is None or request.path == "/login":
-            request["who"] = None
+            request[WHO] = None
             return await handler(request)
         who = self.identify(request)
         if who is None:
             if "Authorization" in request.headers:
                 return _html(pages.login_page("invalid token"), status=401)
             raise web.HTTPSeeOther("/login")
-        request["who"] = who
+        request[WHO] = who
         return await handler(request)
 
     @staticmethod
@@ -80,15 +81,15 @@ class Dashboard:
         return lambda job: who is None or who.admin or job.spec.owner == who.user
 
     async def cluster(self, request: web.Request) -> web.Response:
-        who = request["who"]
+        who = request[WHO]
         return _html(pages.cluster_page(await gather(self.core), self.visible_to(who), who))
 
     async def queue(self, request: web.Request) -> web.Response:
-        who = request["who"]
+        who = request[WHO]
         return _html(pages.queue_page(await gather(self.core), self.visible_to(who), who))
 
     async def job(self, request: web.Request) -> web.Response:
-        who = request["who"]
+        who = request[WHO]
         job_id = request.match_info["job_id"]
         row = await self.core.store.read.job(job_id)
         if row is None:
@@ -113,7 +114,7 @@ class Dashboard:
 
     async def pairs(self, request: web.Request) -> web.Response:
         rows = await self.core.store.read.pair_speeds(MAX_PAIRS)
-        return _html(pages.pairs_page(rows, request["who"]))
+        return _html(pages.pairs_page(rows, request[WHO]))
 
     async def login_form(self, request: web.Request) -> web.Response:
         return _html(pages.login_page())
