@@ -4,7 +4,9 @@ values must agree with what the API (ListGpus, ListJobs) reports."""
 
 from __future__ import annotations
 
+import json
 import pathlib
+import re
 from typing import Any
 
 import aiohttp
@@ -21,6 +23,7 @@ from master.clock import FakeClock
 from master.store.learned import RecordRatesOp
 
 Samples = dict[str, list[Any]]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 async def scrape(port: int) -> Samples:
@@ -151,6 +154,11 @@ async def test_measured_speed_is_progress_over_learned_solo(tmp_path: pathlib.Pa
         got = await scrape(m.http.metrics_port)
         assert by_label(got, "horus_job_speed_ratio", "job") == {placed[0]: pytest.approx(0.75)}
         await w.close()
+    # Every series the Grafana dashboard queries is one the master exports.
+    dashboard = json.loads((ROOT / "docker" / "grafana" / "horus-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {name for e in exprs for name in re.findall(r"\b(?:DCGM_FI_\w+|horus_\w+)", e)}
+    assert used and used <= set(got), used - set(got)
 
 
 async def test_metrics_listen_that_cannot_bind_fails_start(tmp_path: pathlib.Path) -> None:
