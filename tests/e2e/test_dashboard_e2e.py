@@ -14,6 +14,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -208,6 +209,19 @@ def test_job_files_metrics_and_dashboard(
     if binary is None:
         pytest.skip("no chromium binary (apt-get install chromium); HORUS_REQUIRE_BROWSER=1 makes this fail")
     check_pages(c, binary, f"http://127.0.0.1:{ports['http']}", gpus, big)
+
+
+def test_bad_metrics_listen_stops_the_daemons(tmp_path: pathlib.Path) -> None:
+    bin_dir = pathlib.Path(sys.executable).parent
+    worker = [str(bin_dir / "horus-worker"), "--master", "127.0.0.1:9", "--fake-gpus", "1"]
+    worker += ["--state-dir", str(tmp_path / "w"), "--metrics-listen", "no-port"]
+    done = subprocess.run(worker, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--metrics-listen: expected HOST:PORT" in done.stderr
+    master = [str(bin_dir / "horus-master"), "--listen", "127.0.0.1:0", "--db", str(tmp_path / "m.db")]
+    done = subprocess.run(
+        [*master, "--http-listen", "127.0.0.1:x"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and "expected HOST:PORT" in done.stderr
 
 
 def check_worker_metrics(c: LocalCluster, port: int) -> None:

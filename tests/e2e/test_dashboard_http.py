@@ -10,10 +10,12 @@ import aiohttp
 import pytest
 
 from horus_core import HorusClient
+from horus_core.errors import InvalidArgument
 from horus_core.model import JobSpec
 from master.app import Master
 from master.clock import FakeClock
 from master.config import MasterConfig
+from master.store.learned import PairMeasurement, RecordRatesOp
 
 EVIL_NAME = "<script>alert(1)</script>"
 EVIL_CMD = ("echo", '"><img src=x onerror=alert(2)>')
@@ -94,3 +96,24 @@ async def test_login_sets_a_cookie_that_authenticates(master: Master) -> None:
         async with s.get(f"{url}/", allow_redirects=False) as r:
             assert r.status == 200
             assert "signed in as bob" in await r.text()
+
+
+async def test_sdk_applies_job_files(master: Master) -> None:
+    async with HorusClient.connect(f"127.0.0.1:{master.port}", token="tok-alice") as c:
+        job = await c.apply("name: from-yaml\nresources: {accelerators: 1}\nrun: python train.py\n")
+        assert job.spec.name == "from-yaml" and job.spec.owner == "alice"
+        assert job.spec.command == ("sh", "-c", "python train.py")
+        with pytest.raises(InvalidArgument, match=r"setup: unknown field \(line 2\)"):
+            await c.apply("run: x\nsetup: y\n")
+        listed = [j async for j in c.list()]
+    assert [j.spec.name for j in listed] == ["from-yaml"]  # the bad file submitted nothing
+
+
+async def test_pair_heat_map_escapes_job_types(master: Master) -> None:
+    evil = '<svg onload="alert(3)">'
+    op = RecordRatesOp(evil, "v100", 1, None, (PairMeasurement("ResNet-50", 45.0, 100.0),), 0.0)
+    await master.core.store.write(op)
+    status, text, _ = await get(master, "/pairs", "tok-bob")
+    assert status == 200
+    assert evil not in text and "&lt;svg onload=&quot;alert(3)&quot;&gt;" in text
+    assert 'class="heatmap"' in text and ">0.45<" in text
