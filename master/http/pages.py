@@ -158,7 +158,10 @@ def job_page(
     ]
     dl = table(("Field", "Value"), ([e(k), v] for k, v in facts), "job")
     co = view.co_runners(job) if placed else []
-    co_rows = [[job_link(c, visible), e(c.spec.job_type), _speed(c.predicted_slowdown)] for c in co]
+    co_rows = [
+        [job_link(c, visible), e(c.spec.job_type) if visible(c) else "", _speed(c.predicted_slowdown)]
+        for c in co
+    ]
     co_html = table(("Co-runner", "Type", "Predicted speed"), co_rows, "corunners")
     chart = svg.line_chart(history)
     body = (
