@@ -35,10 +35,14 @@ def e(value: object) -> str:
     return escape(str(value), quote=True)
 
 
-def page(title: str, body: str, who: Identity | None) -> str:
+REFRESH_S = 5  # live pages reload themselves (no JavaScript needed)
+
+
+def page(title: str, body: str, who: Identity | None, *, live: bool = False) -> str:
     user = f"signed in as {e(who.user)}" if who is not None else "auth off"
+    refresh = f'<meta http-equiv="refresh" content="{REFRESH_S}">' if live else ""
     return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{refresh}'
         f"<title>{e(title)} - Horus</title><style>{_CSS}</style></head><body>"
         '<nav><a href="/">Cluster</a><a href="/queue">Queue</a><a href="/pairs">Pair speeds</a>'
         f'<span class="muted">{user}</span></nav><h1>{e(title)}</h1>{body}</body></html>'
@@ -102,7 +106,7 @@ def cluster_page(view: ClusterView, visible: Visible, who: Identity | None) -> s
         (_gpu_row(g, visible) for g in gpus),
         "gpus",
     )
-    return page("Cluster", summary + "<h2>Nodes</h2>" + nodes + "<h2>GPUs</h2>" + gpu_rows, who)
+    return page("Cluster", summary + "<h2>Nodes</h2>" + nodes + "<h2>GPUs</h2>" + gpu_rows, who, live=True)
 
 
 def _age(since: float, now: float) -> str:
@@ -127,7 +131,7 @@ def queue_page(view: ClusterView, visible: Visible, who: Identity | None) -> str
     ]
     note = f'<p id="queue-size">{len(view.pending)} job(s) pending in the whole cluster</p>'
     body = table(("Position", "Job", "User", "GPUs", "Type", "Waiting", "Reason"), rows, "queue")
-    return page("Queue", note + body, who)
+    return page("Queue", note + body, who, live=True)
 
 
 def _speed(value: float | None) -> str:
@@ -171,7 +175,7 @@ def job_page(
         + f'<h2>GPU utilisation</h2><div id="util-chart">{chart}</div>'
         + f'<h2>Log tail</h2><pre id="log">{e(log_tail)}</pre>'
     )
-    return page(f"Job {job.id}", body, who)
+    return page(f"Job {job.id}", body, who, live=not job.state.terminal)
 
 
 def pairs_page(pairs: Sequence[PairRow], who: Identity | None) -> str:

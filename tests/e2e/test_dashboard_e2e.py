@@ -211,6 +211,15 @@ def test_job_files_metrics_and_dashboard(
     check_pages(c, binary, f"http://127.0.0.1:{ports['http']}", gpus, big)
 
 
+def test_missing_browser_fails_only_when_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.delenv("HORUS_REQUIRE_BROWSER", raising=False)
+    assert browser() is None
+    monkeypatch.setenv("HORUS_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match="no chromium"):
+        browser()
+
+
 def test_bad_metrics_listen_stops_the_daemons(tmp_path: pathlib.Path) -> None:
     bin_dir = pathlib.Path(sys.executable).parent
     worker = [str(bin_dir / "horus-worker"), "--master", "127.0.0.1:9", "--fake-gpus", "1"]

@@ -58,6 +58,7 @@ async def test_users_see_their_own_jobs_escaped(master: Master) -> None:
     assert status == 200
     assert mine in text and theirs not in text and "bobs-job" not in text
     assert "2 job(s) pending" in text
+    assert '<meta http-equiv="refresh"' in text  # live pages reload themselves
     assert EVIL_NAME not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
     status, text, resp = await get(master, f"/jobs/{mine}", "tok-alice")
