@@ -114,23 +114,29 @@ def _age(since: float, now: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+MAX_QUEUE_ROWS = 500  # a long queue's page shows its head; `hctl queue` lists everything
+
+
+def _queue_row(pos: int, j: Job, visible: Visible, now: float) -> list[str]:
+    return [
+        e(pos),
+        job_link(j, visible),
+        e(j.spec.owner),
+        e(j.spec.gpus),
+        e(j.spec.job_type),
+        _age(j.submitted_at, now),
+        e(j.reason),
+    ]
+
+
 def queue_page(view: ClusterView, visible: Visible, who: Identity | None) -> str:
     now = time.time()
-    rows = [
-        [
-            e(pos),
-            job_link(j, visible),
-            e(j.spec.owner),
-            e(j.spec.gpus),
-            e(j.spec.job_type),
-            _age(j.submitted_at, now),
-            e(j.reason),
-        ]
-        for pos, j in enumerate(view.pending, 1)
-        if visible(j)
-    ]
+    mine = [(pos, j) for pos, j in enumerate(view.pending, 1) if visible(j)]
+    rows = [_queue_row(pos, j, visible, now) for pos, j in mine[:MAX_QUEUE_ROWS]]
     note = f'<p id="queue-size">{len(view.pending)} job(s) pending in the whole cluster</p>'
     body = table(("Position", "Job", "User", "GPUs", "Type", "Waiting", "Reason"), rows, "queue")
+    if len(mine) > MAX_QUEUE_ROWS:
+        body += f'<p class="muted">and {len(mine) - MAX_QUEUE_ROWS} more (hctl queue lists them all)</p>'
     return page("Queue", note + body, who, live=True)
 
 

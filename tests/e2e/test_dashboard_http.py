@@ -11,10 +11,12 @@ import pytest
 
 from horus_core import HorusClient
 from horus_core.errors import InvalidArgument
-from horus_core.model import JobSpec
+from horus_core.model import Job, JobSpec, JobState
 from master.app import Master
 from master.clock import FakeClock
 from master.config import MasterConfig
+from master.http import pages
+from master.observe.view import ClusterView
 from master.store.learned import PairMeasurement, RecordRatesOp
 
 EVIL_NAME = "<script>alert(1)</script>"
@@ -118,3 +120,12 @@ async def test_pair_heat_map_escapes_job_types(master: Master) -> None:
     assert status == 200
     assert evil not in text and "&lt;svg onload=&quot;alert(3)&quot;&gt;" in text
     assert 'class="heatmap"' in text and ">0.45<" in text
+
+
+def test_long_queue_page_shows_its_head() -> None:
+    jobs = tuple(Job(f"j{i:05d}", JobSpec(command=("x",), owner="u"), JobState.PENDING) for i in range(510))
+    view = ClusterView(nodes=(), jobs={j.id: j for j in jobs}, pending=jobs, speeds={})
+    text = pages.queue_page(view, lambda job: True, None)
+    assert text.count('class="job"') == pages.MAX_QUEUE_ROWS == 500
+    assert "j00499" in text and "j00500" not in text and "and 10 more" in text
+    assert "510 job(s) pending" in text
