@@ -112,11 +112,12 @@ def job_families(samples: Iterable[JobGpuSample]) -> list[Metric]:
     return [util, mem, speed, predicted]
 
 
-_DIGITS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_DIGITS = re.compile(r"[0-9#]+(?:\.[0-9#]+)?")  # ('#': digits the store masked already)
 MAX_REASON = 120
 
 
 def reason_label(reason: str) -> str:
-    """A pending reason as a label value with bounded cardinality: numbers become ``N``."""
+    """A pending reason as a label value with bounded cardinality: numbers become ``N``
+    (also where the store already masked their digits as ``#``)."""
     text = _DIGITS.sub("N", " ".join(reason.split())) or "unknown"
     return text[:MAX_REASON]

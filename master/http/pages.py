@@ -86,7 +86,7 @@ def cluster_page(view: ClusterView, visible: Visible, who: Identity | None) -> s
     running = sum(1 for j in view.jobs.values() if j.state.active)
     summary = (
         f'<p id="summary">{len(view.nodes)} node(s), {len(gpus)} GPU(s), '
-        f"{running} job(s) placed, {len(view.pending)} pending</p>"
+        f"{running} job(s) placed, {view.pending_count} pending</p>"
     )
     nodes = table(
         ("Node", "State", "Stream", "GPUs"),

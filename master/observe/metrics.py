@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from horus_core.metrics import gpu_families, job_families, reason_label
+from horus_core.metrics import gpu_families, job_families
 from horus_core.model import JobState, NodeState
 from master.observe.view import ClusterView, gather
 from master.services.core import Core
@@ -41,7 +41,7 @@ class _ViewCollector(Collector):
 
 def _pending(view: ClusterView) -> Metric:
     fam = GaugeMetricFamily("horus_pending_jobs", "Pending jobs by the reason they wait.", labels=["reason"])
-    for reason, n in sorted(Tally(reason_label(j.reason) for j in view.pending).items()):
+    for reason, n in sorted(view.pending_reasons.items()):
         fam.add_metric([reason], n)
     return fam
 
@@ -59,8 +59,9 @@ def _nodes(view: ClusterView) -> Metric:
 
 def _jobs(view: ClusterView) -> Metric:
     fam = GaugeMetricFamily("horus_live_jobs", "Pending and active jobs by state.", labels=["state"])
-    states = Tally(j.state.value for j in view.jobs.values())
-    for state in (JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING):
+    states = Tally(j.state.value for j in view.jobs.values() if j.state.active)
+    fam.add_metric([JobState.PENDING.value], view.pending_count)
+    for state in (JobState.ASSIGNED, JobState.RUNNING):
         fam.add_metric([state.value], states.get(state.value, 0))
     return fam
 

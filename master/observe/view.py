@@ -7,10 +7,11 @@ is its latest samples/s over the solo samples/s learned for its signature on tha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from horus_core.gen import types_pb2 as pb
-from horus_core.metrics import GpuSample, JobGpuSample
+from horus_core.metrics import GpuSample, JobGpuSample, reason_label
 from horus_core.model import Gpu, Job, JobState
 from master.services.core import Core
 from master.services.nodes import NodeEntry
@@ -49,9 +50,14 @@ class NodeView:
 @dataclass(frozen=True)
 class ClusterView:
     nodes: tuple[NodeView, ...]
-    jobs: dict[str, Job]  # live (pending and active) jobs by id
-    pending: tuple[Job, ...]  # in queue (submission) order
+    jobs: dict[str, Job]  # the active jobs by id (and the pending ones, where the queue was read)
+    pending: tuple[Job, ...]  # in queue (submission) order; empty unless the queue was read
     speeds: dict[str, float]  # measured speed over solo, for jobs where both are known
+    pending_reasons: dict[str, int] = field(default_factory=dict)  # reason_label -> pending jobs
+
+    @property
+    def pending_count(self) -> int:
+        return sum(self.pending_reasons.values())
 
     def gpus(self) -> list[GpuView]:
         return [g for n in self.nodes for g in n.gpus]
@@ -123,10 +129,21 @@ async def _speeds(core: Core, active: list[Job]) -> dict[str, float]:
     return out
 
 
-async def gather(core: Core) -> ClusterView:
-    rows = await core.store.read.live_jobs()
-    jobs = [r.job for r in rows]
+async def gather(core: Core, *, queue: bool = False) -> ClusterView:
+    """The view; ``queue``: with every pending job (one read of all live jobs), else the pending
+    jobs are only counted by reason (a cheap aggregate: what the metrics and most pages need)."""
+    read = core.store.read
+    counts: Counter[str] = Counter()
+    if queue:
+        jobs = [r.job for r in await read.live_jobs()]
+        pending = tuple(j for j in jobs if j.state is JobState.PENDING)
+        counts.update(reason_label(j.reason) for j in pending)
+    else:
+        jobs = [r.job for r in await read.active_jobs()]
+        pending = ()
+        for reason, n in await read.pending_by_reason():
+            counts[reason_label(reason)] += n
     active = [j for j in jobs if j.state.active]
     nodes = tuple(_node_view(e, active) for e in core.registry.all())
-    pending = tuple(j for j in jobs if j.state is JobState.PENDING)
-    return ClusterView(nodes, {j.id: j for j in jobs}, pending, await _speeds(core, active))
+    speeds = await _speeds(core, active)
+    return ClusterView(nodes, {j.id: j for j in jobs}, pending, speeds, dict(counts))

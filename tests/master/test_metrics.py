@@ -22,6 +22,7 @@ from horus_core.model import NodeState
 from master.app import Master
 from master.clock import FakeClock
 from master.observe.history import UtilHistory
+from master.services import transitions as tr
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.session import Session
 from master.store.learned import RecordRatesOp
@@ -191,3 +192,26 @@ def test_util_history_is_per_job_and_bounded() -> None:
     entry.session.close("gone")  # type: ignore[union-attr]
     history.sample(registry, 6.0)
     assert history.of("c") == [(5.0, 50.0)]  # a disconnected node's last report is not sampled again
+
+
+async def test_pending_reasons_count_together_whatever_their_numbers(tmp_path: pathlib.Path) -> None:
+    master = Master(config(tmp_path), clock=FakeClock(), metrics_listen="127.0.0.1:0")
+    async with master as m, client_for(m) as stub:
+        ids = []
+        for _ in range(4):
+            req = cpb.SubmitJobRequest(spec=pb.JobSpec(command=["x"], gpus=1))
+            ids.append((await stub.SubmitJob(req)).job.id)
+        reasons = [
+            "queued behind 3 jobs (look-ahead 5)",
+            "queued behind 12 jobs (look-ahead 5)",
+            "needs 2.5 GiB",
+        ]
+        await m.core.apply((i, tr.set_wait_reason(r, 1.0)) for i, r in zip(ids, reasons, strict=False))
+        got = await scrape(m.http.metrics_port)
+        last = await stub.GetJob(cpb.GetJobRequest(job_id=ids[3]))
+    assert by_label(got, "horus_pending_jobs", "reason") == {
+        "queued behind N jobs (look-ahead N)": 2,
+        "needs N GiB": 1,
+        last.reason: 1,  # (no node: "no ready nodes")
+    }
+    assert by_label(got, "horus_live_jobs", "state")["PENDING"] == 4
