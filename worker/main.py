@@ -2,7 +2,7 @@
 
     horus-worker --master HOST:PORT --name NAME [--fake-gpus N | --fake-gpus 4xV100]
                  [--sim-interference FILE] [--runtime process|docker] [--state-dir DIR]
-                 [--join-token T] [--grace-s 10]
+                 [--join-token T] [--grace-s 10] [--metrics-listen HOST:PORT]
 
 Without ``--fake-gpus`` the GPUs come from NVML. SIGTERM or SIGINT stops the attempts gracefully,
 sends their final updates and exits 0.
