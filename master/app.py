@@ -20,6 +20,7 @@ from master.api.worker import WorkerServicer
 from master.auth import AuthInterceptor, TokenTable
 from master.clock import Clock, SystemClock
 from master.config import MAX_MESSAGE_BYTES, MasterConfig
+from master.http.run import HttpSide
 from master.services.attempts import AttemptHandler
 from master.services.core import Core
 from master.services.events import EventBus, JobEvent
@@ -57,6 +58,8 @@ class Master:
         policy: Policy | None = None,
         interference: Any = None,
         tokens: TokenTable | None = None,
+        http_listen: str | None = None,
+        metrics_listen: str | None = None,
     ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
@@ -67,6 +70,7 @@ class Master:
         self._server: grpc.aio.Server | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
+        self._listen_http = (http_listen, metrics_listen)  # dashboard, /metrics (None: off)
 
     async def start(self) -> None:
         cfg = self.config
@@ -87,7 +91,10 @@ class Master:
                 log.info("interference model: %d stored observations loaded", learned)
             await self.plane.load()
             self.port = await self._serve()
+            await self.http.start(*self._listen_http)
         except BaseException:
+            if self._server is not None:
+                await self._server.stop(None)
             await self.store.close()
             raise
         self._loop_task = asyncio.create_task(self.scheduler.run(), name="horus-scheduler")
@@ -106,6 +113,7 @@ class Master:
         self.jobs = JobService(self.core)
         self.scheduler = Scheduler(self.core, policy, self.plane.check_liveness)
         self.policy = policy
+        self.http = HttpSide(self.core, self.scheduler, self._tokens)
 
     async def _serve(self) -> int:
         cfg = self.config
@@ -154,6 +162,7 @@ class Master:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
+        await self.http.stop()
         self.core.events.close_all()
         for entry in self.core.registry.all():
             if entry.session is not None:

@@ -51,6 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="PREFIX",
         help="host path prefix job specs may mount (repeatable; default: no host mounts)",
     )
+    p.add_argument("--http-listen", metavar="HOST:PORT", help="serve the web dashboard here (off by default)")
+    p.add_argument("--metrics-listen", metavar="HOST:PORT", help="serve Prometheus /metrics here (no auth)")
     p.add_argument("--max-concurrent-rpcs", type=int, default=1000)
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -92,11 +94,19 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
     )
 
 
-async def serve(config: MasterConfig, tokens: TokenTable | None) -> None:
-    master = Master(config, tokens=tokens)
+async def serve(
+    config: MasterConfig, tokens: TokenTable | None, http: str | None = None, metrics: str | None = None
+) -> None:
+    master = Master(config, tokens=tokens, http_listen=http, metrics_listen=metrics)
     await master.start()
     host = config.listen.rsplit(":", 1)[0]
     print(f"horus-master listening on {host}:{master.port}", flush=True)
+    for what, listen, port in (
+        ("dashboard", http, master.http.http_port),
+        ("metrics", metrics, master.http.metrics_port),
+    ):
+        if listen is not None:
+            print(f"horus-master {what} on http://{listen.rpartition(':')[0]}:{port}/", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -117,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"horus-master: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve(config_from(args), tokens))
+        asyncio.run(serve(config_from(args), tokens, args.http_listen, args.metrics_listen))
     except OSError as exc:
         print(f"horus-master: {exc}", file=sys.stderr)
         return 1

@@ -5,8 +5,10 @@
 2. submits a sample workload: jobs of Gavel's measured job types (`physical_small_test.trace`,
    shipped in the package), scaled from hours to seconds; the simulated GPUs slow co-located jobs
    down by the measured pair throughputs, so a bad pairing really costs time;
-3. shows where each job ran, who shared a GPU with whom and the predicted speed, with `hctl`;
-4. replays a real 533-job Philly trace through the simulator with the same policies, and prints
+3. waits for the first placements and shows which jobs share which GPU, with `hctl gpus`, while
+   the master's web dashboard (its address is printed) shows the same live;
+4. shows where each job ran, who shared a GPU with whom and the predicted speed, with `hctl`;
+5. replays a real 533-job Philly trace through the simulator with the same policies, and prints
    why interference-aware packing beats exclusive GPUs and interference-blind packing.
 """
 
@@ -34,6 +36,7 @@ BIN = pathlib.Path(sys.executable).parent
 BOLD, DIM, OFF = ("\033[1m", "\033[2m", "\033[0m") if sys.stdout.isatty() else ("", "", "")
 JOBS = 16  # jobs from the sample trace
 SECONDS_PER_JOB = (6.0, 14.0)  # solo duration range after scaling
+PLACEMENT_WAIT_S = 20.0  # at most, for the first shared GPU to show up in `hctl gpus`
 POLICIES = {
     "fifo": "exclusive GPUs (fifo: Kubernetes, Slurm)",
     "binpack": "interference-blind packing (binpack)",
@@ -62,6 +65,7 @@ def cluster(tmp: pathlib.Path) -> Iterator[str]:
     try:
         db = str(tmp / "horus.db")
         master_args = ["--listen", "127.0.0.1:0", "--db", db, "--policy", "horus", "--tick-s", "0.5"]
+        master_args += ["--http-listen", "127.0.0.1:0"]
         master = spawn([tool("horus-master"), *master_args], tmp / "master.log", subprocess.PIPE)
         procs.append(master)
         assert master.stdout is not None
@@ -70,6 +74,9 @@ def cluster(tmp: pathlib.Path) -> Iterator[str]:
         if not match:
             raise SystemExit(f"demo: the master did not start: {line!r}; see {tmp / 'master.log'}")
         addr = match.group(1)
+        dashboard = re.search(r"dashboard on (\S+)", master.stdout.readline())
+        if dashboard:
+            say(f"Web dashboard (while the demo runs): {dashboard.group(1)}")
         for name in ("worker-1", "worker-2"):
             worker_args = ["--master", addr, "--name", name, "--fake-gpus", "4xV100"]
             worker_args += ["--state-dir", str(tmp / name)]
@@ -133,15 +140,31 @@ async def run_workload(addr: str) -> float:
         start = time.monotonic()
         jobs = [await client.submit(s) for s in specs]
         print(f"submitted {len(jobs)} jobs ({sum(s.gpus for s in specs)} GPUs asked, the cluster has 8)")
-        await asyncio.sleep(3)
+        sharing = await wait_for_sharing(client)
         say("Where the jobs run now (hctl gpus): several jobs share a GPU when the pair is compatible")
         hctl(addr, "gpus")
+        if not sharing:
+            print(f"{DIM}(no GPU shared yet after {PLACEMENT_WAIT_S:.0f} s){OFF}")
         results = [await client.wait(j.id, timeout=240) for j in jobs]
         elapsed = time.monotonic() - start
         failed = [j for j in results if j.state is not JobState.SUCCEEDED]
         if failed:
             raise SystemExit(f"demo: {len(failed)} job(s) did not succeed: {[j.id for j in failed]}")
         return elapsed
+
+
+async def wait_for_sharing(client: HorusClient) -> bool:
+    """Poll until a GPU runs two or more jobs and the workers have reported every placed job's
+    own GPU use (so the table shows real numbers); False if that does not happen in time."""
+    deadline = time.monotonic() + PLACEMENT_WAIT_S
+    while time.monotonic() < deadline:
+        gpus = await client.gpus()
+        shared = any(len(g.job_ids) >= 2 for g in gpus)
+        measured = all(len(g.jobs) == len(g.job_ids) for g in gpus)
+        if shared and measured:
+            return True
+        await asyncio.sleep(0.3)
+    return False
 
 
 def compare_policies() -> None:

@@ -2,7 +2,7 @@
 
     horus-worker --master HOST:PORT --name NAME [--fake-gpus N | --fake-gpus 4xV100]
                  [--sim-interference FILE] [--runtime process|docker] [--state-dir DIR]
-                 [--join-token T] [--grace-s 10]
+                 [--join-token T] [--grace-s 10] [--metrics-listen HOST:PORT]
 
 Without ``--fake-gpus`` the GPUs come from NVML. SIGTERM or SIGINT stops the attempts gracefully,
 sends their final updates and exits 0.
@@ -21,6 +21,7 @@ import socket
 import sys
 
 import grpc
+from aiohttp import web
 
 from horus_core import __version__
 from worker.agent import Agent, AgentConfig, SpeedOf
@@ -28,6 +29,7 @@ from worker.files import safe_name
 from worker.gpu.base import GpuInfo, GpuProbe
 from worker.gpu.ground_truth import load_ground_truth
 from worker.gpu.simulated import SimulatedProbe, parse_fake_gpus, simulated_gpus
+from worker.metrics import RecordingProbe, WorkerCollector, serve_metrics
 from worker.runtime.base import Runtime
 from worker.runtime.process import ProcessRuntime
 
@@ -92,6 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--docker-url", help="docker: engine address (default $DOCKER_HOST or the local socket)")
     p.add_argument("--docker-network", default="none", help="docker: network for containers (default none)")
+    p.add_argument("--metrics-listen", metavar="HOST:PORT", help="serve Prometheus /metrics here (no auth)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument("--version", action="version", version=f"horus-worker {__version__}")
     args = p.parse_args(argv)
@@ -185,6 +188,15 @@ async def serve(args: argparse.Namespace, config: AgentConfig) -> None:
     except BaseException:
         await probe.close()
         raise
+    metrics = None
+    if args.metrics_listen:
+        probe = RecordingProbe(probe)
+        try:
+            metrics = await start_metrics(args.name, gpus, probe, args.metrics_listen)
+        except BaseException:
+            await runtime.close()
+            await probe.close()
+            raise
     agent = Agent(config, gpus, probe, runtime, speed_of=speed_of)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -204,9 +216,20 @@ async def serve(args: argparse.Namespace, config: AgentConfig) -> None:
     try:
         await agent.run()
     finally:
+        if metrics is not None:
+            await metrics.cleanup()
         await runtime.close()
         await probe.close()
     log.info("horus-worker %s stopped", args.name)
+
+
+async def start_metrics(name: str, gpus: list[GpuInfo], probe: RecordingProbe, listen: str) -> web.AppRunner:
+    try:
+        runner, port = await serve_metrics(WorkerCollector(name, gpus, probe), listen)
+    except OSError as exc:
+        raise StartupError(str(exc)) from None
+    print(f"horus-worker metrics on http://{listen.rpartition(':')[0]}:{port}/metrics", flush=True)
+    return runner
 
 
 def _on_signal(agent: Agent, sig: signal.Signals) -> None:

@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 
 from horus_core import __version__, errors
-from horus_core.cli import cluster, jobs, logs, submit, top, waiting
-from horus_core.cli.output import FORMATS, TABLE, Output
+from horus_core.cli import apply, cluster, jobs, logs, submit, top, waiting
+from horus_core.cli.output import FORMATS, TABLE, YAML, Output
 from horus_core.client import DEFAULT_TARGET, HorusClient, tls_credentials
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-_MODULES = (cluster, jobs, submit, waiting, logs, top)
+_MODULES = (cluster, jobs, submit, apply, waiting, logs, top)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(head)
     if tail and args.cmd != "submit":
         parser.error("arguments after '--' are only taken by 'submit'")
+    if args.output == YAML and args.cmd != "get":
+        parser.error("-o yaml is only taken by 'get' (e.g. hctl get job ID -o yaml)")
     args.command_argv = tail
     try:
         return asyncio.run(_run(args, Output(args.output)))

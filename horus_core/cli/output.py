@@ -11,7 +11,8 @@ from typing import Any, TextIO
 
 TABLE = "table"
 JSON = "json"
-FORMATS = (TABLE, JSON)
+YAML = "yaml"  # job files: ``hctl get job ID -o yaml`` (other commands print tables)
+FORMATS = (TABLE, JSON, YAML)
 
 
 class Output:

@@ -11,7 +11,7 @@ from typing import Any, Self, TypedDict, TypeVar
 import grpc
 import grpc.aio
 
-from horus_core import __version__, errors, wire
+from horus_core import __version__, errors, jobfile, wire
 from horus_core.client import _convert
 from horus_core.client._rpc import NO_RETRY, RetryPolicy, call_with_retry, map_rpc_error
 from horus_core.client._views import ClusterInfo, GpuStatus, JobEvent, JobPage, LogChunk, PairSpeed, Profile
@@ -114,6 +114,11 @@ class HorusClient:
         req = cpb.SubmitJobRequest(request_id=request_id or str(uuid.uuid4()), spec=wire.spec_to_pb(spec))
         resp = await self._unary(lambda: self._stub.SubmitJob(req, **self._opts()))
         return wire.job_from_pb(resp.job)
+
+    async def apply(self, job_file: str, request_id: str | None = None) -> Job:
+        """Submit the job a YAML job file describes (its text; see :mod:`horus_core.jobfile`).
+        Raises InvalidArgument naming the field and line when the file is wrong."""
+        return await self.submit(jobfile.load(job_file).spec, request_id)
 
     async def get(self, job_id: str) -> Job:
         req = cpb.GetJobRequest(job_id=job_id)

@@ -87,6 +87,9 @@ class SyncHorusClient:
     def submit(self, spec: JobSpec, request_id: str | None = None) -> Job:
         return self._run(self._client.submit(spec, request_id))
 
+    def apply(self, job_file: str, request_id: str | None = None) -> Job:
+        return self._run(self._client.apply(job_file, request_id))
+
     def get(self, job_id: str) -> Job:
         return self._run(self._client.get(job_id))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -41,6 +42,8 @@ class Scheduler:
         self._last_idle_note = float("-inf")
         self._pass_lock = asyncio.Lock()  # one pass at a time: a pass's snapshot stays valid
         self.passes = 0
+        # Called after each pass with its duration (s) and result (the metrics); must not block.
+        self.observers: list[Callable[[float, PassResult], None]] = []
 
     async def run(self) -> None:
         """Forever (until cancelled): wait for a poke or the tick, then liveness + a pass."""
@@ -70,7 +73,11 @@ class Scheduler:
         await self.core.learner.checkpoint()  # (every minute: stores what running attempts measured)
         async with self._pass_lock:
             self.core.learner.apply_observations()  # no policy is running now
-            return await self._pass()
+            started = time.perf_counter()
+            result = await self._pass()
+            for fn in self.observers:
+                fn(time.perf_counter() - started, result)
+            return result
 
     async def _pass(self) -> PassResult:
         core = self.core

@@ -142,6 +142,16 @@ class Reader:
             good.append(cols)
         return good
 
+    async def pending_by_reason(self) -> list[tuple[str, int]]:
+        """Pending jobs counted by reason, digits replaced by ``#`` so that reasons differing only
+        in their numbers ("queued behind 12 jobs") count together (metrics, dashboard)."""
+        masked = "reason"
+        for d in "0123456789":
+            masked = f"replace({masked}, '{d}', '#')"
+        sql = f"SELECT {masked} AS r, COUNT(*) FROM jobs WHERE state = 'PENDING' GROUP BY r"
+        async with self._conn.execute(sql) as cur:
+            return [(str(r[0]), int(r[1])) for r in await cur.fetchall()]
+
     async def active_jobs(self, node: str | None = None) -> list[JobRow]:
         if node is None:
             return await self._jobs("WHERE state IN ('ASSIGNED', 'RUNNING') ORDER BY seq", ())

@@ -1,0 +1,244 @@
+"""Job files: a job described in YAML (SkyPilot / dstack field names) <-> :class:`JobSpec`.
+
+Pure: parses text and formats text, nothing else. Every error names the field and its line.
+The mapping is the table :data:`FIELDS`: one row per YAML path, so a new field is one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from horus_core.errors import InvalidArgument
+from horus_core.model import JobSpec, ProfileHints
+from horus_core.validation import validate_spec
+
+SHELL = ("sh", "-c")  # a ``run:`` string runs through the shell, as in SkyPilot and dstack
+_ACCEL = re.compile(r"^(?:(?P<type>[A-Za-z][A-Za-z0-9_-]*):)?(?P<count>[0-9]+)$")
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """A parsed job file: the spec, and warnings about what it asked that Horus cannot honour."""
+
+    spec: JobSpec
+    warnings: tuple[str, ...] = ()
+
+
+def _where(node: yaml.Node) -> str:
+    return f"line {node.start_mark.line + 1}"
+
+
+def _bad(path: str, node: yaml.Node, message: str) -> InvalidArgument:
+    return InvalidArgument(path, f"{message} ({_where(node)})")
+
+
+def _scalar(path: str, node: yaml.Node) -> str:
+    if not isinstance(node, yaml.ScalarNode):
+        raise _bad(path, node, "expected a single value")
+    return str(node.value)
+
+
+def _text(path: str, node: yaml.Node) -> str:
+    value = _scalar(path, node)
+    if node.tag == "tag:yaml.org,2002:null":
+        return ""
+    return value
+
+
+def _int(path: str, node: yaml.Node) -> int:
+    value = _scalar(path, node)
+    try:
+        return int(value)
+    except ValueError:
+        raise _bad(path, node, f"expected an integer, got {value!r}") from None
+
+
+def _float(path: str, node: yaml.Node) -> float:
+    value = _scalar(path, node)
+    try:
+        return float(value)
+    except ValueError:
+        raise _bad(path, node, f"expected a number, got {value!r}") from None
+
+
+def _bool(path: str, node: yaml.Node) -> bool:
+    value = _scalar(path, node).lower()
+    if value in ("true", "yes", "on"):
+        return True
+    if value in ("false", "no", "off"):
+        return False
+    raise _bad(path, node, f"expected true or false, got {value!r}")
+
+
+def _strings(path: str, node: yaml.Node) -> tuple[str, ...]:
+    if not isinstance(node, yaml.SequenceNode):
+        raise _bad(path, node, "expected a list")
+    return tuple(_scalar(path, item) for item in node.value)
+
+
+def _command(path: str, node: yaml.Node) -> tuple[str, ...]:
+    """``run: "python train.py"`` (through the shell) or ``run: [python, train.py]`` (argv as is)."""
+    if isinstance(node, yaml.SequenceNode):
+        return _strings(path, node)
+    script = _scalar(path, node)
+    return (*SHELL, script) if script.strip() else ()
+
+
+def _envs(path: str, node: yaml.Node) -> tuple[tuple[str, str], ...]:
+    if not isinstance(node, yaml.MappingNode):
+        raise _bad(path, node, "expected a mapping NAME: value")
+    return tuple((_scalar(path, k), _text(f"{path}.{k.value}", v)) for k, v in node.value)
+
+
+# --------------------------------------------------------------------------- the mapping table
+
+Parse = Callable[[str, yaml.Node], Any]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One YAML path -> one JobSpec attribute (``hints.x`` for a hint); ``parse`` reads the node.
+    ``attr`` None: known but not supported yet (rejected with a clear message)."""
+
+    parse: Parse
+    attr: str | None
+
+
+FIELDS: dict[str, Field] = {
+    "name": Field(_text, "name"),
+    "resources.accelerators": Field(lambda p, n: n, "gpus"),  # see _accelerators
+    "num_nodes": Field(_int, None),  # see _num_nodes
+    "envs": Field(_envs, "env"),
+    "image": Field(_text, "image"),
+    "run": Field(_command, "command"),
+    "workdir": Field(_text, "workdir"),
+    "job_type": Field(_text, "job_type"),
+    "exclusive": Field(_bool, "exclusive"),
+    "priority": Field(_int, "priority"),
+    "hints.util_avg": Field(_float, "hints.util_avg"),
+    "hints.util_peak": Field(_float, "hints.util_peak"),
+    "hints.mem_mib": Field(_int, "hints.mem_mib"),
+    "cpus": Field(_float, "cpus"),
+    "memory_mib": Field(_int, "memory_mib"),
+    "mounts": Field(_strings, "mounts"),
+    "total_steps": Field(_int, "total_steps"),
+    # Specified by other issues, not in JobSpec yet: one line each to add when they exist.
+    "min_speed": Field(_float, None),
+    "queue": Field(_text, None),
+}
+_SECTIONS = {"resources", "hints"}
+
+
+def _flatten(node: yaml.MappingNode, prefix: str = "") -> list[tuple[str, yaml.Node, yaml.Node]]:
+    """(dotted path, key node, value node) of every leaf the table knows, nested sections opened."""
+    out: list[tuple[str, yaml.Node, yaml.Node]] = []
+    seen: set[str] = set()
+    for key, value in node.value:
+        name = _scalar("(key)", key)
+        path = f"{prefix}{name}"
+        if path in seen:
+            raise _bad(path, key, "given twice")
+        seen.add(path)
+        if not prefix and name in _SECTIONS:
+            if not isinstance(value, yaml.MappingNode):
+                raise _bad(path, value, "expected a mapping")
+            out.extend(_flatten(value, f"{path}."))
+        elif path in FIELDS:
+            out.append((path, key, value))
+        else:
+            raise _bad(path, key, "unknown field")
+    return out
+
+
+def _accelerators(node: yaml.Node, warnings: list[str]) -> int:
+    text = _scalar("resources.accelerators", node).strip()
+    match = _ACCEL.match(text)
+    if match is None:
+        raise _bad("resources.accelerators", node, f"expected COUNT or TYPE:COUNT like V100:2, got {text!r}")
+    if match["type"]:
+        warnings.append(
+            f"resources.accelerators ({_where(node)}): GPU type {match['type']} is not a placement "
+            "constraint in Horus yet; the job may run on any GPU type"
+        )
+    return int(match["count"])
+
+
+def _value(path: str, key: yaml.Node, value: yaml.Node, warnings: list[str]) -> Any:
+    field = FIELDS[path]
+    if path == "num_nodes":
+        n = _int(path, value)
+        if n != 1:
+            raise _bad(path, value, f"{n} nodes asked; multi-node jobs are not supported yet (use 1)")
+        return None
+    if field.attr is None:
+        raise _bad(path, key, "not supported yet")
+    if path == "resources.accelerators":
+        return _accelerators(value, warnings)
+    return field.parse(path, value)
+
+
+def load(text: str, *, max_gpus_per_node: int | None = None) -> JobFile:
+    """Parse one job file. Raises :class:`InvalidArgument` naming the field (and line) at fault."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise InvalidArgument("job file", f"not valid YAML: {' '.join(str(exc).split())}") from None
+    if not isinstance(root, yaml.MappingNode):
+        raise InvalidArgument("job file", "expected a mapping of fields (name:, run:, ...) at the top")
+    warnings: list[str] = []
+    values: dict[str, Any] = {}
+    hints: dict[str, Any] = {}
+    for path, key, node in _flatten(root):
+        attr = FIELDS[path].attr
+        value = _value(path, key, node, warnings)
+        if attr is None:
+            continue
+        if attr.startswith("hints."):
+            hints[attr.removeprefix("hints.")] = value
+        else:
+            values[attr] = value
+    if "command" not in values:
+        raise InvalidArgument("run", "missing: the command to run (run: python train.py)")
+    spec = JobSpec(**values, hints=ProfileHints(**hints))
+    return JobFile(validate_spec(spec, max_gpus_per_node=max_gpus_per_node), tuple(warnings))
+
+
+# --------------------------------------------------------------------------- back to YAML
+
+
+def to_dict(spec: JobSpec) -> dict[str, Any]:
+    """The job file of ``spec`` as plain data (defaults left out; the owner is the master's)."""
+    default = JobSpec(command=("x",))
+    out: dict[str, Any] = {}
+    if spec.name:
+        out["name"] = spec.name
+    out["resources"] = {"accelerators": spec.gpus}
+    out["num_nodes"] = 1
+    if spec.image:
+        out["image"] = spec.image
+    if spec.workdir:
+        out["workdir"] = spec.workdir
+    if spec.env:
+        out["envs"] = dict(spec.env)
+    is_shell = len(spec.command) == 3 and spec.command[:2] == SHELL
+    out["run"] = spec.command[2] if is_shell else list(spec.command)
+    for attr in ("job_type", "exclusive", "priority", "cpus", "memory_mib", "total_steps"):
+        if getattr(spec, attr) != getattr(default, attr):
+            out[attr] = getattr(spec, attr)
+    if spec.mounts:
+        out["mounts"] = list(spec.mounts)
+    hints = {k: v for k, v in dataclasses.asdict(spec.hints).items() if v is not None}
+    if hints:
+        out["hints"] = hints
+    return out
+
+
+def dump(spec: JobSpec) -> str:
+    """YAML that :func:`load` turns back into ``spec`` (apart from the owner)."""
+    return yaml.safe_dump(to_dict(spec), sort_keys=False, allow_unicode=True, default_flow_style=False)

@@ -1,0 +1,211 @@
+"""The dashboard's HTML: plain server-rendered pages, every user-controlled text escaped.
+
+Functions here only format what they are given; the handlers (:mod:`master.http.server`) gather
+it and decide what the caller may see (``visible``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from html import escape
+from urllib.parse import quote
+
+from horus_core.model import Job
+from master.http import svg
+from master.observe.view import ClusterView, GpuView
+from master.services.access import Identity
+from master.store.learned import PairRow
+
+Visible = Callable[[Job], bool]
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+nav a{margin-right:1.2em;font-weight:600}
+table{border-collapse:collapse;margin:.6em 0 1.4em}
+th,td{border-bottom:1px solid #ddd;padding:.3em .7em;text-align:left;vertical-align:top}
+th{background:#f3f3f3}
+.bar{display:inline-block;height:.8em;background:#4c9be8;vertical-align:middle}
+.muted{color:#888}
+pre{background:#111;color:#eee;padding:.8em;max-height:24em;overflow:auto}
+"""
+
+
+def e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+REFRESH_S = 5  # live pages reload themselves (no JavaScript needed)
+
+
+def page(title: str, body: str, who: Identity | None, *, live: bool = False) -> str:
+    user = f"signed in as {e(who.user)}" if who is not None else "auth off"
+    refresh = f'<meta http-equiv="refresh" content="{REFRESH_S}">' if live else ""
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{refresh}'
+        f"<title>{e(title)} - Horus</title><style>{_CSS}</style></head><body>"
+        '<nav><a href="/">Cluster</a><a href="/queue">Queue</a><a href="/pairs">Pair speeds</a>'
+        f'<span class="muted">{user}</span></nav><h1>{e(title)}</h1>{body}</body></html>'
+    )
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], css_id: str) -> str:
+    """``rows`` hold HTML already escaped by the caller."""
+    head = "".join(f"<th>{e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table id="{css_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def job_link(job: Job, visible: Visible) -> str:
+    if not visible(job):
+        return '<span class="muted">another user\'s job</span>'
+    label = f"{job.id} ({job.spec.name})" if job.spec.name else job.id
+    return f'<a class="job" href="/jobs/{quote(job.id, safe="")}">{e(label)}</a>'
+
+
+def util_bar(util: float) -> str:
+    width = int(min(max(util, 0.0), 100.0))
+    return f'<span class="bar" style="width:{width}px"></span> {util:.0f}%'
+
+
+def _gpu_row(g: GpuView, visible: Visible) -> list[str]:
+    s = g.sample()
+    jobs = "<br>".join(job_link(j, visible) for j in g.jobs) or '<span class="muted">idle</span>'
+    return [
+        e(g.gpu.node),
+        e(g.gpu.index),
+        e(g.gpu.model),
+        util_bar(s.util),
+        f"{s.mem_used_mib} / {s.mem_total_mib} MiB",
+        jobs,
+    ]
+
+
+def cluster_page(view: ClusterView, visible: Visible, who: Identity | None) -> str:
+    gpus = view.gpus()
+    running = sum(1 for j in view.jobs.values() if j.state.active)
+    summary = (
+        f'<p id="summary">{len(view.nodes)} node(s), {len(gpus)} GPU(s), '
+        f"{running} job(s) placed, {view.pending_count} pending</p>"
+    )
+    nodes = table(
+        ("Node", "State", "Stream", "GPUs"),
+        (
+            [
+                e(n.entry.name),
+                e(n.entry.state.value),
+                "open" if n.entry.connected else "closed",
+                e(len(n.gpus)),
+            ]
+            for n in view.nodes
+        ),
+        "nodes",
+    )
+    gpu_rows = table(
+        ("Node", "GPU", "Model", "Utilisation", "Memory", "Jobs"),
+        (_gpu_row(g, visible) for g in gpus),
+        "gpus",
+    )
+    return page("Cluster", summary + "<h2>Nodes</h2>" + nodes + "<h2>GPUs</h2>" + gpu_rows, who, live=True)
+
+
+def _age(since: float, now: float) -> str:
+    s = max(0, int(now - since))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+MAX_QUEUE_ROWS = 500  # a long queue's page shows its head; `hctl queue` lists everything
+
+
+def _queue_row(pos: int, j: Job, visible: Visible, now: float) -> list[str]:
+    return [
+        e(pos),
+        job_link(j, visible),
+        e(j.spec.owner),
+        e(j.spec.gpus),
+        e(j.spec.job_type),
+        _age(j.submitted_at, now),
+        e(j.reason),
+    ]
+
+
+def queue_page(view: ClusterView, visible: Visible, who: Identity | None) -> str:
+    now = time.time()
+    mine = [(pos, j) for pos, j in enumerate(view.pending, 1) if visible(j)]
+    rows = [_queue_row(pos, j, visible, now) for pos, j in mine[:MAX_QUEUE_ROWS]]
+    note = f'<p id="queue-size">{len(view.pending)} job(s) pending in the whole cluster</p>'
+    body = table(("Position", "Job", "User", "GPUs", "Type", "Waiting", "Reason"), rows, "queue")
+    if len(mine) > MAX_QUEUE_ROWS:
+        body += f'<p class="muted">and {len(mine) - MAX_QUEUE_ROWS} more (hctl queue lists them all)</p>'
+    return page("Queue", note + body, who, live=True)
+
+
+def _speed(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else '<span class="muted">not measured yet</span>'
+
+
+def job_page(
+    job: Job,
+    view: ClusterView,
+    history: Sequence[tuple[float, float]],
+    log_tail: str,
+    visible: Visible,
+    who: Identity | None,
+) -> str:
+    placed = job.state.active
+    facts = [
+        ("Name", e(job.spec.name)),
+        ("User", e(job.spec.owner)),
+        ("State", e(job.state.value)),
+        ("Reason", e(job.reason)),
+        ("Type", e(job.spec.job_type)),
+        ("Command", f"<code>{e(' '.join(job.spec.command))}</code>"),
+        ("Attempt", e(job.attempt)),
+        ("Node", e(job.node)),
+        ("GPUs", e(", ".join(job.gpus))),
+        ("Predicted speed", _speed(job.predicted_slowdown) if job.attempt else "-"),
+        ("Measured speed", _speed(view.speeds.get(job.id)) if placed else "-"),
+    ]
+    dl = table(("Field", "Value"), ([e(k), v] for k, v in facts), "job")
+    co = view.co_runners(job) if placed else []
+    co_rows = [
+        [job_link(c, visible), e(c.spec.job_type) if visible(c) else "", _speed(c.predicted_slowdown)]
+        for c in co
+    ]
+    co_html = table(("Co-runner", "Type", "Predicted speed"), co_rows, "corunners")
+    chart = svg.line_chart(history)
+    body = (
+        dl
+        + "<h2>Sharing its GPUs</h2>"
+        + (co_html if co else '<p class="muted" id="corunners">no co-runners</p>')
+        + f'<h2>GPU utilisation</h2><div id="util-chart">{chart}</div>'
+        + f'<h2>Log tail</h2><pre id="log">{e(log_tail)}</pre>'
+    )
+    return page(f"Job {job.id}", body, who, live=not job.state.terminal)
+
+
+def pairs_page(pairs: Sequence[PairRow], who: Identity | None) -> str:
+    if not pairs:
+        return page("Pair speeds", '<p id="no-pairs">nothing measured yet</p>', who)
+    parts: list[str] = []
+    for gpu_type in sorted({p.gpu_type for p in pairs}):
+        rows = [p for p in pairs if p.gpu_type == gpu_type]
+        names = sorted({p.job_type for p in rows} | {p.co_runner for p in rows})
+        speeds = {(p.job_type, p.co_runner): p.speed for p in rows}
+        parts.append(f"<h2>{e(gpu_type)}</h2>" + svg.heat_map(speeds, names))
+    listing = table(
+        ("Job type", "Next to", "GPU type", "Speed", "Measurements"),
+        ([e(p.job_type), e(p.co_runner), e(p.gpu_type), f"{p.speed:.2f}x", e(p.samples)] for p in pairs),
+        "pairs",
+    )
+    intro = "<p>Measured speed of the row's job type next to the column's, relative to alone.</p>"
+    return page("Pair speeds", intro + "".join(parts) + listing, who)
+
+
+def login_page(error: str = "") -> str:
+    msg = f'<p class="muted">{e(error)}</p>' if error else ""
+    form = (
+        '<form method="post" action="/login"><label>Token <input type="password" name="token"></label>'
+        ' <button type="submit">Sign in</button></form>'
+    )
+    return page("Sign in", msg + form, None)

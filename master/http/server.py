@@ -1,0 +1,155 @@
+"""The master's HTTP side: the read-only dashboard (``--http-listen``) and ``/metrics``
+(``--metrics-listen``), both aiohttp servers in the master's event loop.
+
+Auth is the API's: with ``--auth-tokens`` every dashboard page needs a token, as a bearer header
+or as the cookie the login form sets; non-admin users see only their own jobs
+(:mod:`master.services.access`). ``/metrics`` is not authenticated (Prometheus scrapes it): bind
+it to a trusted address.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from horus_core.errors import PermissionDenied
+from horus_core.model import Job
+from master.auth import TokenTable
+from master.http import pages
+from master.observe.history import UtilHistory
+from master.observe.metrics import MasterMetrics
+from master.observe.view import gather
+from master.services.access import Identity, check_job_access
+from master.services.core import Core
+
+log = logging.getLogger(__name__)
+
+COOKIE = "horus_token"
+LOG_TAIL_BYTES = 8192
+MAX_PAIRS = 2000
+WHO: web.RequestKey[Identity | None] = web.RequestKey("who")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    resp = web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
+    resp.headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'"
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    return resp
+
+
+class Dashboard:
+    def __init__(self, core: Core, tokens: TokenTable | None, history: UtilHistory) -> None:
+        self.core = core
+        self.tokens = tokens
+        self.history = history
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._auth])
+        app.router.add_get("/", self.cluster)
+        app.router.add_get("/queue", self.queue)
+        app.router.add_get("/jobs/{job_id}", self.job)
+        app.router.add_get("/pairs", self.pairs)
+        app.router.add_get("/login", self.login_form)
+        app.router.add_post("/login", self.login)
+        return app
+
+    def identify(self, request: web.Request) -> Identity | None:
+        assert self.tokens is not None
+        header = request.headers.get("Authorization")
+        if header is None and COOKIE in request.cookies:
+            header = f"Bearer {request.cookies[COOKIE]}"
+        return self.tokens.identify(header)
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self.tokens is None or request.path == "/login":
+            request[WHO] = None
+            return await handler(request)
+        who = self.identify(request)
+        if who is None:
+            if "Authorization" in request.headers:
+                return _html(pages.login_page("invalid token"), status=401)
+            raise web.HTTPSeeOther("/login")
+        request[WHO] = who
+        return await handler(request)
+
+    @staticmethod
+    def visible_to(who: Identity | None) -> Callable[[Job], bool]:
+        return lambda job: who is None or who.admin or job.spec.owner == who.user
+
+    async def cluster(self, request: web.Request) -> web.Response:
+        who = request[WHO]
+        return _html(pages.cluster_page(await gather(self.core), self.visible_to(who), who))
+
+    async def queue(self, request: web.Request) -> web.Response:
+        who = request[WHO]
+        return _html(pages.queue_page(await gather(self.core, queue=True), self.visible_to(who), who))
+
+    async def job(self, request: web.Request) -> web.Response:
+        who = request[WHO]
+        job_id = request.match_info["job_id"]
+        row = await self.core.store.read.job(job_id)
+        if row is None:
+            return _html(pages.page("Not found", f"<p>no job {pages.e(job_id)}</p>", who), status=404)
+        try:
+            check_job_access(who, row.job)
+        except PermissionDenied as exc:
+            return _html(pages.page("Forbidden", f"<p>{pages.e(exc)}</p>", who), status=403)
+        view = await gather(self.core)
+        text = pages.job_page(
+            row.job, view, self.history.of(job_id), self._tail(row.job), self.visible_to(who), who
+        )
+        return _html(text)
+
+    def _tail(self, job: Job) -> str:
+        if job.attempt == 0:
+            return ""
+        logs = self.core.logs
+        size = logs.size(job.id, job.attempt)
+        start = max(0, size - LOG_TAIL_BYTES)
+        return logs.read(job.id, job.attempt, start, LOG_TAIL_BYTES).decode("utf-8", "replace")
+
+    async def pairs(self, request: web.Request) -> web.Response:
+        rows = await self.core.store.read.pair_speeds(MAX_PAIRS)
+        return _html(pages.pairs_page(rows, request[WHO]))
+
+    async def login_form(self, request: web.Request) -> web.Response:
+        return _html(pages.login_page())
+
+    async def login(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        token = str(form.get("token", ""))
+        if self.tokens is None or self.tokens.identify(f"Bearer {token}") is None:
+            return _html(pages.login_page("invalid token"), status=401)
+        resp = web.HTTPSeeOther("/")
+        resp.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
+        raise resp
+
+
+def metrics_app(metrics: MasterMetrics) -> web.Application:
+    async def handle(request: web.Request) -> web.Response:
+        body = await metrics.render()
+        return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    app = web.Application()
+    app.router.add_get("/metrics", handle)
+    return app
+
+
+async def start_site(app: web.Application, listen: str) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on HOST:PORT (port 0: any free port); returns the runner and the bound port."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise OSError(f"expected HOST:PORT, got {listen!r}")
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host.strip("[]") or "0.0.0.0", int(port_text))
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise OSError(f"cannot listen on {listen}: {exc}") from None
+    return runner, int(runner.addresses[0][1])

@@ -1,0 +1,149 @@
+"""One consistent picture of the cluster for the metrics and the dashboard, gathered at read time.
+
+Reads the node registry (memory), the live jobs (one read query), the learned solo throughputs
+and the learner's latest progress reports; changes nothing. The measured speed of a running job
+is its latest samples/s over the solo samples/s learned for its signature on that GPU type.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from horus_core.gen import types_pb2 as pb
+from horus_core.metrics import GpuSample, JobGpuSample, reason_label
+from horus_core.model import Gpu, Job, JobState
+from master.services.core import Core
+from master.services.nodes import NodeEntry
+
+MAX_SOLO_ROWS = 20_000
+
+
+@dataclass(frozen=True)
+class GpuView:
+    gpu: Gpu
+    stats: pb.GpuStats | None
+    jobs: tuple[Job, ...]  # the active jobs placed on it
+    usage: tuple[pb.JobGpuStats, ...]  # what the worker measured per job on it
+
+    def sample(self) -> GpuSample:
+        s = self.stats
+        return GpuSample(
+            node=self.gpu.node,
+            index=self.gpu.index,
+            uuid=self.gpu.uuid,
+            model=self.gpu.model,
+            util=s.util_sm if s else 0.0,
+            mem_used_mib=s.mem_used_mib if s else 0,
+            mem_total_mib=(s.mem_total_mib or self.gpu.memory_mib) if s else self.gpu.memory_mib,
+            temperature_c=s.temperature_c if s else 0.0,
+            power_w=s.power_w if s else 0.0,
+        )
+
+
+@dataclass(frozen=True)
+class NodeView:
+    entry: NodeEntry
+    gpus: tuple[GpuView, ...]
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    nodes: tuple[NodeView, ...]
+    jobs: dict[str, Job]  # the active jobs by id (and the pending ones, where the queue was read)
+    pending: tuple[Job, ...]  # in queue (submission) order; empty unless the queue was read
+    speeds: dict[str, float]  # measured speed over solo, for jobs where both are known
+    pending_reasons: dict[str, int] = field(default_factory=dict)  # reason_label -> pending jobs
+
+    @property
+    def pending_count(self) -> int:
+        return sum(self.pending_reasons.values())
+
+    def gpus(self) -> list[GpuView]:
+        return [g for n in self.nodes for g in n.gpus]
+
+    def job_samples(self) -> list[JobGpuSample]:
+        out: list[JobGpuSample] = []
+        for g in self.gpus():
+            for u in g.usage:
+                job = self.jobs.get(u.job_id)
+                if job is None or job.attempt != u.attempt:
+                    continue
+                out.append(
+                    JobGpuSample(
+                        job=job.id,
+                        user=job.spec.owner,
+                        gpu_index=g.gpu.index,
+                        uuid=g.gpu.uuid,
+                        util=u.util_sm,
+                        mem_used_mib=u.mem_used_mib,
+                        speed=self.speeds.get(job.id),
+                        predicted_speed=job.predicted_slowdown,
+                    )
+                )
+        return out
+
+    def gpus_of(self, job: Job) -> list[GpuView]:
+        return [g for g in self.gpus() if g.gpu.uuid in job.gpus and any(j.id == job.id for j in g.jobs)]
+
+    def co_runners(self, job: Job) -> list[Job]:
+        seen: dict[str, Job] = {}
+        for g in self.gpus_of(job):
+            for other in g.jobs:
+                if other.id != job.id:
+                    seen[other.id] = other
+        return list(seen.values())
+
+
+def _node_view(entry: NodeEntry, active: list[Job]) -> NodeView:
+    usage: dict[str, list[pb.JobGpuStats]] = {}
+    for s in entry.job_stats:
+        usage.setdefault(s.gpu_uuid, []).append(s)
+    gpus = tuple(
+        GpuView(
+            gpu=g,
+            stats=entry.gpu_stats.get(g.uuid),
+            jobs=tuple(j for j in active if j.node == entry.name and g.uuid in j.gpus),
+            usage=tuple(usage.get(g.uuid, ())),
+        )
+        for g in entry.model().gpus
+    )
+    return NodeView(entry, gpus)
+
+
+async def _speeds(core: Core, active: list[Job]) -> dict[str, float]:
+    running = [j for j in active if j.state is JobState.RUNNING]
+    if not running:
+        return {}
+    solos = await core.store.read.solo_throughputs(MAX_SOLO_ROWS)
+    solo = {(s.job_type, s.gpu_type, s.gpus): s.samples_per_s for s in solos}
+    types = {g.uuid: g.gpu_type for e in core.registry.all() for g in e.gpus}
+    out: dict[str, float] = {}
+    for job in running:
+        progress = core.learner.progress(job.id, job.attempt)
+        rate = progress[2] if progress is not None else None
+        gpu_type = types.get(job.gpus[0], "") if job.gpus else ""
+        ref = solo.get((core.learner.signature(job), gpu_type, len(job.gpus)))
+        if rate is not None and ref is not None and ref > 0:
+            out[job.id] = rate / ref
+    return out
+
+
+async def gather(core: Core, *, queue: bool = False) -> ClusterView:
+    """The view; ``queue``: with every pending job (one read of all live jobs), else the pending
+    jobs are only counted by reason (a cheap aggregate: what the metrics and most pages need)."""
+    read = core.store.read
+    counts: Counter[str] = Counter()
+    if queue:
+        jobs = [r.job for r in await read.live_jobs()]
+        pending = tuple(j for j in jobs if j.state is JobState.PENDING)
+        counts.update(reason_label(j.reason) for j in pending)
+    else:
+        jobs = [r.job for r in await read.active_jobs()]
+        pending = ()
+        for reason, n in await read.pending_by_reason():
+            counts[reason_label(reason)] += n
+    active = [j for j in jobs if j.state.active]
+    nodes = tuple(_node_view(e, active) for e in core.registry.all())
+    speeds = await _speeds(core, active)
+    return ClusterView(nodes, {j.id: j for j in jobs}, pending, speeds, dict(counts))
