@@ -44,6 +44,7 @@ class AttemptHandler:
         if entry is None:
             return
         self.core.registry.record_heartbeat(entry, hb, self.core.clock.now())
+        self.plane.renew(entry, hb.seq)  # evidence the worker is alive: the only lease renewal
         learner = self.core.learner
         learner.on_heartbeat(entry.name, hb)
         rows = await self.core.store.read.active_jobs(entry.name) if entry.running else []
@@ -74,6 +75,13 @@ class AttemptHandler:
             log.warning("node %s sent an update with state %d; ignored", entry.name, msg.state)
             return
         exit_code = msg.exit_code if msg.HasField("exit_code") else None
+        if (msg.job_id, msg.attempt) not in entry.owned:
+            log.debug(
+                "node %s reported %s/%d, not its registration's; ignored", entry.name, msg.job_id, msg.attempt
+            )
+            if state is JobState.RUNNING:
+                self.core.send_kill(entry.name, msg.job_id, msg.attempt, STALE)
+            return
         verdict = tr.UpdateVerdict()
         now = self.core.clock.now()
         fn = tr.worker_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict)
@@ -81,6 +89,7 @@ class AttemptHandler:
         if verdict.kill or (not verdict.seen and state is JobState.RUNNING):
             self.core.send_kill(entry.name, msg.job_id, msg.attempt, STALE)
         if verdict.ended:
+            entry.owned.discard((msg.job_id, msg.attempt))
             self.core.logs.forget(msg.job_id, msg.attempt)
             for c in changes:
                 await self.core.learner.attempt_ended(c.before.job, msg.attempt)

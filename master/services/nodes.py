@@ -24,7 +24,11 @@ class NodeEntry:
     session: Session | None = None
     lost_handled: bool = False  # its attempts were re-queued since it last registered
     registered_at: float = 0.0
-    renewed_at: float = 0.0  # when the master last sent Registered (the lease renewal) on this stream
+    identity: str = ""  # who registered it: "cert:<CN>", "join-token" or "anonymous"
+    epoch: int = 0  # of its current registration; 0: not known (loaded after a master restart)
+    # Attempts this registration may report on: assigned on it, or carried over from the previous
+    # registration of the same worker (same identity, resumed epoch). Others' updates are ignored.
+    owned: set[tuple[str, int]] = field(default_factory=set)
     gpu_stats: dict[str, pb.GpuStats] = field(default_factory=dict)
     job_stats: tuple[pb.JobGpuStats, ...] = ()
     running: frozenset[tuple[str, int]] = frozenset()
@@ -82,6 +86,8 @@ class NodeRegistry:
         entry = self._nodes.get(name)
         if entry is None or entry.session is None:
             return False
+        if msg.WhichOneof("msg") == "assign":
+            entry.owned.add((msg.assign.job_id, msg.assign.attempt))
         return entry.session.send(msg)
 
     def owner_of_gpu(self, uuid: str) -> str | None:
