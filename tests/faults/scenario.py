@@ -7,6 +7,7 @@ every acknowledged submission exists and succeeds; the node is READY once healed
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 import signal
 import sys
@@ -26,7 +27,7 @@ from tests.faults.proxy import FaultProxy, Mode
 LEASE_S, KILL_GRACE_S, NODE_TIMEOUT_S, HEARTBEAT_S = 1.5, 0.5, 3.0, 0.2
 TIMEOUTS = (
     *("--tick-s", "0.1", "--heartbeat-s", str(HEARTBEAT_S), "--lease-s", str(LEASE_S)),
-    *("--kill-grace-s", str(KILL_GRACE_S), "--node-timeout-s", str(NODE_TIMEOUT_S)),
+    *("--node-timeout-s", str(NODE_TIMEOUT_S)),  # kill grace derived: min(5, 3 - 1.5 - 1) = 0.5 s
 )
 ACK_TIMEOUT_S = 2 * LEASE_S + KILL_GRACE_S + 1.0  # MasterConfig.ack_timeout_s
 ASSIGNED_BOUND_S = ACK_TIMEOUT_S + 3.0  # plus a tick, the poll interval and a loaded machine
@@ -128,8 +129,8 @@ class Observer:
         while not self._stop.wait(0.2):
             try:
                 jobs = self.stub.ListJobs(cpb.ListJobsRequest(page_size=1000), timeout=1.0).jobs
-            except grpc.RpcError:
-                continue  # the master is down or stopped: nothing observed
+            except (grpc.RpcError, ValueError):  # the master is down or stopped; or the channel closed
+                continue
             now = time.monotonic()
             for j in jobs:
                 if j.state == pb.JOB_STATE_ASSIGNED:
@@ -160,6 +161,12 @@ def overlaps(out: pathlib.Path) -> list[str]:
             if end > latest_end:
                 latest_end, latest = end, name
     return bad
+
+
+def min_gap(out: pathlib.Path) -> float | None:
+    """The shortest time between one attempt's last tick and the next attempt's first (None: no re-run)."""
+    gaps = [b[0] - a[1] for runs in intervals(out).values() for a, b in itertools.pairwise(runs)]
+    return round(min(gaps), 3) if gaps else None
 
 
 class Scenario:
@@ -199,7 +206,7 @@ class Scenario:
             req = cpb.SubmitJobRequest(
                 request_id=f"fault-{len(self.ids)}", spec=pb.JobSpec(command=cmd, gpus=1)
             )
-            self.ids.append(self.stub.SubmitJob(req, timeout=30).job.id)
+            self.ids.append(self.stub.SubmitJob(req, timeout=30, wait_for_ready=True).job.id)
 
     def wait_running(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -215,7 +222,10 @@ class Scenario:
         jobs: dict[str, pb.Job] = {}
         while time.monotonic() < deadline:
             try:
-                jobs = {i: self.stub.GetJob(cpb.GetJobRequest(job_id=i), timeout=5) for i in self.ids}
+                jobs = {
+                    i: self.stub.GetJob(cpb.GetJobRequest(job_id=i), timeout=5, wait_for_ready=True)
+                    for i in self.ids
+                }
             except grpc.RpcError:
                 jobs = {}
             if jobs and all(j.state == pb.JOB_STATE_SUCCEEDED for j in jobs.values()):
@@ -228,7 +238,7 @@ class Scenario:
         deadline = time.monotonic() + timeout
         state = ""
         while time.monotonic() < deadline:
-            nodes = self.stub.ListNodes(cpb.ListNodesRequest(), timeout=5).nodes
+            nodes = self.stub.ListNodes(cpb.ListNodesRequest(), timeout=5, wait_for_ready=True).nodes
             state = pb.NodeState.Name(nodes[0].state) if nodes else "none"
             if state == "NODE_STATE_READY":
                 return state
@@ -240,32 +250,41 @@ def run(tmp: pathlib.Path, fault: Fault) -> dict[str, object]:
     """Run ``fault`` once; raises AssertionError on a broken promise, else returns the figures."""
     with Scenario(tmp, fault) as sc:
         observer = Observer(sc.stub).start()
-        sc.submit(3)  # two GPUs: two run, one waits
-        sc.wait_running()
-        assert sc.proxy is not None
-        fault.apply(sc.cluster, sc.proxy)
-        time.sleep(fault.hold_s / 2)
-        if not fault.master_down:
-            sc.submit(1)  # acknowledged while the fault holds
-        time.sleep(fault.hold_s / 2)
-        fault.heal(sc.cluster, sc.proxy)
-        healed = time.monotonic()
-        if fault.master_down:
-            sc.submit(1)
-        jobs = sc.wait_done(timeout=90)
-        recovered = time.monotonic() - healed
-        observer.stop()
-        bad = overlaps(sc.out)
-        assert not bad, "attempts overlapped:\n" + "\n".join(bad) + "\n" + sc.cluster.logs()
-        longest = observer.longest_assigned()
-        assert longest <= ASSIGNED_BOUND_S, f"an attempt stayed ASSIGNED {longest:.1f} s\n{sc.cluster.logs()}"
-        assert sc.node_state() == "NODE_STATE_READY", sc.cluster.logs()
-        runs = intervals(sc.out)
-        assert set(runs) == set(jobs), "every acknowledged job ran"
-        return {
-            "fault": fault.name,
-            "jobs": len(jobs),
-            "attempts": sum(len(v) for v in runs.values()),
-            "longest_assigned_s": round(longest, 2),
-            "recovered_s": round(recovered, 2),
-        }
+        try:
+            return _run(sc, fault, observer)
+        finally:
+            observer.stop()
+
+
+def _run(sc: Scenario, fault: Fault, observer: Observer) -> dict[str, object]:
+    """Submit, fault, heal, wait, then check the promises (module docstring)."""
+    sc.submit(3)  # two GPUs: two run, one waits
+    sc.wait_running()
+    assert sc.proxy is not None
+    fault.apply(sc.cluster, sc.proxy)
+    time.sleep(fault.hold_s / 2)
+    if not fault.master_down:
+        sc.submit(1)  # acknowledged while the fault holds
+    time.sleep(fault.hold_s / 2)
+    fault.heal(sc.cluster, sc.proxy)
+    healed = time.monotonic()
+    if fault.master_down:
+        sc.submit(1)
+    jobs = sc.wait_done(timeout=90)
+    recovered = time.monotonic() - healed
+    observer.stop()
+    bad = overlaps(sc.out)
+    assert not bad, "attempts overlapped:\n" + "\n".join(bad) + "\n" + sc.cluster.logs()
+    longest = observer.longest_assigned()
+    assert longest <= ASSIGNED_BOUND_S, f"an attempt stayed ASSIGNED {longest:.1f} s\n{sc.cluster.logs()}"
+    assert sc.node_state() == "NODE_STATE_READY", sc.cluster.logs()
+    runs = intervals(sc.out)
+    assert set(runs) == set(jobs), "every acknowledged job ran"
+    return {
+        "fault": fault.name,
+        "jobs": len(jobs),
+        "attempts": sum(len(v) for v in runs.values()),
+        "longest_assigned_s": round(longest, 2),
+        "recovered_s": round(recovered, 2),
+        "min_gap_between_attempts_s": min_gap(sc.out),
+    }
