@@ -1,5 +1,6 @@
-"""One fault scenario: a real master and worker (through the fault proxy) with short leases, jobs
-that record their attempts, one fault applied and healed, then the promises checked.
+"""One fault scenario: a real master, a worker ``w1`` behind the fault proxy and a healthy worker
+``w2`` (where re-queued jobs run, so a double run would show), short leases, jobs that record their
+attempts, one fault applied to ``w1``'s link or a process and healed, then the promises checked.
 
 The promises: no two attempts of a job overlap; no attempt stays ASSIGNED longer than a bound;
 every acknowledged submission exists and succeeds; the node is READY once healed.
@@ -31,7 +32,7 @@ TIMEOUTS = (
 )
 ACK_TIMEOUT_S = 2 * LEASE_S + KILL_GRACE_S + 1.0  # MasterConfig.ack_timeout_s
 ASSIGNED_BOUND_S = ACK_TIMEOUT_S + 3.0  # plus a tick, the poll interval and a loaded machine
-JOB_S = 3.0
+JOB_S = 8.0  # longer than the node timeout: an attempt re-queued too early would still run
 RECORDER = pathlib.Path(__file__).with_name("recorder.py")
 
 
@@ -208,14 +209,21 @@ class Scenario:
             )
             self.ids.append(self.stub.SubmitJob(req, timeout=30, wait_for_ready=True).job.id)
 
-    def wait_running(self, timeout: float = 30.0) -> None:
+    def wait_placed(self, count: int, timeout: float = 30.0) -> None:
+        states = [pb.JOB_STATE_ASSIGNED, pb.JOB_STATE_RUNNING]
+        deadline = time.monotonic() + timeout
+        while len(self.stub.ListJobs(cpb.ListJobsRequest(states=states), timeout=5).jobs) < count:
+            assert time.monotonic() < deadline, f"{count} jobs were not placed: " + self.cluster.logs()
+            time.sleep(0.05)
+
+    def wait_running(self, count: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             jobs = self.stub.ListJobs(cpb.ListJobsRequest(states=[pb.JOB_STATE_RUNNING]), timeout=5).jobs
-            if jobs and any(self.out.iterdir()):
+            if len(jobs) >= count and len(list(self.out.iterdir())) >= count:
                 return
             time.sleep(0.1)
-        raise AssertionError("no job started: " + self.cluster.logs())
+        raise AssertionError(f"{count} jobs did not start: " + self.cluster.logs())
 
     def wait_done(self, timeout: float) -> dict[str, pb.Job]:
         deadline = time.monotonic() + timeout
@@ -234,16 +242,17 @@ class Scenario:
         states = {i: (pb.JobState.Name(j.state), j.attempt, j.reason) for i, j in jobs.items()}
         raise AssertionError(f"not all jobs succeeded in {timeout} s: {states}\n{self.cluster.logs()}")
 
-    def node_state(self, timeout: float = 20.0) -> str:
+    def node_states(self, timeout: float = 20.0) -> set[str]:
+        """The set of node states once all are READY (or at the timeout)."""
         deadline = time.monotonic() + timeout
-        state = ""
+        states: set[str] = set()
         while time.monotonic() < deadline:
             nodes = self.stub.ListNodes(cpb.ListNodesRequest(), timeout=5, wait_for_ready=True).nodes
-            state = pb.NodeState.Name(nodes[0].state) if nodes else "none"
-            if state == "NODE_STATE_READY":
-                return state
+            states = {pb.NodeState.Name(n.state) for n in nodes}
+            if states == {"NODE_STATE_READY"} and len(nodes) == 2:
+                return states
             time.sleep(0.2)
-        return state
+        return states
 
 
 def run(tmp: pathlib.Path, fault: Fault) -> dict[str, object]:
@@ -258,8 +267,11 @@ def run(tmp: pathlib.Path, fault: Fault) -> dict[str, object]:
 
 def _run(sc: Scenario, fault: Fault, observer: Observer) -> dict[str, object]:
     """Submit, fault, heal, wait, then check the promises (module docstring)."""
-    sc.submit(3)  # two GPUs: two run, one waits
-    sc.wait_running()
+    sc.submit(2)  # w1's two GPUs (placed at once: w1 is the only node)
+    sc.wait_placed(2)
+    sc.cluster.start_worker("w2", "4")  # direct: the healthy node where re-queued attempts go
+    sc.wait_running(2)
+    sc.cluster.wait_nodes(2, timeout=60)
     assert sc.proxy is not None
     fault.apply(sc.cluster, sc.proxy)
     time.sleep(fault.hold_s / 2)
@@ -277,7 +289,7 @@ def _run(sc: Scenario, fault: Fault, observer: Observer) -> dict[str, object]:
     assert not bad, "attempts overlapped:\n" + "\n".join(bad) + "\n" + sc.cluster.logs()
     longest = observer.longest_assigned()
     assert longest <= ASSIGNED_BOUND_S, f"an attempt stayed ASSIGNED {longest:.1f} s\n{sc.cluster.logs()}"
-    assert sc.node_state() == "NODE_STATE_READY", sc.cluster.logs()
+    assert sc.node_states() == {"NODE_STATE_READY"}, sc.cluster.logs()
     runs = intervals(sc.out)
     assert set(runs) == set(jobs), "every acknowledged job ran"
     return {
