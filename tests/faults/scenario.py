@@ -282,11 +282,13 @@ def _run(sc: Scenario, fault: Fault, observer: Observer) -> dict[str, object]:
     healed = time.monotonic()
     if fault.master_down:
         sc.submit(1)
-    jobs = sc.wait_done(timeout=90)
+    try:
+        jobs = sc.wait_done(timeout=90)
+    finally:  # a double run is reported even when the jobs also got stuck
+        observer.stop()
+        bad = overlaps(sc.out)
+        assert not bad, "attempts overlapped:\n" + "\n".join(bad) + "\n" + sc.cluster.logs()
     recovered = time.monotonic() - healed
-    observer.stop()
-    bad = overlaps(sc.out)
-    assert not bad, "attempts overlapped:\n" + "\n".join(bad) + "\n" + sc.cluster.logs()
     longest = observer.longest_assigned()
     assert longest <= ASSIGNED_BOUND_S, f"an attempt stayed ASSIGNED {longest:.1f} s\n{sc.cluster.logs()}"
     assert sc.node_states() == {"NODE_STATE_READY"}, sc.cluster.logs()
