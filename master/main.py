@@ -96,7 +96,9 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
 async def serve(config: MasterConfig, tokens: TokenTable | None) -> None:
     master = Master(config, tokens=tokens)
     await master.start()
-    log.info(
+    open_plane = config.join_token is None and config.tls_client_ca is None
+    log.log(
+        logging.WARNING if open_plane else logging.INFO,
         "worker plane credential: %s; lease %g s, kill grace %g s, node timeout %g s",
         config.worker_credential(),
         config.lease_s,

@@ -123,3 +123,24 @@ async def test_with_client_auth_a_worker_without_the_join_token_cannot_register(
         await good.connect()
         assert m.core.registry.get("node-a").identity == "join-token"  # type: ignore[union-attr]
         await good.close()
+
+
+def test_the_master_says_at_start_which_worker_credential_is_in_force(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(TOKENS)
+    cli = [sys.executable, "-m", "master.main", "--db", str(tmp_path / "x.db"), "--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen(
+        [*cli, "--auth-tokens", str(path), "--join-token", "jt"], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "worker plane credential" in line:
+                break
+        assert "worker plane credential: a join token" in seen[-1], seen
+        assert "kill grace 5 s, node timeout 30 s" in seen[-1]
+    finally:
+        proc.terminate()
+        proc.wait(20)
