@@ -100,6 +100,8 @@ class AttemptHandler:
         entry = self.touch(session)
         if entry is None or not JOB_ID.match(msg.job_id) or msg.attempt < 1 or msg.offset < 0:
             return
+        if (msg.job_id, msg.attempt) not in entry.owned:  # not this registration's attempt
+            return
         if await self._attempt_node(msg.job_id, msg.attempt) != entry.name:
             log.debug("node %s sent logs of %s/%d, not its attempt", entry.name, msg.job_id, msg.attempt)
             return

@@ -117,6 +117,7 @@ class WorkerPlane:
                 "resumed" if continues else "new epoch",
             )
             if continues:
+                entry.owned.update((f.job_id, f.attempt) for f in reg.finished)  # their last log chunks
                 await self._apply_finals(entry.name, reg.finished)
                 await self._reconcile(entry, reg.running, ())
             else:

@@ -236,10 +236,11 @@ async def test_acknowledged_assignment_is_kept(
     await worker.connect()
     job = await submit(stub)
     a = await worker.recv_kind("assign")
-    clock.advance(master.core.config.ack_timeout_s + 1)
-    await worker.heartbeat(running=((a.job_id, a.attempt),), seq=1)  # still starting (an image pull)
-    await worker.barrier()
-    await master.plane.check_liveness()
+    for seq in range(1, int(master.core.config.ack_timeout_s // 5) + 2):
+        clock.advance(5)  # in steps shorter than the node timeout: the node stays alive
+        await worker.heartbeat(running=((a.job_id, a.attempt),), seq=seq)  # still starting (an image pull)
+        await worker.barrier()
+        await master.plane.check_liveness()
     got = await stub.GetJob(cpb.GetJobRequest(job_id=job.id))
     assert (got.state, got.attempt) == (pb.JOB_STATE_ASSIGNED, 1)
 
