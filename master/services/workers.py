@@ -244,6 +244,8 @@ class WorkerPlane:
         """ASSIGNED attempts of connected nodes that no heartbeat listed for ``ack_timeout_s`` since
         their assignment go back to the queue; a Kill fences them in case they arrive after all."""
         core, now = self.core, self.core.clock.now()
+        if not any(e.connected and e.owned - e.running for e in core.registry.all()):
+            return  # every attempt sent on a live stream is listed in its heartbeats: nothing to read
         late: list[tuple[str, int, str]] = []
         async with core.lock:
             for row in await core.store.read.active_jobs():
@@ -259,6 +261,8 @@ class WorkerPlane:
             changes = await core.apply((j, tr.requeue(reason, now, node=n, attempt=a)) for j, a, n in late)
             for job_id, attempt, node in late:
                 core.send_kill(node, job_id, attempt, "assignment taken back: not acknowledged in time")
+                if (entry := core.registry.get(node)) is not None:
+                    entry.owned.discard((job_id, attempt))
         if late:
             log.warning("took back %d unacknowledged assignment(s): %s", len(late), [j for j, _, _ in late])
         await self._ended(changes)
