@@ -121,7 +121,7 @@ class AttemptHandler:
 
     def progress(self, session: Session, msg: wpb.AttemptProgress) -> None:
         entry = self.touch(session)
-        if entry is not None and JOB_ID.match(msg.job_id) and msg.attempt >= 1:
+        if entry is not None and (msg.job_id, msg.attempt) in entry.owned and JOB_ID.match(msg.job_id):
             self.core.learner.on_progress(entry.name, msg)
 
     async def handle(self, session: Session, msg: wpb.WorkerMessage) -> None:
