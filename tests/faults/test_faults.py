@@ -1,6 +1,6 @@
 """The fault suite (docs/reliability.md): every fault, once, against real processes on 127.0.0.1.
 
-    pytest tests/faults -q                     # each scenario once, less the long variants (~4.5 min)
+    pytest tests/faults -q                     # each scenario once, less the long variants (~4 min)
     pytest tests/faults -q -m slow             # the sweep: every scenario HORUS_FAULT_REPEAT times (5)
 
 Each scenario prints one JSON line with its figures (run with ``-s`` to see them).
