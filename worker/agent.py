@@ -322,7 +322,8 @@ class Agent:
             readings, procs = [], []
         owner = {pid: key for key, ps in pids.items() for pid in ps}
         seq = self.state.heartbeat_sent()
-        self.connection.send(messages.heartbeat(readings, procs, owner, self.state.running(), seq))
+        hb = messages.heartbeat(readings, procs, owner, self.state.running(), seq, self.state.fenced)
+        self.connection.send(hb)
         if self._speed_of is not None:
             speed_of = self._speed_of
             speeds = [(self._files[k], speed_of(k.job_id, k.attempt)) for k in pids if k in self._files]

@@ -121,8 +121,13 @@ def heartbeat(
     owner: Mapping[int, AttemptKey],
     running: Iterable[AttemptKey],
     seq: int = 0,
+    fenced: bool = False,
 ) -> worker_pb2.WorkerMessage:
     msg = worker_pb2.Heartbeat(
-        gpus=[gpu_stats(r) for r in readings], jobs=job_stats(procs, owner), running=refs(running), seq=seq
+        gpus=[gpu_stats(r) for r in readings],
+        jobs=job_stats(procs, owner),
+        running=refs(running),
+        seq=seq,
+        fenced=fenced,
     )
     return worker_pb2.WorkerMessage(heartbeat=msg)

@@ -100,9 +100,14 @@ class Heartbeat(_message.Message):
     JOBS_FIELD_NUMBER: _builtins.int
     RUNNING_FIELD_NUMBER: _builtins.int
     SEQ_FIELD_NUMBER: _builtins.int
+    FENCED_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Increases with every heartbeat of a stream; the master's lease renewal names the heartbeat it
     answers, so the worker counts its lease from when it sent that heartbeat (docs/reliability.md).
+    """
+    fenced: _builtins.bool
+    """The worker's lease ran out and it has not been renewed since: it refuses assignments, so the
+    master places nothing on it until a heartbeat says otherwise.
     """
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.GpuStats]: ...
@@ -117,10 +122,11 @@ class Heartbeat(_message.Message):
         jobs: _abc.Iterable[_types_pb2.JobGpuStats] | None = ...,
         running: _abc.Iterable[Global___AttemptRef] | None = ...,
         seq: _builtins.int = ...,
+        fenced: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "jobs", b"jobs", "running", b"running", "seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fenced", b"fenced", "gpus", b"gpus", "jobs", b"jobs", "running", b"running", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

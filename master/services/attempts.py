@@ -43,7 +43,10 @@ class AttemptHandler:
         entry = self.touch(session)
         if entry is None:
             return
+        was_fenced = entry.fenced
         self.core.registry.record_heartbeat(entry, hb, self.core.clock.now())
+        if was_fenced and not entry.fenced:
+            self.core.poke()  # it takes work again
         self.plane.renew(entry, hb.seq)  # evidence the worker is alive: the only lease renewal
         learner = self.core.learner
         learner.on_heartbeat(entry.name, hb)

@@ -32,6 +32,7 @@ class NodeEntry:
     gpu_stats: dict[str, pb.GpuStats] = field(default_factory=dict)
     job_stats: tuple[pb.JobGpuStats, ...] = ()
     running: frozenset[tuple[str, int]] = frozenset()
+    fenced: bool = False  # its last heartbeat said its lease had run out: place nothing on it
     # RUNNING here but not reported at registration: lost unless the worker's re-sent finals
     # (which come before its first heartbeat) say otherwise. See WorkerPlane.settle.
     unreported: set[tuple[str, int]] = field(default_factory=set)
@@ -39,6 +40,10 @@ class NodeEntry:
     @property
     def connected(self) -> bool:
         return self.session is not None and not self.session.closed
+
+    @property
+    def takes_work(self) -> bool:
+        return self.state is NodeState.READY and self.connected and not self.fenced
 
     def gpu_types(self) -> dict[str, str]:
         """GPU UUID -> GPU type ("v100", ...)."""
@@ -68,11 +73,11 @@ class NodeRegistry:
         self._nodes[entry.name] = entry
 
     def schedulable(self) -> tuple[Node, ...]:
-        """READY nodes with an open stream: the only ones a policy may place work on."""
-        return tuple(e.model() for e in self.all() if e.state is NodeState.READY and e.connected)
+        """READY nodes with an open stream, not fenced: the only ones a policy may place work on."""
+        return tuple(e.model() for e in self.all() if e.takes_work)
 
     def any_schedulable(self) -> bool:
-        return any(e.state is NodeState.READY and e.connected for e in self._nodes.values())
+        return any(e.takes_work for e in self._nodes.values())
 
     def max_gpus_per_node(self) -> int | None:
         sizes = [len(e.gpus) for e in self._nodes.values()]
@@ -98,6 +103,7 @@ class NodeRegistry:
 
     def record_heartbeat(self, entry: NodeEntry, hb: wpb.Heartbeat, now: float) -> None:
         entry.last_heard = now
+        entry.fenced = hb.fenced
         known = {g.uuid for g in entry.gpus}
         for s in hb.gpus:
             if s.uuid in known:

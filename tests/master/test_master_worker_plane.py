@@ -230,6 +230,22 @@ async def test_unacknowledged_assignment_is_taken_back_and_fenced(
     assert (await worker.recv_kind("assign")).attempt == a.attempt + 1  # placed again
 
 
+async def test_nothing_is_placed_on_a_fenced_worker_until_it_says_otherwise(
+    master: Master, stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker
+) -> None:
+    await worker.connect()
+    await worker.heartbeat(seq=1, fenced=True)
+    await worker.barrier()
+    job = await submit(stub)
+    await master.scheduler.run_once()
+    await worker.barrier()
+    got = await stub.GetJob(cpb.GetJobRequest(job_id=job.id))
+    assert got.state == pb.JOB_STATE_PENDING and not master.core.registry.schedulable()
+    await worker.heartbeat(seq=2)  # renewed: takes work again
+    a = await worker.recv_kind("assign")
+    assert a.job_id == job.id
+
+
 async def test_acknowledged_assignment_is_kept(
     master: Master, clock: FakeClock, stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker
 ) -> None:

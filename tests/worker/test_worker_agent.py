@@ -356,6 +356,7 @@ async def test_fenced_worker_refuses_work_until_a_renewal_ends_the_fence(tmp_pat
         master.renew = False  # the master stops hearing the worker; the stream stays up
         final = await master.update("long", CANCELLED)
         assert final.reason.startswith("lease expired")
+        await master.wait_for(lambda m: m.HasField("heartbeat") and m.heartbeat.fenced)  # says so
         master.assign("during", workload(10), [w.gpus[1].uuid])
         refused = await master.update("during", CANCELLED)
         assert "fenced" in refused.reason and RUNNING not in master.updates("during")
