@@ -1,11 +1,25 @@
-"""Master settings (filled from the command line by :mod:`master.main`, or directly by tests)."""
+"""Master settings (filled from the command line by :mod:`master.main`, or directly by tests).
+
+The timeouts must satisfy ``node_timeout_s >= lease_s + kill_grace_s + LEASE_MARGIN_S`` (and
+``heartbeat_s < lease_s``): a worker that stops hearing renewals stops its attempts within
+``lease_s + kill_grace_s`` of its last acknowledged heartbeat, and the master re-queues them only
+``node_timeout_s`` after it last heard the worker (docs/reliability.md). Bad pairs are refused.
+"""
 
 from __future__ import annotations
 
+import math
 import pathlib
 from dataclasses import dataclass, field
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+LEASE_MARGIN_S = 1.0  # the worker's lease checks, signal delivery and process exit fit in this
+DEFAULT_KILL_GRACE_S = 5.0
+MIN_KILL_GRACE_S = 0.1
+OPEN_WORKER_PLANE = (
+    "client auth (--auth-tokens) is on but the worker plane has no credential: anyone could register "
+    "as a node and receive users' jobs; give --join-token or --tls-client-ca (mutual TLS)"
+)
 
 
 @dataclass(frozen=True)
@@ -18,6 +32,9 @@ class MasterConfig:
     node_timeout_s: float = 30.0
     lease_s: float = 20.0
     heartbeat_s: float = 2.0
+    # SIGTERM -> SIGKILL grace of an attempt stopped because its lease expired; None: the default
+    # (5 s), or less where the node timeout leaves less room.
+    kill_grace_s: float | None = None
     join_token: str | None = None
     auth_tokens: pathlib.Path | None = None
     group_commit: bool = True
@@ -35,7 +52,71 @@ class MasterConfig:
     allow_mounts: tuple[str, ...] = ()  # host path prefixes a job spec may mount (checked at submit)
     extra_server_options: tuple[tuple[str, int], ...] = field(default_factory=tuple)
 
+    def __post_init__(self) -> None:
+        problem = timeout_problem(
+            self.tick_s, self.heartbeat_s, self.lease_s, self.node_timeout_s, self.kill_grace_s
+        )
+        if problem is not None:
+            raise ValueError(problem)
+        if self.auth_tokens is not None and self.join_token is None and self.tls_client_ca is None:
+            raise ValueError(OPEN_WORKER_PLANE)
+
+    @property
+    def kill_grace(self) -> float:
+        """The lease-expiry kill grace in force (explicit, or derived from the node timeout)."""
+        if self.kill_grace_s is not None:
+            return self.kill_grace_s
+        return min(DEFAULT_KILL_GRACE_S, self.node_timeout_s - self.lease_s - LEASE_MARGIN_S)
+
+    @property
+    def ack_timeout_s(self) -> float:
+        """An assignment not acknowledged for this long is taken back: by then a worker that got it
+        late holds a lease at most ``2 * lease_s`` past the assignment (docs/reliability.md)."""
+        return 2 * self.lease_s + self.kill_grace + LEASE_MARGIN_S
+
+    def worker_credential(self) -> str:
+        """Which credential the worker plane asks for, in words (logged at start)."""
+        if self.tls_client_ca is not None:
+            return "mutual TLS client certificates" + (" and a join token" if self.join_token else "")
+        return "a join token" if self.join_token else "none (the worker plane is open)"
+
     @property
     def logs_dir(self) -> pathlib.Path:
         base = self.data_dir if self.data_dir is not None else self.db_path.parent
         return base / "logs"
+
+
+def timeout_problem(
+    tick_s: float, heartbeat_s: float, lease_s: float, node_timeout_s: float, kill_grace_s: float | None
+) -> str | None:
+    """Why these timeouts are unsafe, or None (the rule is in the module docstring)."""
+    named = {
+        "tick_s": tick_s,
+        "heartbeat_s": heartbeat_s,
+        "lease_s": lease_s,
+        "node_timeout_s": node_timeout_s,
+    }
+    if kill_grace_s is not None:
+        named["kill_grace_s"] = kill_grace_s
+    for name, value in named.items():
+        if not math.isfinite(value) or value <= 0:
+            return f"{_flag(name)} must be a positive number, got {value}"
+    if heartbeat_s >= lease_s:
+        return (
+            f"{_flag('heartbeat_s')} ({heartbeat_s:g}) must be shorter than {_flag('lease_s')} ({lease_s:g})"
+        )
+    grace = kill_grace_s if kill_grace_s is not None else MIN_KILL_GRACE_S
+    grace_name = _flag("kill_grace_s") if kill_grace_s is not None else "the least kill grace"
+    need = lease_s + grace + LEASE_MARGIN_S
+    if node_timeout_s < need:
+        return (
+            f"unsafe timeouts: {_flag('node_timeout_s')} {node_timeout_s:g} must be at least "
+            f"{_flag('lease_s')} ({lease_s:g}) + {grace_name} ({grace:g}) + margin "
+            f"({LEASE_MARGIN_S:g}) = {need:g} s, or a worker cut off from the master could still run "
+            "an attempt the master has re-queued"
+        )
+    return None
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")

@@ -12,7 +12,7 @@ import sys
 from horus_core.policies import policy_names
 from master.app import Master
 from master.auth import TokenTable
-from master.config import MasterConfig
+from master.config import OPEN_WORKER_PLANE, MasterConfig, timeout_problem
 
 log = logging.getLogger("master")
 
@@ -35,6 +35,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--node-timeout-s", type=float, default=30.0, help="silence after which a node is LOST")
     p.add_argument("--lease-s", type=float, default=20.0, help="workers stop attempts after this cut-off")
     p.add_argument("--heartbeat-s", type=float, default=2.0, help="heartbeat interval asked of the workers")
+    p.add_argument(
+        "--kill-grace-s",
+        type=float,
+        default=None,
+        help="SIGTERM -> SIGKILL grace when a lease expires (default 5, or what --node-timeout-s leaves)",
+    )
     p.add_argument("--join-token", default=None, help="token workers must present to register")
     p.add_argument("--auth-tokens", type=pathlib.Path, default=None, help="lines 'token user [admin]'")
     p.add_argument("--tls-cert", type=pathlib.Path, help="server certificate (PEM); enables TLS")
@@ -65,11 +71,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for path in (args.tls_cert, args.tls_key, args.tls_client_ca):
         if path is not None and not path.is_file():
             p.error(f"no such file: {path}")
-    for name in ("tick_s", "node_timeout_s", "lease_s", "heartbeat_s"):
-        if getattr(args, name) <= 0:
-            p.error(f"--{name.replace('_', '-')} must be positive")
-    if args.lease_s >= args.node_timeout_s:
-        p.error("--lease-s must be shorter than --node-timeout-s (workers stop before the master re-queues)")
+    problem = timeout_problem(
+        args.tick_s, args.heartbeat_s, args.lease_s, args.node_timeout_s, args.kill_grace_s
+    )
+    if problem is not None:
+        p.error(problem)
+    if args.auth_tokens is not None and args.join_token is None and args.tls_client_ca is None:
+        p.error(OPEN_WORKER_PLANE)
     return args
 
 
@@ -83,6 +91,7 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         node_timeout_s=args.node_timeout_s,
         lease_s=args.lease_s,
         heartbeat_s=args.heartbeat_s,
+        kill_grace_s=args.kill_grace_s,
         join_token=args.join_token,
         auth_tokens=args.auth_tokens,
         group_commit=not args.no_group_commit,
@@ -99,6 +108,15 @@ async def serve(
 ) -> None:
     master = Master(config, tokens=tokens, http_listen=http, metrics_listen=metrics)
     await master.start()
+    open_plane = config.join_token is None and config.tls_client_ca is None
+    log.log(
+        logging.WARNING if open_plane else logging.INFO,
+        "worker plane credential: %s; lease %g s, kill grace %g s, node timeout %g s",
+        config.worker_credential(),
+        config.lease_s,
+        config.kill_grace,
+        config.node_timeout_s,
+    )
     host = config.listen.rsplit(":", 1)[0]
     print(f"horus-master listening on {host}:{master.port}", flush=True)
     for what, listen, port in (

@@ -27,6 +27,7 @@ from worker import messages
 from worker.connection import Connection
 from worker.files import AttemptFiles, attempts_dir
 from worker.gpu.base import GpuInfo, GpuProbe, ProbeTarget
+from worker.lease import WatchdogProcess, write_lease
 from worker.runtime.base import AttemptKey, ExitStatus, LaunchRequest, RunningAttempt, Runtime
 from worker.state import Clock, Effect, Send, Start, Stop, WorkerState
 from worker.tails import LogTail, ProgressTail
@@ -54,6 +55,7 @@ class AgentConfig:
     grace_s: float = 10.0
     credentials: grpc.ChannelCredentials | None = None
     poll_s: float = 0.2  # tails and lease ticks
+    watchdog: bool = True  # a lease watchdog process (worker/lease.py) backs the daemon's own checks
 
 
 class Agent:
@@ -81,12 +83,18 @@ class Agent:
         self._beat_now = asyncio.Event()
         self._shutdown = asyncio.Event()
         self._finished = asyncio.Event()  # set whenever an attempt reaches its final state
+        self.state.epoch = _load_epoch(config.state_dir)
+        self._lease_written = (0.0, 0.0)
+        self._watchdog: WatchdogProcess | None = None
 
     # ------------------------------------------------------------------------- lifecycle
 
     async def run(self) -> None:
         """Until :meth:`request_shutdown`; then stop every attempt, send the finals, close the stream."""
         await self._recover()
+        self._write_lease()
+        if self.config.watchdog:
+            self._watchdog = await WatchdogProcess.start(self.config.state_dir)
         killed = await self._runtime.remove_orphans(set(self._handles))
         if killed:
             log.warning("killed %d attempt(s) left running by a previous worker: %s", len(killed), killed)
@@ -103,6 +111,8 @@ class Agent:
             for task in [*loops, *self._tasks]:
                 task.cancel()
             await asyncio.gather(*loops, *self._tasks, return_exceptions=True)
+            if self._watchdog is not None:
+                await self._watchdog.stop()
 
     async def _recover(self) -> None:
         """Re-attach what the runtime can (containers); the master decides at registration."""
@@ -144,21 +154,48 @@ class Agent:
         self.state.stream_opened()
         self.state.prune()
         return messages.register(
-            self.config.name, self.gpus, self.state.running(), self.config.join_token, self.state.finals()
+            self.config.name,
+            self.gpus,
+            self.state.running(),
+            self.config.join_token,
+            self.state.finals(),
+            self.state.epoch,
         )
 
     def on_registered(self, msg: worker_pb2.Registered) -> None:
-        effects = self.state.on_registered(msg.heartbeat_interval_s, msg.lease_s)
+        effects = self._registered(msg)
+        if msg.epoch:
+            _save_epoch(self.config.state_dir, msg.epoch)
         for tail in self._logs.values():
             tail.rewind()
         self._apply(effects)
         self._beat_now.set()
 
+    def _registered(self, msg: worker_pb2.Registered) -> list[Effect]:
+        effects = self.state.on_registered(
+            msg.heartbeat_interval_s,
+            msg.lease_s,
+            epoch=msg.epoch,
+            renews_seq=msg.renews_seq,
+            kill_grace_s=msg.kill_grace_s,
+        )
+        self._write_lease()
+        return effects
+
+    def _write_lease(self) -> None:
+        """Tell the watchdog the current deadline (only when it changed)."""
+        lease = (self.state.lease_deadline(), self.state.lease_grace())
+        if lease != self._lease_written:
+            try:
+                write_lease(self.config.state_dir, *lease)
+                self._lease_written = lease
+            except OSError as exc:
+                log.warning("cannot write the lease file: %s", exc)
+
     def on_message(self, msg: worker_pb2.MasterMessage) -> None:
-        self.state.on_contact()
         kind = msg.WhichOneof("msg")
         if kind == "registered":
-            self._apply(self.state.on_registered(msg.registered.heartbeat_interval_s, msg.registered.lease_s))
+            self._apply(self._registered(msg.registered))
         elif kind == "assign":
             a = msg.assign
             if not a.job_id or len(a.job_id) > 256:
@@ -284,7 +321,9 @@ class Agent:
             log.warning("GPU probe failed: %s", exc)
             readings, procs = [], []
         owner = {pid: key for key, ps in pids.items() for pid in ps}
-        self.connection.send(messages.heartbeat(readings, procs, owner, self.state.running()))
+        seq = self.state.heartbeat_sent()
+        hb = messages.heartbeat(readings, procs, owner, self.state.running(), seq, self.state.fenced)
+        self.connection.send(hb)
         if self._speed_of is not None:
             speed_of = self._speed_of
             speeds = [(self._files[k], speed_of(k.job_id, k.attempt)) for k in pids if k in self._files]
@@ -306,3 +345,18 @@ def _write_speeds(speeds: Sequence[tuple[AttemptFiles, float]]) -> None:
     for files, speed in speeds:
         with contextlib.suppress(OSError):
             files.write_speed(speed)
+
+
+def _load_epoch(state_dir: pathlib.Path) -> int:
+    """The epoch of this node's last registration, kept across restarts of the daemon."""
+    try:
+        return int((state_dir / "epoch").read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _save_epoch(state_dir: pathlib.Path, epoch: int) -> None:
+    try:
+        (state_dir / "epoch").write_text(str(epoch))
+    except OSError as exc:
+        log.warning("cannot record the registration epoch: %s", exc)

@@ -4,7 +4,9 @@ Each session opens a fresh channel, writes the handler's Register, waits for Reg
 a reader (every message to the handler) and a writer (one queue, in order). Messages sent while no
 registered stream is up are dropped: the state machine re-sends what matters after the next
 registration (RUNNING updates, recent finals, recent log chunks). A write that does not complete
-within ``write_timeout_s`` ends the session, like a read error. Backoff between sessions goes from
+within ``write_timeout_s`` ends the session, like a read error; so does a write on a call that
+already ended (after a SIGSTOP/SIGCONT the master may have closed it meanwhile): an ordinary
+reconnect, never an error traceback. Backoff between sessions goes from
 0.2 s to 5 s and starts again after each successful registration.
 """
 
@@ -151,6 +153,8 @@ class Connection:
             why = f"{exc.code().name}: {exc.details()}"
             if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                 log.error("the master refused this worker: %s (check --join-token / TLS)", why)
+        except asyncio.InvalidStateError:  # "RPC already finished": the call ended under us
+            why = await _ended_why(call)
         except (TimeoutError, ProtocolError, OSError) as exc:
             why = str(exc) or type(exc).__name__
         except Exception as exc:  # never let one bad session end the worker's reconnect loop
@@ -193,6 +197,8 @@ class Connection:
                 await asyncio.wait_for(call.write(msg), self.write_timeout_s)
             except TimeoutError:
                 return f"a write took longer than {self.write_timeout_s:.0f} s"
+            except asyncio.InvalidStateError:
+                return await _ended_why(call)
             finally:
                 queue.task_done()
 
@@ -205,6 +211,15 @@ class Connection:
         if self._credentials is not None:
             return aio.secure_channel(self.target, self._credentials, options=options)
         return aio.insecure_channel(self.target, options=options)
+
+
+async def _ended_why(call: _Call) -> str:
+    """Why a call that already finished ended, in words."""
+    try:
+        code, details = await call.code(), await call.details()
+    except Exception as exc:  # the call's status cannot be read: say what we know
+        return f"the stream had already ended ({type(exc).__name__})"
+    return f"the stream had already ended ({code.name}: {details})"
 
 
 _CLOSE = worker_pb2.WorkerMessage()

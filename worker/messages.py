@@ -32,6 +32,7 @@ def register(
     running: Iterable[AttemptKey],
     token: str,
     finished: Iterable[Update] = (),
+    resume_epoch: int = 0,
 ) -> worker_pb2.WorkerMessage:
     pb_gpus = [
         gpu_to_pb(Gpu(g.uuid, name, g.index, g.model, g.memory_mib, gpu_type_of(g.model))) for g in gpus
@@ -43,6 +44,7 @@ def register(
         token=token,
         version=__version__,
         finished=[update(u).update for u in finished],
+        resume_epoch=resume_epoch,
     )
     return worker_pb2.WorkerMessage(register=msg)
 
@@ -118,8 +120,14 @@ def heartbeat(
     procs: Iterable[ProcessReading],
     owner: Mapping[int, AttemptKey],
     running: Iterable[AttemptKey],
+    seq: int = 0,
+    fenced: bool = False,
 ) -> worker_pb2.WorkerMessage:
     msg = worker_pb2.Heartbeat(
-        gpus=[gpu_stats(r) for r in readings], jobs=job_stats(procs, owner), running=refs(running)
+        gpus=[gpu_stats(r) for r in readings],
+        jobs=job_stats(procs, owner),
+        running=refs(running),
+        seq=seq,
+        fenced=fenced,
     )
     return worker_pb2.WorkerMessage(heartbeat=msg)

@@ -9,6 +9,12 @@ The rules (docs/protocol.md): an Assignment starts its attempt once (a copy of a
 ignored, or answered with its final when it already finished); a Kill stops it and its final is
 CANCELLED; cut off from the master for longer than ``lease_s``, the worker stops all its attempts
 itself ("lease expired") before the master could re-queue them, so an attempt never runs twice.
+
+The lease counts only from evidence that the master heard this worker: the send time of the
+Register it answered, or of the heartbeat a renewal names (``renews_seq``). Messages merely
+arriving from the master renew nothing (a one-way partition must not keep the lease alive). A
+renewal ends the fence; an Assignment that comes while fenced is refused with a CANCELLED final,
+so the master re-queues it at once instead of waiting on a worker that will never start it.
 """
 
 from __future__ import annotations
@@ -99,30 +105,49 @@ class WorkerState:
         self.finals_ttl_s = finals_ttl_s
         self.attempts: dict[AttemptKey, Attempt] = {}
         self.registered = False  # a stream is open and the master answered Registered on it
-        self.renewing = False  # the master re-sends Registered on this stream: silence means cut off
         self.fenced = False
+        self.epoch = 0  # of the last registration; presented as Register.resume_epoch
+        self.kill_grace_s = 0.0  # the master's grace for lease-expiry stops (0: lease_s / 4)
         self.shutting_down = False
-        self.last_contact = clock.monotonic()
+        self.last_contact = clock.monotonic()  # the lease counts from here
+        self._register_sent_at = self.last_contact
+        self._heartbeats: OrderedDict[int, float] = OrderedDict()  # seq -> when it was sent
+        self._seq = 0
         self._tombstones: OrderedDict[AttemptKey, None] = OrderedDict()
         self._max_tombstones = max_tombstones
 
     # ------------------------------------------------------------------------- the stream
 
     def stream_opened(self) -> None:
-        self.registered = self.renewing = False
+        """A Register is about to be sent on a new stream."""
+        self.registered = False
+        self._register_sent_at = self.clock.monotonic()
 
-    def on_registered(self, heartbeat_interval_s: float, lease_s: float) -> list[Effect]:
+    def on_registered(
+        self,
+        heartbeat_interval_s: float,
+        lease_s: float,
+        *,
+        epoch: int = 0,
+        renews_seq: int = 0,
+        kill_grace_s: float = 0.0,
+    ) -> list[Effect]:
         """Registered: the first one on a stream re-sends RUNNING and the recent finals; a later
-        one on the same stream is a lease renewal (from then on, silence counts as cut off)."""
-        self.last_contact = self.clock.monotonic()
+        one naming a heartbeat (``renews_seq``) renews the lease from when that heartbeat left."""
         if heartbeat_interval_s > 0:
             self.heartbeat_interval_s = heartbeat_interval_s
         if lease_s > 0:
             self.lease_s = lease_s
+        if kill_grace_s > 0:
+            self.kill_grace_s = kill_grace_s
         if self.registered:
-            self.renewing = True
+            sent = self._heartbeats.get(renews_seq) if renews_seq else None
+            if sent is not None:
+                self._renew(sent)
             return []
-        self.registered, self.fenced = True, False
+        self.registered = True
+        self.epoch = epoch or self.epoch
+        self._renew(self._register_sent_at)
         self.prune()
         effects: list[Effect] = [
             Send(Update(a.key, JobState.RUNNING, at=self.clock.time())) for a in self._in(Phase.RUNNING)
@@ -130,26 +155,43 @@ class WorkerState:
         effects += [Send(f) for f in self.finals()]
         return effects
 
-    def on_contact(self) -> None:
-        """Any message from the master."""
-        self.last_contact = self.clock.monotonic()
+    def heartbeat_sent(self) -> int:
+        """A heartbeat is about to be sent: its sequence number (remembered with the time)."""
+        self._seq += 1
+        self._heartbeats[self._seq] = self.clock.monotonic()
+        while len(self._heartbeats) > 64:
+            self._heartbeats.popitem(last=False)
+        return self._seq
 
     def stream_closed(self) -> None:
-        if self.registered and not self.renewing:
-            self.last_contact = self.clock.monotonic()
-        self.registered = self.renewing = False
+        self.registered = False
+
+    def lease_deadline(self) -> float:
+        """Monotonic time at which the lease runs out unless renewed."""
+        return self.last_contact + self.lease_s
+
+    def lease_grace(self) -> float:
+        """SIGTERM -> SIGKILL grace of attempts stopped because the lease ran out."""
+        return min(self.grace_s, self.kill_grace_s or self.lease_s / 4)
+
+    def lease_expired(self) -> bool:
+        return self.clock.monotonic() > self.lease_deadline()
 
     def tick(self) -> list[Effect]:
-        """Call often: keeps the lease, prunes old finals, fences when cut off for too long."""
+        """Call often: prunes old finals, fences when the lease ran out."""
         now = self.clock.monotonic()
-        if self.registered and not self.renewing:
-            self.last_contact = now  # the stream is up; its breaking is what tells us
         self.prune()
         if self.fenced or now - self.last_contact <= self.lease_s:
             return []
         self.fenced = True
-        reason = f"lease expired: no contact with the master for {now - self.last_contact:.0f} s"
-        return self._stop_all(reason, min(self.grace_s, self.lease_s / 4))
+        reason = f"lease expired: no renewal from the master for {now - self.last_contact:.0f} s"
+        return self._stop_all(reason, self.lease_grace())
+
+    def _renew(self, sent_at: float) -> None:
+        if sent_at > self.last_contact:
+            self.last_contact = sent_at
+        if self.fenced and self.clock.monotonic() - self.last_contact <= self.lease_s:
+            self.fenced = False  # the master heard us again: take work again
 
     # -------------------------------------------------------------------- from the master
 
@@ -157,10 +199,13 @@ class WorkerState:
         known = self.attempts.get(key)
         if known is not None:  # a copy: started once only; a finished one gets its final again
             return [Send(known.final)] if known.final is not None else []
-        if key in self._tombstones or self.shutting_down or self.fenced:
+        if key in self._tombstones:
             return []
         attempt = Attempt(key, spec, gpus, Phase.STARTING)
         self.attempts[key] = attempt
+        if self.shutting_down or self.fenced:  # refused at once: the master re-queues it
+            why = "worker shutting down" if self.shutting_down else "worker fenced: its lease expired"
+            return self._finish(attempt, JobState.CANCELLED, None, f"{why} (not started)")
         foreign = sorted(set(gpus) - self.gpu_uuids)
         if not gpus or foreign:
             what = f"GPUs not on this worker: {', '.join(foreign)}" if foreign else "no GPUs"
@@ -209,6 +254,9 @@ class WorkerState:
         attempt = self.attempts.get(key)
         if attempt is None or attempt.phase is Phase.FINISHED:
             return []
+        if attempt.phase is Phase.RUNNING and self.lease_expired():  # the lease watchdog stopped it
+            why = "lease expired: stopped by the lease watchdog"
+            return self._finish(attempt, JobState.CANCELLED, status.exit_code, why)
         return self._finish(attempt, status.state, status.exit_code, status.reason)
 
     # -------------------------------------------------------------------------- shutdown

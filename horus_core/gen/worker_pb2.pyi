@@ -51,10 +51,16 @@ class Register(_message.Message):
     TOKEN_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     FINISHED_FIELD_NUMBER: _builtins.int
+    RESUME_EPOCH_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     token: _builtins.str
     """join token, when the master requires one"""
     version: _builtins.str
+    resume_epoch: _builtins.int
+    """The epoch of this worker's previous registration (Registered.epoch, kept in its state dir):
+    only a worker that presents its node's current epoch may re-state or finish that node's
+    attempts; a newcomer's claims are killed and the node's attempts re-queued.
+    """
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Gpu]: ...
     @_builtins.property
@@ -76,10 +82,11 @@ class Register(_message.Message):
         token: _builtins.str = ...,
         version: _builtins.str = ...,
         finished: _abc.Iterable[Global___AttemptUpdate] | None = ...,
+        resume_epoch: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished", b"finished", "gpus", b"gpus", "name", b"name", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished", b"finished", "gpus", b"gpus", "name", b"name", "resume_epoch", b"resume_epoch", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -92,6 +99,16 @@ class Heartbeat(_message.Message):
     GPUS_FIELD_NUMBER: _builtins.int
     JOBS_FIELD_NUMBER: _builtins.int
     RUNNING_FIELD_NUMBER: _builtins.int
+    SEQ_FIELD_NUMBER: _builtins.int
+    FENCED_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """Increases with every heartbeat of a stream; the master's lease renewal names the heartbeat it
+    answers, so the worker counts its lease from when it sent that heartbeat (docs/reliability.md).
+    """
+    fenced: _builtins.bool
+    """The worker's lease ran out and it has not been renewed since: it refuses assignments, so the
+    master places nothing on it until a heartbeat says otherwise.
+    """
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.GpuStats]: ...
     @_builtins.property
@@ -104,10 +121,12 @@ class Heartbeat(_message.Message):
         gpus: _abc.Iterable[_types_pb2.GpuStats] | None = ...,
         jobs: _abc.Iterable[_types_pb2.JobGpuStats] | None = ...,
         running: _abc.Iterable[Global___AttemptRef] | None = ...,
+        seq: _builtins.int = ...,
+        fenced: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "jobs", b"jobs", "running", b"running"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fenced", b"fenced", "gpus", b"gpus", "jobs", b"jobs", "running", b"running", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -262,18 +281,30 @@ class Registered(_message.Message):
 
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _builtins.int
     LEASE_S_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    RENEWS_SEQ_FIELD_NUMBER: _builtins.int
+    KILL_GRACE_S_FIELD_NUMBER: _builtins.int
     heartbeat_interval_s: _builtins.float
     lease_s: _builtins.float
     """a worker cut off for this long stops its attempts itself"""
+    epoch: _builtins.int
+    """The registration's epoch (random, non-zero): present it as Register.resume_epoch next time."""
+    renews_seq: _builtins.int
+    """Non-zero: this Registered renews the lease in answer to the heartbeat with this seq."""
+    kill_grace_s: _builtins.float
+    """SIGTERM -> SIGKILL grace for attempts stopped because the lease expired (0: the worker's own)."""
     def __init__(
         self,
         *,
         heartbeat_interval_s: _builtins.float = ...,
         lease_s: _builtins.float = ...,
+        epoch: _builtins.int = ...,
+        renews_seq: _builtins.int = ...,
+        kill_grace_s: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval_s", b"heartbeat_interval_s", "lease_s", b"lease_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "heartbeat_interval_s", b"heartbeat_interval_s", "kill_grace_s", b"kill_grace_s", "lease_s", b"lease_s", "renews_seq", b"renews_seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

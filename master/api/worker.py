@@ -27,7 +27,16 @@ log = logging.getLogger(__name__)
 WCtx = grpc.aio.ServicerContext[wpb.WorkerMessage, wpb.MasterMessage]
 
 
-def registration_from_pb(msg: wpb.Register) -> Registration:
+def peer_identity(context: WCtx, join_token: str | None) -> str:
+    """Who is on the other end: the client certificate's common name under mutual TLS, else the
+    join token (shared by all workers) or nobody."""
+    names = list(context.auth_context().get("x509_common_name") or [])
+    if names:
+        return "cert:" + bytes(names[0]).decode("utf-8", "replace")
+    return "join-token" if join_token else "anonymous"
+
+
+def registration_from_pb(msg: wpb.Register, identity: str = "anonymous") -> Registration:
     gpus = []
     for g in msg.gpus:
         gpu = wire.gpu_from_pb(g, msg.name)
@@ -45,7 +54,9 @@ def registration_from_pb(msg: wpb.Register) -> Registration:
         )
         for u in msg.finished[:MAX_FINISHED]
     )
-    return Registration(msg.name, tuple(gpus), running, msg.token, msg.version, finished)
+    return Registration(
+        msg.name, tuple(gpus), running, msg.token, msg.version, finished, identity, msg.resume_epoch
+    )
 
 
 class WorkerServicer(wgrpc.WorkerServiceServicer):
@@ -62,7 +73,8 @@ class WorkerServicer(wgrpc.WorkerServiceServicer):
         if not isinstance(first, wpb.WorkerMessage) or first.WhichOneof("msg") != "register":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected Register as the first message")
         try:
-            session = await self.plane.register(registration_from_pb(first.register))
+            identity = peer_identity(context, self.plane.core.config.join_token)
+            session = await self.plane.register(registration_from_pb(first.register, identity))
         except HorusError as exc:
             await context.abort(status_code_for(exc), str(exc))
         except Exception:

@@ -43,7 +43,11 @@ class AttemptHandler:
         entry = self.touch(session)
         if entry is None:
             return
+        was_fenced = entry.fenced
         self.core.registry.record_heartbeat(entry, hb, self.core.clock.now())
+        if was_fenced and not entry.fenced:
+            self.core.poke()  # it takes work again
+        self.plane.renew(entry, hb.seq)  # evidence the worker is alive: the only lease renewal
         learner = self.core.learner
         learner.on_heartbeat(entry.name, hb)
         rows = await self.core.store.read.active_jobs(entry.name) if entry.running else []
@@ -74,6 +78,13 @@ class AttemptHandler:
             log.warning("node %s sent an update with state %d; ignored", entry.name, msg.state)
             return
         exit_code = msg.exit_code if msg.HasField("exit_code") else None
+        if (msg.job_id, msg.attempt) not in entry.owned:
+            log.debug(
+                "node %s reported %s/%d, not its registration's; ignored", entry.name, msg.job_id, msg.attempt
+            )
+            if state is JobState.RUNNING:
+                self.core.send_kill(entry.name, msg.job_id, msg.attempt, STALE)
+            return
         verdict = tr.UpdateVerdict()
         now = self.core.clock.now()
         fn = tr.worker_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict)
@@ -81,6 +92,7 @@ class AttemptHandler:
         if verdict.kill or (not verdict.seen and state is JobState.RUNNING):
             self.core.send_kill(entry.name, msg.job_id, msg.attempt, STALE)
         if verdict.ended:
+            entry.owned.discard((msg.job_id, msg.attempt))
             self.core.logs.forget(msg.job_id, msg.attempt)
             for c in changes:
                 await self.core.learner.attempt_ended(c.before.job, msg.attempt)
@@ -90,6 +102,8 @@ class AttemptHandler:
     async def log(self, session: Session, msg: wpb.AttemptLog) -> None:
         entry = self.touch(session)
         if entry is None or not JOB_ID.match(msg.job_id) or msg.attempt < 1 or msg.offset < 0:
+            return
+        if (msg.job_id, msg.attempt) not in entry.owned:  # not this registration's attempt
             return
         if await self._attempt_node(msg.job_id, msg.attempt) != entry.name:
             log.debug("node %s sent logs of %s/%d, not its attempt", entry.name, msg.job_id, msg.attempt)
@@ -110,7 +124,7 @@ class AttemptHandler:
 
     def progress(self, session: Session, msg: wpb.AttemptProgress) -> None:
         entry = self.touch(session)
-        if entry is not None and JOB_ID.match(msg.job_id) and msg.attempt >= 1:
+        if entry is not None and (msg.job_id, msg.attempt) in entry.owned and JOB_ID.match(msg.job_id):
             self.core.learner.on_progress(entry.name, msg)
 
     async def handle(self, session: Session, msg: wpb.WorkerMessage) -> None:

@@ -24,10 +24,15 @@ class NodeEntry:
     session: Session | None = None
     lost_handled: bool = False  # its attempts were re-queued since it last registered
     registered_at: float = 0.0
-    renewed_at: float = 0.0  # when the master last sent Registered (the lease renewal) on this stream
+    identity: str = ""  # who registered it: "cert:<CN>", "join-token" or "anonymous"
+    epoch: int = 0  # of its current registration; 0: not known (loaded after a master restart)
+    # Attempts this registration may report on: assigned on it, or carried over from the previous
+    # registration of the same worker (same identity, resumed epoch). Others' updates are ignored.
+    owned: set[tuple[str, int]] = field(default_factory=set)
     gpu_stats: dict[str, pb.GpuStats] = field(default_factory=dict)
     job_stats: tuple[pb.JobGpuStats, ...] = ()
     running: frozenset[tuple[str, int]] = frozenset()
+    fenced: bool = False  # its last heartbeat said its lease had run out: place nothing on it
     # RUNNING here but not reported at registration: lost unless the worker's re-sent finals
     # (which come before its first heartbeat) say otherwise. See WorkerPlane.settle.
     unreported: set[tuple[str, int]] = field(default_factory=set)
@@ -35,6 +40,10 @@ class NodeEntry:
     @property
     def connected(self) -> bool:
         return self.session is not None and not self.session.closed
+
+    @property
+    def takes_work(self) -> bool:
+        return self.state is NodeState.READY and self.connected and not self.fenced
 
     def gpu_types(self) -> dict[str, str]:
         """GPU UUID -> GPU type ("v100", ...)."""
@@ -64,11 +73,11 @@ class NodeRegistry:
         self._nodes[entry.name] = entry
 
     def schedulable(self) -> tuple[Node, ...]:
-        """READY nodes with an open stream: the only ones a policy may place work on."""
-        return tuple(e.model() for e in self.all() if e.state is NodeState.READY and e.connected)
+        """READY nodes with an open stream, not fenced: the only ones a policy may place work on."""
+        return tuple(e.model() for e in self.all() if e.takes_work)
 
     def any_schedulable(self) -> bool:
-        return any(e.state is NodeState.READY and e.connected for e in self._nodes.values())
+        return any(e.takes_work for e in self._nodes.values())
 
     def max_gpus_per_node(self) -> int | None:
         sizes = [len(e.gpus) for e in self._nodes.values()]
@@ -82,6 +91,8 @@ class NodeRegistry:
         entry = self._nodes.get(name)
         if entry is None or entry.session is None:
             return False
+        if msg.WhichOneof("msg") == "assign":
+            entry.owned.add((msg.assign.job_id, msg.assign.attempt))
         return entry.session.send(msg)
 
     def owner_of_gpu(self, uuid: str) -> str | None:
@@ -92,6 +103,7 @@ class NodeRegistry:
 
     def record_heartbeat(self, entry: NodeEntry, hb: wpb.Heartbeat, now: float) -> None:
         entry.last_heard = now
+        entry.fenced = hb.fenced
         known = {g.uuid for g in entry.gpus}
         for s in hb.gpus:
             if s.uuid in known:

@@ -1,13 +1,22 @@
-"""The worker plane: registration, reconciliation and liveness (docs/protocol.md)."""
+"""The worker plane: registration, reconciliation and liveness (docs/protocol.md).
+
+Each registration gets a random epoch. A worker that presents its node's current epoch (and the
+same identity) continues that node: its finals and running attempts count. Anyone else who
+registers the name (allowed only once the old node is LOST, or its identity is the same) starts
+afresh: what it claims to run is killed, its finals are ignored, and the node's attempts go back
+to the queue. Liveness: a node silent for ``node_timeout_s`` is LOST; an assignment that no
+heartbeat acknowledged within ``ack_timeout_s`` is taken back (docs/reliability.md).
+"""
 
 from __future__ import annotations
 
 import hmac
 import logging
 import re
+import secrets
 from dataclasses import dataclass
 
-from horus_core.errors import AlreadyExists, InvalidArgument, Unauthenticated
+from horus_core.errors import AlreadyExists, InvalidArgument, PermissionDenied, Unauthenticated
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, JobState, NodeState
 from master.services import transitions as tr
@@ -44,11 +53,14 @@ class Registration:
     token: str = ""
     version: str = ""
     finished: tuple[FinalUpdate, ...] = ()
+    identity: str = "anonymous"  # "cert:<CN>" under mutual TLS, "join-token", or "anonymous"
+    resume_epoch: int = 0
 
 
 class WorkerPlane:
     def __init__(self, core: Core) -> None:
         self.core = core
+        self._next_ack_check = 0.0
 
     async def load(self) -> None:
         """After a (re)start: every known node gets ``node_timeout_s`` of grace to re-register."""
@@ -86,22 +98,48 @@ class WorkerPlane:
         core = self.core
         async with core.lock:
             old = core.registry.get(reg.name)
-            if old is not None and old.connected:
-                raise AlreadyExists(f"node {reg.name} is already connected on another stream")
+            continues = self._continues(old, reg)
             now = core.clock.now()
             await core.store.write(UpsertNodeOp(reg.name, reg.gpus, NodeState.READY, reg.version, now))
             session = Session(reg.name, core.config.session_queue)
             entry = NodeEntry(
                 reg.name, reg.gpus, NodeState.READY, now, reg.version, session, registered_at=now
             )
+            entry.identity, entry.epoch = reg.identity, secrets.randbits(63) | 1
             core.registry.put(entry)
-            session.send(self._registered())
-            entry.renewed_at = now
-            log.info("node %s registered (%d GPUs, %d running)", reg.name, len(reg.gpus), len(reg.running))
-            await self._apply_finals(entry.name, reg.finished)
-            await self._reconcile(entry, reg.running)
+            session.send(self._registered(epoch=entry.epoch))
+            log.info(
+                "node %s registered (%d GPUs, %d running, %s, %s)",
+                reg.name,
+                len(reg.gpus),
+                len(reg.running),
+                reg.identity,
+                "resumed" if continues else "new epoch",
+            )
+            if continues:
+                entry.owned.update((f.job_id, f.attempt) for f in reg.finished)  # their last log chunks
+                await self._apply_finals(entry.name, reg.finished)
+                await self._reconcile(entry, reg.running, ())
+            else:
+                await self._reconcile(entry, (), reg.running)
         core.poke()
         return session
+
+    def _continues(self, old: NodeEntry | None, reg: Registration) -> bool:
+        """Whether ``reg`` continues the node's previous registration (may report its attempts);
+        raises if the name is held by a live node."""
+        if old is None:
+            return True
+        if old.connected:
+            raise AlreadyExists(f"node {reg.name} is already connected on another stream")
+        if old.state is not NodeState.LOST and old.identity and old.identity != reg.identity:
+            raise PermissionDenied(f"node name {reg.name} is held by a live node of another identity")
+        if old.epoch == 0:  # loaded after a master restart: nothing to check against
+            return True
+        if old.identity == reg.identity and reg.resume_epoch == old.epoch:
+            return True
+        log.warning("node %s: a new worker takes the name; its claims do not count", reg.name)
+        return False
 
     async def _apply_finals(self, node: str, finished: tuple[FinalUpdate, ...]) -> None:
         """Results that ended while the stream was down count before anything is declared lost."""
@@ -117,18 +155,21 @@ class WorkerPlane:
         if todo:
             await self._ended(await self.core.apply(todo))
 
-    async def _reconcile(self, entry: NodeEntry, running: tuple[tuple[str, int], ...]) -> None:
+    async def _reconcile(
+        self, entry: NodeEntry, running: tuple[tuple[str, int], ...], disowned: tuple[tuple[str, int], ...]
+    ) -> None:
         """Kill what the worker runs that is not current; re-queue what it does not run.
 
         An attempt the master has ASSIGNED or RUNNING here that the worker neither runs nor reported
         finished (its finals came with the registration) is lost: it goes back to the queue and its
         next assignment is a new attempt. An Assignment is never sent twice, so no attempt can start
-        twice, even on a worker that restarted and forgot what it ran.
+        twice, even on a worker that restarted and forgot what it ran. ``disowned``: what a new
+        worker under the name claims to run; it is killed and nothing of it counts.
         """
         core, now = self.core, self.core.clock.now()
         active = {r.job.id: r for r in await core.store.read.active_jobs(entry.name)}
         reported = set(running)
-        kills: list[tuple[str, int, str]] = []
+        kills = [(j, a, "not this worker's attempt: a new worker took the node's name") for j, a in disowned]
         for job_id, attempt in sorted(reported):
             row = active.get(job_id)
             if row is None or row.job.attempt != attempt:
@@ -138,6 +179,7 @@ class WorkerPlane:
         todo: list[tuple[str, Transition]] = []
         for row in active.values():
             if (row.job.id, row.job.attempt) in reported:
+                entry.owned.add((row.job.id, row.job.attempt))
                 continue
             if row.job.state is JobState.ASSIGNED and row.cancel_requested:
                 todo.append((row.job.id, tr.cancel_unstarted(now)))
@@ -187,22 +229,61 @@ class WorkerPlane:
             )
 
     async def check_liveness(self) -> None:
-        """Nodes silent for ``node_timeout_s`` are LOST and their attempts go back to the queue;
-        connected nodes get their lease renewed (a ``Registered`` every heartbeat interval), so a
-        worker behind a silent partition notices and fences itself before the master re-queues."""
-        now = self.core.clock.now()
+        """Nodes silent for ``node_timeout_s`` are LOST and their attempts go back to the queue.
+        Leases are renewed only in answer to heartbeats (:meth:`AttemptHandler.heartbeat`), so a
+        worker whose messages no longer reach the master fences itself before it is declared LOST."""
         for entry in self.core.registry.all():
             if self._expired(entry):
                 await self._lose(entry)
-            elif entry.session is not None and now - entry.renewed_at >= self.core.config.heartbeat_s:
-                entry.renewed_at = now
-                entry.session.send(self._registered())
+        now = self.core.clock.now()
+        if now >= self._next_ack_check:
+            self._next_ack_check = now + self.core.config.ack_timeout_s / 8
+            await self.take_back_unacknowledged()
 
-    def _registered(self) -> wpb.MasterMessage:
+    async def take_back_unacknowledged(self) -> None:
+        """ASSIGNED attempts of connected nodes that no heartbeat listed for ``ack_timeout_s`` since
+        their assignment go back to the queue; a Kill fences them in case they arrive after all."""
+        core, now = self.core, self.core.clock.now()
+        if not any(e.connected and e.owned - e.running for e in core.registry.all()):
+            return  # every attempt sent on a live stream is listed in its heartbeats: nothing to read
+        late: list[tuple[str, int, str]] = []
+        async with core.lock:
+            for row in await core.store.read.active_jobs():
+                job, entry = row.job, core.registry.get(row.job.node)
+                if job.state is not JobState.ASSIGNED or entry is None or not entry.connected:
+                    continue  # a disconnected node's attempts are settled when it registers or is lost
+                if (job.id, job.attempt) in entry.running or now - job.updated_at < core.config.ack_timeout_s:
+                    continue
+                late.append((job.id, job.attempt, job.node))
+            reason = (
+                f"attempt {{attempt}} not acknowledged by {{node}} within {core.config.ack_timeout_s:g} s"
+            )
+            changes = await core.apply((j, tr.requeue(reason, now, node=n, attempt=a)) for j, a, n in late)
+            for job_id, attempt, node in late:
+                core.send_kill(node, job_id, attempt, "assignment taken back: not acknowledged in time")
+                if (entry := core.registry.get(node)) is not None:
+                    entry.owned.discard((job_id, attempt))
+        if late:
+            log.warning("took back %d unacknowledged assignment(s): %s", len(late), [j for j, _, _ in late])
+        await self._ended(changes)
+        if changes:
+            core.poke()
+
+    def _registered(self, *, epoch: int = 0, renews_seq: int = 0) -> wpb.MasterMessage:
         cfg = self.core.config
-        return wpb.MasterMessage(
-            registered=wpb.Registered(heartbeat_interval_s=cfg.heartbeat_s, lease_s=cfg.lease_s)
+        msg = wpb.Registered(
+            heartbeat_interval_s=cfg.heartbeat_s,
+            lease_s=cfg.lease_s,
+            epoch=epoch,
+            renews_seq=renews_seq,
+            kill_grace_s=cfg.kill_grace,
         )
+        return wpb.MasterMessage(registered=msg)
+
+    def renew(self, entry: NodeEntry, seq: int) -> None:
+        """The lease renewal that answers a heartbeat: the worker counts it from that heartbeat."""
+        if entry.session is not None:
+            entry.session.send(self._registered(renews_seq=seq))
 
     def _expired(self, entry: NodeEntry) -> bool:
         now = self.core.clock.now()

@@ -22,9 +22,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+DEFAULT_TIMEOUTS = ("--tick-s", "0.2", "--heartbeat-s", "0.5", "--lease-s", "8", "--node-timeout-s", "12")
+
+
 class LocalCluster:
-    def __init__(self, tmp: pathlib.Path, policy: str = "fifo", port: int | None = None) -> None:
+    def __init__(
+        self,
+        tmp: pathlib.Path,
+        policy: str = "fifo",
+        port: int | None = None,
+        timeouts: Sequence[str] = DEFAULT_TIMEOUTS,
+    ) -> None:
+        """``timeouts``: the master's timing flags (the fault suite uses short leases)."""
         self.tmp = tmp
+        self.timeouts = tuple(timeouts)
         self.policy = policy
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
@@ -32,7 +43,7 @@ class LocalCluster:
         self.workers: dict[str, subprocess.Popen[str]] = {}
 
     def start_master(self, *extra: str) -> None:
-        flags = ["--tick-s", "0.2", "--heartbeat-s", "0.5", "--lease-s", "8", "--node-timeout-s", "12"]
+        flags = list(self.timeouts)
         args = [str(BIN / "horus-master"), "--listen", self.addr, "--db", str(self.tmp / "horus.db")]
         with open(self.tmp / "master.log", "a") as log:
             self.master = subprocess.Popen(
@@ -45,9 +56,11 @@ class LocalCluster:
         line = self.master.stdout.readline()
         assert re.search(r"listening on 127\.0\.0\.1:\d+", line), line + (self.tmp / "master.log").read_text()
 
-    def start_worker(self, name: str, gpus: str = "4", *extra: str) -> None:
-        """``extra``: more worker flags, e.g. ``--sim-interference FILE``."""
-        args = [str(BIN / "horus-worker"), "--master", self.addr, "--name", name, "--fake-gpus", gpus, *extra]
+    def start_worker(self, name: str, gpus: str = "4", *extra: str, master: str | None = None) -> None:
+        """``extra``: more worker flags, e.g. ``--sim-interference FILE``; ``master``: dial this
+        address instead of the master's (a fault proxy)."""
+        addr = master or self.addr
+        args = [str(BIN / "horus-worker"), "--master", addr, "--name", name, "--fake-gpus", gpus, *extra]
         with open(self.tmp / f"{name}.log", "a") as log:
             self.workers[name] = subprocess.Popen(
                 [*args, "--state-dir", str(self.tmp / name), "--grace-s", "2"],

@@ -60,8 +60,9 @@ def gpu(node: str, i: int, mem: int = 16384) -> pb.Gpu:
 class FakeWorker:
     """Drives one worker stream by hand."""
 
-    def __init__(self, port: int, name: str, n_gpus: int = 2, token: str = "") -> None:
+    def __init__(self, port: int, name: str, n_gpus: int = 2, token: str = "", resume_epoch: int = 0) -> None:
         self.port, self.name, self.token = port, name, token
+        self.epoch = resume_epoch  # presented at the next registration (the same worker coming back)
         self.gpus = [gpu(name, i) for i in range(n_gpus)]
         self.channel: grpc.aio.Channel | None = None
         self.call: Any = None
@@ -84,11 +85,13 @@ class FakeWorker:
                     version="test",
                     running=[wpb.AttemptRef(job_id=j, attempt=a) for j, a in running],
                     finished=list(finished),
+                    resume_epoch=self.epoch,
                 )
             )
         )
         first = await self.recv()
         assert first.WhichOneof("msg") == "registered", first
+        self.epoch = first.registered.epoch
         return first.registered
 
     async def recv(self) -> wpb.MasterMessage:

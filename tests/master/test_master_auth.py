@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pathlib
+import subprocess
+import sys
 
 import grpc
 import pytest
-from master_fakes import client_for, running_master, spec
+from master_fakes import FakeWorker, client_for, config, running_master, spec
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
@@ -42,7 +44,7 @@ def test_token_file_parsing(tmp_path: pathlib.Path) -> None:
 async def test_auth_on(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "tokens"
     path.write_text(TOKENS)
-    async with running_master(tmp_path, auth_tokens=path) as m, client_for(m) as stub:
+    async with running_master(tmp_path, auth_tokens=path, join_token="jt") as m, client_for(m) as stub:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec()))
         assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
@@ -91,3 +93,55 @@ async def test_auth_off_owner_from_spec(tmp_path: pathlib.Path) -> None:
         assert resp.job.spec.owner == "carol"
         listed = await stub.ListJobs(cpb.ListJobsRequest(owner="carol"))
         assert [j.id for j in listed.jobs] == [resp.job.id]
+
+
+def test_client_auth_without_a_worker_credential_is_refused(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(TOKENS)
+    with pytest.raises(ValueError, match="worker plane has no credential"):
+        config(tmp_path, auth_tokens=path)
+    assert config(tmp_path, auth_tokens=path, join_token="jt").worker_credential() == "a join token"
+    cli = [sys.executable, "-m", "master.main", "--db", str(tmp_path / "x.db"), "--auth-tokens", str(path)]
+    out = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--join-token or --tls-client-ca" in out.stderr
+    assert not (tmp_path / "x.db").exists()  # refused before anything was created
+
+
+async def test_with_client_auth_a_worker_without_the_join_token_cannot_register(
+    tmp_path: pathlib.Path,
+) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(TOKENS)
+    async with running_master(tmp_path, auth_tokens=path, join_token="jt") as m:
+        for token in ("", "wrong"):
+            w = FakeWorker(m.port, "node-a", token=token)
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await w.connect()
+            assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
+            await w.crash()
+        assert m.core.registry.get("node-a") is None
+        good = FakeWorker(m.port, "node-a", token="jt")
+        await good.connect()
+        assert m.core.registry.get("node-a").identity == "join-token"  # type: ignore[union-attr]
+        await good.close()
+
+
+def test_the_master_says_at_start_which_worker_credential_is_in_force(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(TOKENS)
+    cli = [sys.executable, "-m", "master.main", "--db", str(tmp_path / "x.db"), "--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen(
+        [*cli, "--auth-tokens", str(path), "--join-token", "jt"], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "worker plane credential" in line:
+                break
+        assert "worker plane credential: a join token" in seen[-1], seen
+        assert "kill grace 5 s, node timeout 30 s" in seen[-1]
+    finally:
+        proc.terminate()
+        proc.wait(20)

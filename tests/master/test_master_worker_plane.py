@@ -11,12 +11,14 @@ import grpc
 import pytest
 from master_fakes import WAIT_S, FakeWorker, running_master, spec
 
+from horus_core.errors import PermissionDenied
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from master.app import Master
 from master.clock import FakeClock
+from master.services.workers import Registration
 
 
 async def submit(stub: cgrpc.HorusServiceAsyncStub, **kw: Any) -> pb.Job:
@@ -137,7 +139,7 @@ async def test_lost_running_attempt_is_requeued_with_next_attempt(
     await worker.connect()
     a = await start_running(stub, worker)
     await worker.close()  # the worker restarts and forgot its attempt
-    again = FakeWorker(master.port, "node-a", n_gpus=2)
+    again = FakeWorker(master.port, "node-a", n_gpus=2, resume_epoch=worker.epoch)
     call = await watch(stub, a.job_id)
     await again.connect(running=())  # neither running nor finished: lost at once
     pending = await until_state(call, pb.JOB_STATE_PENDING)
@@ -158,7 +160,7 @@ async def test_final_in_registration_wins_over_lost(
     await worker.connect()
     a = await start_running(stub, worker)
     await worker.close()  # the attempt finishes while the stream is down...
-    again = FakeWorker(master.port, "node-a", n_gpus=2)
+    again = FakeWorker(master.port, "node-a", n_gpus=2, resume_epoch=worker.epoch)
     final = wpb.AttemptUpdate(job_id=a.job_id, attempt=1, state=pb.JOB_STATE_SUCCEEDED, exit_code=0)
     await again.connect(running=(), finished=(final,))  # ...so its final comes with the registration
     await again.heartbeat()
@@ -177,7 +179,7 @@ async def test_unreported_assignment_is_never_sent_twice(
     job = await submit(stub)
     first = await worker.recv_kind("assign")  # sent once while connected...
     await worker.close()
-    again = FakeWorker(master.port, "node-a", n_gpus=2)
+    again = FakeWorker(master.port, "node-a", n_gpus=2, resume_epoch=worker.epoch)
     await again.connect(running=((running.job_id, running.attempt),))
     # ...the worker does not report it, so that attempt is lost and the job gets a NEW attempt.
     nxt = await again.recv_kind("assign")
@@ -187,14 +189,111 @@ async def test_unreported_assignment_is_never_sent_twice(
     await again.close()
 
 
-async def test_master_renews_the_lease_every_heartbeat_interval(
+async def test_lease_is_renewed_only_in_answer_to_a_heartbeat(
     master: Master, clock: FakeClock, worker: FakeWorker
 ) -> None:
+    reg = await worker.connect()
+    assert reg.epoch != 0 and reg.kill_grace_s == master.core.config.kill_grace
+    clock.advance(3 * master.core.config.heartbeat_s)
+    await master.plane.check_liveness()  # time alone renews nothing (a one-way partition)...
+    await worker.heartbeat(seq=41)
+    renewal = await worker.recv()  # ...the first message after it is the answer to the heartbeat
+    assert renewal.WhichOneof("msg") == "registered"
+    assert (renewal.registered.renews_seq, renewal.registered.lease_s) == (41, master.core.config.lease_s)
+
+
+async def test_unacknowledged_assignment_is_taken_back_and_fenced(
+    master: Master, clock: FakeClock, stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker
+) -> None:
+    """A worker that heartbeats but never acknowledges an assignment (a black hole) loses it after
+    ack_timeout_s: the job is re-queued and the attempt killed in case it arrives late."""
     await worker.connect()
-    clock.advance(master.core.config.heartbeat_s)
+    job = await submit(stub)
+    a = await worker.recv_kind("assign")
+    ack = master.core.config.ack_timeout_s
+    assert ack < master.core.config.node_timeout_s * 2
+    for _ in range(int(ack // 5)):
+        clock.advance(5)
+        await worker.heartbeat(seq=1)  # alive, but the attempt is not among what it runs
+        await worker.barrier()
+        await master.plane.check_liveness()
+    assert (await stub.GetJob(cpb.GetJobRequest(job_id=job.id))).state == pb.JOB_STATE_ASSIGNED
+    call = await watch(stub, job.id)
+    clock.advance(5)
+    await worker.heartbeat(seq=2)
+    await worker.barrier()
     await master.plane.check_liveness()
-    renewal = await worker.recv_kind("registered")
-    assert renewal.lease_s == master.core.config.lease_s
+    pending = await until_state(call, pb.JOB_STATE_PENDING)
+    assert "not acknowledged" in pending.reason
+    kill = await worker.recv_kind("kill")
+    assert (kill.job_id, kill.attempt) == (a.job_id, a.attempt)
+    assert (await worker.recv_kind("assign")).attempt == a.attempt + 1  # placed again
+
+
+async def test_nothing_is_placed_on_a_fenced_worker_until_it_says_otherwise(
+    master: Master, stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker
+) -> None:
+    await worker.connect()
+    await worker.heartbeat(seq=1, fenced=True)
+    await worker.barrier()
+    job = await submit(stub)
+    await master.scheduler.run_once()
+    await worker.barrier()
+    got = await stub.GetJob(cpb.GetJobRequest(job_id=job.id))
+    assert got.state == pb.JOB_STATE_PENDING and not master.core.registry.schedulable()
+    await worker.heartbeat(seq=2)  # renewed: takes work again
+    a = await worker.recv_kind("assign")
+    assert a.job_id == job.id
+
+
+async def test_acknowledged_assignment_is_kept(
+    master: Master, clock: FakeClock, stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker
+) -> None:
+    await worker.connect()
+    job = await submit(stub)
+    a = await worker.recv_kind("assign")
+    for seq in range(1, int(master.core.config.ack_timeout_s // 5) + 2):
+        clock.advance(5)  # in steps shorter than the node timeout: the node stays alive
+        await worker.heartbeat(running=((a.job_id, a.attempt),), seq=seq)  # still starting (an image pull)
+        await worker.barrier()
+        await master.plane.check_liveness()
+    got = await stub.GetJob(cpb.GetJobRequest(job_id=job.id))
+    assert (got.state, got.attempt) == (pb.JOB_STATE_ASSIGNED, 1)
+
+
+async def test_a_second_stream_cannot_finish_another_nodes_attempt(
+    master: Master, stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker
+) -> None:
+    await worker.connect()
+    a = await start_running(stub, worker)
+    other = FakeWorker(master.port, "node-b", n_gpus=2)
+    await other.connect()
+    await other.update(a.job_id, a.attempt, pb.JOB_STATE_SUCCEEDED, exit_code=0)
+    await other.barrier()
+    assert (await stub.GetJob(cpb.GetJobRequest(job_id=a.job_id))).state == pb.JOB_STATE_RUNNING
+    await other.close()
+
+
+async def test_a_newcomer_under_a_dead_nodes_name_cannot_finish_its_attempt(
+    master: Master, stub: cgrpc.HorusServiceAsyncStub, worker: FakeWorker
+) -> None:
+    """Without the node's epoch, a stream that takes the name gets its claims killed and the
+    node's attempts re-queued: its finals, its RUNNING claim and its later SUCCEEDED count for nothing."""
+    await worker.connect()
+    a = await start_running(stub, worker)
+    await worker.crash()
+    call = await watch(stub, a.job_id)
+    intruder = FakeWorker(master.port, "node-a", n_gpus=2)
+    final = wpb.AttemptUpdate(job_id=a.job_id, attempt=1, state=pb.JOB_STATE_SUCCEEDED, exit_code=0)
+    await intruder.connect(running=((a.job_id, 1),), finished=(final,))
+    kill = await intruder.recv_kind("kill")
+    assert (kill.job_id, kill.attempt) == (a.job_id, 1)
+    await until_state(call, pb.JOB_STATE_PENDING)
+    await intruder.update(a.job_id, 1, pb.JOB_STATE_SUCCEEDED, exit_code=0)
+    await intruder.barrier()
+    got = await stub.GetJob(cpb.GetJobRequest(job_id=a.job_id))
+    assert got.state in (pb.JOB_STATE_PENDING, pb.JOB_STATE_ASSIGNED)  # re-queued, never SUCCEEDED
+    await intruder.close()
 
 
 async def test_stale_attempt_reported_is_killed(
@@ -233,12 +332,23 @@ async def test_node_timeout_requeues_and_closes_stream(
                 assert msg.WhichOneof("msg") == "registered", msg
     assert err.value.code() is grpc.StatusCode.UNAVAILABLE
     # It comes back: READY again, and its old attempt (if it still ran one) is killed.
-    again = FakeWorker(master.port, "node-a", n_gpus=2)
+    again = FakeWorker(master.port, "node-a", n_gpus=2, resume_epoch=worker.epoch)
     await again.connect(running=((a.job_id, 1),))
     kill = await again.recv_kind("kill")
     assert (kill.job_id, kill.attempt) == (a.job_id, 1)
     assert (await again.recv_kind("assign")).attempt == 2
     await again.close()
+
+
+async def test_a_name_held_by_a_live_node_of_another_identity_is_refused(
+    master: Master, worker: FakeWorker
+) -> None:
+    await worker.connect()  # anonymous (no credential configured in this test master)
+    await worker.close()  # disconnected, not yet LOST
+    taker = Registration("node-a", (), (), identity="cert:mallory")
+    with pytest.raises(PermissionDenied):
+        await master.plane.register(taker)
+    assert master.core.registry.get("node-a").identity == "anonymous"  # type: ignore[union-attr]
 
 
 async def test_heartbeats_keep_a_node_alive(

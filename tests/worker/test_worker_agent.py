@@ -20,6 +20,7 @@ from horus_core.gen import types_pb2, worker_pb2, worker_pb2_grpc
 from horus_core.model import JobSpec, ProfileHints
 from horus_core.wire import spec_to_pb
 from worker.agent import Agent, AgentConfig
+from worker.connection import Connection
 from worker.gpu.simulated import (
     FallbackModel,
     SimulatedProbe,
@@ -56,8 +57,15 @@ def workload(steps: int, rate: float = 100.0) -> tuple[str, ...]:
 
 
 class FakeMaster(worker_pb2_grpc.WorkerServiceServicer):
-    def __init__(self, heartbeat_interval_s: float = 0.2, lease_s: float = 10.0) -> None:
-        self.heartbeat_interval_s, self.lease_s = heartbeat_interval_s, lease_s
+    def __init__(
+        self, heartbeat_interval_s: float = 0.2, lease_s: float = 10.0, kill_grace_s: float = 0.0
+    ) -> None:
+        self.heartbeat_interval_s, self.lease_s, self.kill_grace_s = (
+            heartbeat_interval_s,
+            lease_s,
+            kill_grace_s,
+        )
+        self.renew = True  # answer each heartbeat with a lease renewal, as the real master does
         self.registers: list[worker_pb2.Register] = []
         self.messages: list[Msg] = []
         self._outbox: asyncio.Queue[worker_pb2.MasterMessage | None] | None = None
@@ -83,7 +91,10 @@ class FakeMaster(worker_pb2_grpc.WorkerServiceServicer):
         self.registers.append(first.register)
         outbox = self._outbox = asyncio.Queue()
         registered = worker_pb2.Registered(
-            heartbeat_interval_s=self.heartbeat_interval_s, lease_s=self.lease_s
+            heartbeat_interval_s=self.heartbeat_interval_s,
+            lease_s=self.lease_s,
+            epoch=len(self.registers),
+            kill_grace_s=self.kill_grace_s,
         )
         await context.write(worker_pb2.MasterMessage(registered=registered))
         reader = asyncio.create_task(self._read(context))
@@ -107,6 +118,14 @@ class FakeMaster(worker_pb2_grpc.WorkerServiceServicer):
             if not isinstance(msg, Msg):
                 return
             self.messages.append(msg)
+            if msg.HasField("heartbeat") and self.renew and self._outbox is not None:
+                renewal = worker_pb2.Registered(
+                    heartbeat_interval_s=self.heartbeat_interval_s,
+                    lease_s=self.lease_s,
+                    renews_seq=msg.heartbeat.seq,
+                    kill_grace_s=self.kill_grace_s,
+                )
+                self._outbox.put_nowait(worker_pb2.MasterMessage(registered=renewal))
 
     # ------------------------------------------------------------------------ test helpers
 
@@ -325,6 +344,35 @@ async def test_cut_off_longer_than_the_lease_stops_attempts(tmp_path: pathlib.Pa
         await master.stop()
 
 
+async def test_fenced_worker_refuses_work_until_a_renewal_ends_the_fence(tmp_path: pathlib.Path) -> None:
+    """Issue 15 #4: a stall longer than the lease fences the worker; it refuses (never swallows)
+    assignments meanwhile, and the first renewal after the stall makes it take work again."""
+    master = await FakeMaster(lease_s=1.0, kill_grace_s=0.5).start()
+    w = Worker(tmp_path, master.port)
+    try:
+        await master.wait_registered()
+        master.assign("long", workload(100000, 20), [w.gpus[0].uuid])
+        await master.update("long", RUNNING)
+        master.renew = False  # the master stops hearing the worker; the stream stays up
+        final = await master.update("long", CANCELLED)
+        assert final.reason.startswith("lease expired")
+        await master.wait_for(lambda m: m.HasField("heartbeat") and m.heartbeat.fenced)  # says so
+        master.assign("during", workload(10), [w.gpus[1].uuid])
+        refused = await master.update("during", CANCELLED)
+        assert "fenced" in refused.reason and RUNNING not in master.updates("during")
+        master.renew = True  # heard again
+        await master.wait_for(lambda m: m.HasField("heartbeat") and m.heartbeat.seq > 0)
+        deadline = time.monotonic() + 10
+        while w.agent.state.fenced:
+            assert time.monotonic() < deadline, "a renewed lease did not end the fence"
+            await asyncio.sleep(0.02)
+        master.assign("after", workload(10), [w.gpus[1].uuid])
+        await master.update("after", RUNNING)
+    finally:
+        await w.stop()
+        await master.stop()
+
+
 # ------------------------------------------------------------------------------- the CLI
 
 
@@ -399,3 +447,57 @@ async def test_cli_sigkilled_worker_takes_its_attempts_along_and_comes_back(
     finally:
         proc.terminate()
         await asyncio.to_thread(proc.wait, 20)
+
+
+async def test_cli_frozen_daemon_cannot_keep_an_attempt_past_its_lease(tmp_path: pathlib.Path) -> None:
+    """Issue 15 #6: with the daemon SIGSTOPped, the lease watchdog (a separate process) stops the
+    attempt within lease + kill grace + margin of the last renewed heartbeat."""
+    lease, grace = 1.5, 0.5
+    master = await FakeMaster(lease_s=lease, kill_grace_s=grace).start()
+    proc = start_cli(tmp_path, master.port)
+    try:
+        reg = await master.wait_registered(within=30)
+        code = "import os, time; print('pid', os.getpid(), flush=True); time.sleep(120)"
+        master.assign("j", (PY, "-c", code), [reg.gpus[0].uuid])
+        await master.update("j", RUNNING)
+        await master.wait_for(lambda m: m.HasField("log") and m.log.job_id == "j")
+        job_pid = int(master.log_text("j").split()[1])
+        await master.wait_for(
+            lambda m: m.HasField("heartbeat") and [r.job_id for r in m.heartbeat.running] == ["j"]
+        )
+        proc.send_signal(signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        while alive(job_pid):
+            assert time.monotonic() - stopped_at < lease + grace + 1.0 + 1.0, "the attempt outlived its lease"
+            await asyncio.sleep(0.02)
+        assert time.monotonic() - stopped_at > 0.5  # it was the lease that ended it, not the stop
+        proc.send_signal(signal.SIGCONT)
+        final = await master.update("j", CANCELLED, within=20)
+        assert final.reason.startswith("lease expired")
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        await asyncio.to_thread(proc.wait, 20)
+        await master.stop()
+    assert "Traceback" not in (tmp_path / "cli-w.log").read_text()
+
+
+async def test_a_write_on_a_call_that_already_ended_is_an_ordinary_reconnect(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 15 #11: after SIGCONT the call may have ended meanwhile; writing to it must end the
+    session quietly ("RPC already finished" is not an error with a traceback)."""
+    master = await FakeMaster().start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{master.port}")
+    call = worker_pb2_grpc.WorkerServiceStub(channel).Connect()  # type: ignore[call-arg]
+    await call.write(Msg(register=worker_pb2.Register(name="w")))
+    assert isinstance(await call.read(), worker_pb2.MasterMessage)
+    await master.stop()  # the master ends the call while the worker is not looking
+    await call.code()
+    queue: asyncio.Queue[Msg] = asyncio.Queue()
+    queue.put_nowait(Msg(heartbeat=worker_pb2.Heartbeat(seq=1)))
+    conn = Connection(f"127.0.0.1:{master.port}", handler=None)  # type: ignore[arg-type]
+    why = await conn._write_loop(call, queue)
+    assert "already ended" in why
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    await channel.close()

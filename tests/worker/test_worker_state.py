@@ -85,7 +85,7 @@ def test_finals_are_resent_after_each_registration(ws: WorkerState, clock: FakeC
     assert final in updates  # the final lost with the old stream arrives now
     assert [(u.key, u.state) for u in updates if u.state is JobState.RUNNING] == [(K2, JobState.RUNNING)]
     # A second Registered on the same stream is a lease renewal: nothing is re-sent.
-    assert ws.on_registered(1.0, 20.0) == []
+    assert ws.on_registered(1.0, 20.0, renews_seq=ws.heartbeat_sent()) == []
 
 
 def test_finals_expire_after_ttl_but_the_attempt_never_restarts(ws: WorkerState, clock: FakeClock) -> None:
@@ -148,10 +148,7 @@ def test_lease_expiry_fences_all_attempts(ws: WorkerState, clock: FakeClock) -> 
     run(ws, K1)
     run(ws, K2, ("GPU-b",))
     ws.on_assignment(AttemptKey("job-3", 2), SPEC, ("GPU-a",))  # still starting
-    clock.advance(30)
-    assert ws.tick() == []  # connected: the lease holds however quiet the master is
-    ws.stream_closed()
-    clock.advance(19.9)
+    clock.advance(19.9)  # the stream is up, but nothing renewed the lease since the registration
     assert ws.tick() == []
     clock.advance(0.2)
     stops = ws.tick()
@@ -171,20 +168,70 @@ def test_lease_counts_from_startup_and_resets_on_registration(clock: FakeClock) 
     ws.on_registered(1.0, 20.0)
     assert not ws.fenced
     run(ws)
-    clock.advance(100)
+    clock.advance(19)
     assert ws.tick() == []
 
 
-def test_when_the_master_renews_silence_counts_as_cut_off(ws: WorkerState, clock: FakeClock) -> None:
+def test_renewal_counts_from_when_the_heartbeat_left(ws: WorkerState, clock: FakeClock) -> None:
+    """A renewal that arrives late extends the lease only to its heartbeat's send time + lease."""
     run(ws)
-    ws.on_registered(1.0, 20.0)  # a renewal: the master re-sends Registered on the stream
-    clock.advance(15)
-    ws.on_contact()
-    clock.advance(15)
+    clock.advance(10)
+    seq = ws.heartbeat_sent()  # at t=10
+    clock.advance(9)  # the answer is slow...
+    ws.on_registered(1.0, 20.0, renews_seq=seq)  # ...and arrives at t=19
+    assert ws.lease_deadline() == pytest.approx(clock.now - 9 + 20)
+    clock.advance(10.9)
     assert ws.tick() == []
-    clock.advance(6)
+    clock.advance(0.2)  # t = 30.1 > 10 + 20
     [stop] = ws.tick()
     assert isinstance(stop, Stop) and stop.key == K1
+
+
+def test_messages_from_the_master_alone_do_not_renew(ws: WorkerState, clock: FakeClock) -> None:
+    """One-way partition: the master's messages still arrive, but it does not hear the worker."""
+    run(ws)
+    for _ in range(5):
+        clock.advance(5)
+        ws.heartbeat_sent()  # lost on the way
+        ws.on_registered(1.0, 20.0)  # a Registered that renews no heartbeat of ours
+        ws.on_registered(1.0, 20.0, renews_seq=999)  # nor one naming a heartbeat never sent
+        ws.on_kill(AttemptKey("other", 1), "x")
+    [stop] = ws.tick()
+    assert isinstance(stop, Stop) and stop.reason.startswith("lease expired")
+
+
+def test_a_renewal_ends_the_fence_and_fenced_assignments_are_refused(
+    ws: WorkerState, clock: FakeClock
+) -> None:
+    clock.advance(21)
+    assert ws.tick() == [] and ws.fenced
+    [refused] = sent(ws.on_assignment(K1, SPEC, ("GPU-a",)))  # a black hole no more: refused at once
+    assert refused.state is JobState.CANCELLED and "fenced" in refused.reason
+    seq = ws.heartbeat_sent()
+    ws.on_registered(1.0, 20.0, renews_seq=seq)
+    assert not ws.fenced
+    assert ws.on_assignment(K2, SPEC, ("GPU-b",)) == [Start(K2, SPEC, ("GPU-b",))]
+
+
+def test_an_attempt_killed_by_the_watchdog_is_reported_as_lease_expired(
+    ws: WorkerState, clock: FakeClock
+) -> None:
+    run(ws)
+    clock.advance(21)  # the daemon was frozen: the watchdog stopped the attempt meanwhile
+    [final] = sent(ws.on_exited(K1, ExitStatus(JobState.FAILED, 143, "killed by signal SIGTERM")))
+    assert final.state is JobState.CANCELLED and final.reason.startswith("lease expired")
+
+
+def test_epoch_and_kill_grace_come_from_the_registration(ws: WorkerState) -> None:
+    assert ws.lease_grace() == 5.0  # lease / 4 until the master says
+    ws.stream_closed()
+    ws.stream_opened()
+    ws.on_registered(1.0, 20.0, epoch=77, kill_grace_s=2.0)
+    assert (ws.epoch, ws.lease_grace()) == (77, 2.0)
+    ws.stream_closed()
+    ws.stream_opened()
+    ws.on_registered(1.0, 20.0)
+    assert ws.epoch == 77
 
 
 def test_registered_updates_intervals(ws: WorkerState) -> None:
@@ -199,7 +246,8 @@ def test_registered_updates_intervals(ws: WorkerState) -> None:
 def test_shutdown_stops_everything_and_takes_no_new_work(ws: WorkerState) -> None:
     run(ws)
     assert ws.shutdown() == [Stop(K1, "worker shutting down", 10.0)]
-    assert ws.on_assignment(K2, SPEC, ("GPU-b",)) == []
+    [refused] = sent(ws.on_assignment(K2, SPEC, ("GPU-b",)))  # refused, so the master re-queues it
+    assert (refused.key, refused.state) == (K2, JobState.CANCELLED)
     assert not ws.idle()
     ws.on_exited(K1, ExitStatus(JobState.CANCELLED, 143, "worker shutting down"))
     assert ws.idle()
