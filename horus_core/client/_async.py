@@ -14,7 +14,16 @@ import grpc.aio
 from horus_core import __version__, errors, wire
 from horus_core.client import _convert
 from horus_core.client._rpc import NO_RETRY, RetryPolicy, call_with_retry, map_rpc_error
-from horus_core.client._views import ClusterInfo, GpuStatus, JobEvent, JobPage, LogChunk, PairSpeed, Profile
+from horus_core.client._views import (
+    ClusterInfo,
+    GpuStatus,
+    JobEvent,
+    JobPage,
+    LogChunk,
+    PairSpeed,
+    Profile,
+    ServerStats,
+)
 from horus_core.client._wait import wait_for_terminal
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc
@@ -227,6 +236,13 @@ class HorusClient:
         req = cpb.GetClusterInfoRequest()
         return _convert.cluster_info_from_pb(
             await self._unary(lambda: self._stub.GetClusterInfo(req, **self._opts()))
+        )
+
+    async def server_stats(self) -> ServerStats:
+        """The master's event-loop lag and heartbeat handling time (admins, with auth on)."""
+        req = cpb.GetServerStatsRequest()
+        return _convert.server_stats_from_pb(
+            await self._unary(lambda: self._stub.GetServerStats(req, **self._opts()))
         )
 
     # --------------------------------------------------------------------------- helpers
