@@ -44,7 +44,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=pathlib.Path,
         help="mutual TLS: require client/worker certificates signed by this CA",
     )
-    p.add_argument("--max-concurrent-rpcs", type=int, default=1000)
+    p.add_argument(
+        "--max-concurrent-rpcs",
+        type=int,
+        default=4096,
+        help="bound on in-flight RPCs, every worker stream and watcher included (default 4096)",
+    )
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)

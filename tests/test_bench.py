@@ -51,3 +51,27 @@ def test_live_read_reports_both_reads_and_their_ratio() -> None:
     )
     (ratio,) = [x for x in lines if x.get("ratio") == "json/live"]
     assert abs(ratio["value"] - reads[("json", None)] / reads[("live", 0.0)]) <= 0.2 * ratio["value"]
+
+
+def test_load_quick_reports_every_figure_for_both_runs_and_their_ratios() -> None:
+    lines = bench("load.py", "--quick", "--list-calls", "5")
+    counts = {x["run"]: x for x in lines if x.get("what") == "counts"}
+    figs = {(x["run"], x["figure"]): x for x in lines if "figure" in x and "run" in x}
+    names = {"heartbeat", "loop_lag", "submit", "list_jobs", "list_jobs_all", "list_nodes"}
+    assert set(figs) == {(run, name) for run in ("load", "reference") for name in names}
+    for f in figs.values():
+        assert f["n"] > 0 and 0 <= f["p50_ms"] <= f["p99_ms"] <= f["max_ms"]
+        if "target_ms" in f:
+            assert f["met"] == (f["p99_ms"] <= f["target_ms"])
+    for run, workers, jobs, db_jobs in (("load", 100, 1000, 10_000), ("reference", 10, 100, 1000)):
+        c = counts[run]
+        assert c["workers"] == c["registered"] == c["nodes"] == c["nodes_connected"] == workers
+        assert c["submitted"] == figs[(run, "submit")]["n"] == jobs
+        assert c["stored_jobs"] == db_jobs  # every acknowledged submission stored, beside the pre-fill
+        assert 0 < figs[(run, "heartbeat")]["n"] <= c["heartbeats_handled"] <= c["heartbeats"]
+        assert c["heartbeats_handled"] >= workers  # every worker heartbeated before the load phase
+    ratios = {x["figure"]: x["x"] for x in lines if x.get("ratio") == "load/reference"}
+    assert set(ratios) == names
+    for name, x in ratios.items():
+        want = figs[("load", name)]["p99_ms"] / max(figs[("reference", name)]["p99_ms"], 1e-3)
+        assert abs(x - want) <= 0.01 * want + 0.01

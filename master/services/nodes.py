@@ -31,6 +31,10 @@ class NodeEntry:
     # RUNNING here but not reported at registration: lost unless the worker's re-sent finals
     # (which come before its first heartbeat) say otherwise. See WorkerPlane.settle.
     unreported: set[tuple[str, int]] = field(default_factory=set)
+    # (the GPUs as given, their health flags, the GPUs with that health): see _current_gpus
+    _gpus_memo: tuple[tuple[Gpu, ...], tuple[bool, ...], tuple[Gpu, ...]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def connected(self) -> bool:
@@ -41,13 +45,21 @@ class NodeEntry:
         return {g.uuid: g.gpu_type for g in self.gpus}
 
     def model(self) -> Node:
-        gpus = tuple(
-            dataclasses.replace(g, healthy=g.healthy and self.gpu_stats[g.uuid].healthy)
-            if g.uuid in self.gpu_stats
-            else g
-            for g in self.gpus
-        )
-        return Node(self.name, gpus, self.state, self.last_heard)
+        return Node(self.name, self._current_gpus(), self.state, self.last_heard)
+
+    def _current_gpus(self) -> tuple[Gpu, ...]:
+        """The GPUs with their latest health; rebuilt only when a health flag changed (every
+        scheduling pass and ListNodes asks, for every node: bench/load.py)."""
+        stats = self.gpu_stats
+        health = tuple(s.healthy if (s := stats.get(g.uuid)) is not None else True for g in self.gpus)
+        memo = self._gpus_memo
+        if memo is None or memo[0] is not self.gpus or memo[1] != health:
+            gpus = tuple(
+                g if ok or not g.healthy else dataclasses.replace(g, healthy=False)
+                for g, ok in zip(self.gpus, health, strict=True)
+            )
+            memo = self._gpus_memo = (self.gpus, health, gpus)
+        return memo[2]
 
 
 class NodeRegistry:
