@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from master_fakes import FakeWorker, client_for, spec
+
+from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.model import Gpu, NodeState
+from master.app import Master
 from master.services.nodes import NodeEntry
+from master.services.scheduler import SLOW_PASS_S, rest_after
+from master.store.rows import JobRow
 
 
 def entry(n_gpus: int = 3) -> NodeEntry:
@@ -31,3 +39,43 @@ def test_node_model_follows_gpu_health_and_reuses_unchanged_gpus() -> None:
     assert [g.healthy for g in e.model().gpus] == [True, True, False]  # recovered
     e.gpus = e.gpus[:2]  # a new GPU list is never served from the memo of the old one
     assert len(e.model().gpus) == 2
+
+
+async def test_heartbeats_reuse_a_nodes_active_jobs_until_a_transition_touches_the_node(
+    master: Master,
+) -> None:
+    reads: list[str | None] = []
+    plain = master.core.store.read.active_jobs
+
+    async def counted(node: str | None = None) -> list[JobRow]:
+        reads.append(node)
+        return await plain(node)
+
+    master.core.store.read.active_jobs = counted  # type: ignore[method-assign]
+    w = FakeWorker(master.port, "n1")
+    async with client_for(master) as stub:
+        await w.connect()
+        job = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec()))).job
+        a = await w.recv_kind("assign")
+        assert a.job_id == job.id
+        await w.update(a.job_id, a.attempt, pb.JOB_STATE_RUNNING)
+        reads.clear()
+        for _ in range(3):
+            await w.heartbeat(running=((a.job_id, a.attempt),))
+        await w.barrier()
+        assert reads == ["n1"]  # one read for three heartbeats
+        assert not [m for m in w.skipped if m.WhichOneof("msg") == "kill"]  # the attempt is current
+
+        await w.update(a.job_id, a.attempt, pb.JOB_STATE_SUCCEEDED, exit_code=0)
+        await w.heartbeat(running=((a.job_id, a.attempt),))  # still reported: must be fenced now
+        await w.barrier()
+        kills: list[Any] = [m.kill for m in w.skipped if m.WhichOneof("msg") == "kill"]
+        assert [(k.job_id, k.attempt) for k in kills] == [(a.job_id, a.attempt)]
+        assert reads == ["n1", "n1"]  # the update dropped the memory of n1's active jobs
+    await w.close()
+
+
+def test_a_slow_pass_is_followed_by_as_long_a_rest_at_most_a_tick() -> None:
+    assert rest_after(0.001, 1.0) == 0.0 and rest_after(SLOW_PASS_S / 2, 1.0) == 0.0  # fast: at once
+    assert rest_after(0.3, 1.0) == 0.3
+    assert rest_after(5.0, 1.0) == 1.0
