@@ -23,8 +23,8 @@ from master.services.session import Session
 log = logging.getLogger(__name__)
 
 LOOP_INTERVAL_S = 0.1
-LOOP_WINDOW = 600  # samples: the last minute at the default interval
-HEARTBEAT_WINDOW = 10_000  # 20 s of heartbeats from 1,000 workers at the default 2 s
+LOOP_WINDOW = 3000  # samples: the last 5 minutes at the default interval
+HEARTBEAT_WINDOW = 50_000  # 100 s of heartbeats from 1,000 workers at the default 2 s
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,10 @@ class LatencyWindow:
     def add(self, seconds: float) -> None:
         self._samples.append(max(0.0, seconds))
         self.total += 1
+
+    def clear(self) -> None:
+        """Start a new window (``total`` keeps counting)."""
+        self._samples.clear()
 
     def snapshot(self) -> LatencySnapshot:
         ordered = sorted(self._samples)

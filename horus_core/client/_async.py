@@ -238,9 +238,10 @@ class HorusClient:
             await self._unary(lambda: self._stub.GetClusterInfo(req, **self._opts()))
         )
 
-    async def server_stats(self) -> ServerStats:
-        """The master's event-loop lag and heartbeat handling time (admins, with auth on)."""
-        req = cpb.GetServerStatsRequest()
+    async def server_stats(self, reset: bool = False) -> ServerStats:
+        """The master's event-loop lag and heartbeat handling time over its recent windows
+        (admins, with auth on); ``reset`` empties the windows after answering."""
+        req = cpb.GetServerStatsRequest(reset=reset)
         return _convert.server_stats_from_pb(
             await self._unary(lambda: self._stub.GetServerStats(req, **self._opts()))
         )

@@ -147,8 +147,8 @@ class SyncHorusClient:
     def cluster_info(self) -> ClusterInfo:
         return self._run(self._client.cluster_info())
 
-    def server_stats(self) -> ServerStats:
-        return self._run(self._client.server_stats())
+    def server_stats(self, reset: bool = False) -> ServerStats:
+        return self._run(self._client.server_stats(reset))
 
     # -------------------------------------------------------------------------- plumbing
 

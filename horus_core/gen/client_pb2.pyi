@@ -395,12 +395,17 @@ Global___ClusterInfo: _TypeAlias = ClusterInfo  # noqa: Y015
 class GetServerStatsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    RESET_FIELD_NUMBER: _builtins.int
+    reset: _builtins.bool
+    """empty the windows after this answer (e.g. before a benchmark's load phase)"""
     def __init__(
         self,
+        *,
+        reset: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reset", b"reset"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -127,13 +127,17 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         if who is not None and not who.admin:
             raise PermissionDenied("server statistics are for admins")
         nodes = self.core.registry.all()
-        return cpb.ServerStats(
+        stats = cpb.ServerStats(
             loop_lag=latency_to_pb(self.monitor.snapshot()),
             loop_interval_s=self.monitor.interval_s,
             heartbeat=latency_to_pb(self.heartbeats.snapshot()),
             nodes=len(nodes),
             nodes_connected=sum(e.connected for e in nodes),
         )
+        if request.reset:
+            self.monitor.lags.clear()
+            self.heartbeats.clear()
+        return stats
 
 
 def latency_to_pb(s: LatencySnapshot) -> cpb.LatencySummary:

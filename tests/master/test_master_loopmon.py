@@ -89,8 +89,11 @@ async def test_server_stats_count_nodes_and_heartbeats(master: Master) -> None:
         assert 0 < after.heartbeat.p50_ms <= after.heartbeat.p99_ms <= after.heartbeat.max_ms
         await w.close()
     async with HorusClient.connect(f"127.0.0.1:{master.port}") as client:  # the SDK's view of the same
-        stats = await client.server_stats()
+        stats = await client.server_stats(reset=True)
         assert stats.heartbeat.total == 3 and stats.nodes == 1 and stats.nodes_connected == 0
+        assert stats.heartbeat.samples == 3  # answered before the reset
+        fresh = await client.server_stats()
+        assert (fresh.heartbeat.samples, fresh.heartbeat.total) == (0, 3)  # a new window; the count goes on
 
 
 async def test_the_master_serves_its_monitors_lag(tmp_path: pathlib.Path) -> None:
