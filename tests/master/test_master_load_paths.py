@@ -28,6 +28,10 @@ def test_node_model_follows_gpu_health_and_reuses_unchanged_gpus() -> None:
     e.last_heard = 7.0
     again = e.model()
     assert again.last_seen == 7.0 and again.gpus is first.gpus  # nothing to rebuild
+    assert e.model() is again  # nor a new Node while nothing changed
+    e.state = NodeState.LOST
+    assert e.model().state is NodeState.LOST
+    e.state = NodeState.READY
     e.gpu_stats = {
         "GPU-0": pb.GpuStats(uuid="GPU-0", healthy=False),
         "GPU-2": pb.GpuStats(uuid="GPU-2", healthy=True),
