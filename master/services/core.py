@@ -12,6 +12,7 @@ from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Job
 from master.clock import Clock
 from master.config import MasterConfig
+from master.services.active import ActiveByNode
 from master.services.events import EventBus
 from master.services.learning import Learner
 from master.services.logs import LogStore
@@ -36,11 +37,10 @@ class Core:
     # scheduling pass's apply + dispatch. Never held across a policy decision.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     schedule_needed: asyncio.Event = field(default_factory=asyncio.Event)
-    # A node's active jobs as last read, dropped when a transition touches the node (every job
-    # transition goes through apply): heartbeats read them, 500 a second from 1,000 workers.
-    _active: dict[str, list[JobRow]] = field(default_factory=dict, repr=False)
-    _touched: dict[str, int] = field(default_factory=dict, repr=False)  # node -> transitions seen
-    _epoch: int = 0  # bumped when a write failed: its effect is unknown, every entry goes
+    active: ActiveByNode = field(init=False, repr=False)  # each node's active jobs, in memory
+
+    def __post_init__(self) -> None:
+        self.active = ActiveByNode(lambda node: self.store.read.active_jobs(node))
 
     def poke(self) -> None:
         """Ask for a scheduling pass soon (coalesced). Without a schedulable node a pass could not
@@ -53,8 +53,8 @@ class Core:
         todo = tuple(transitions)
         if not todo:
             return []
-        # A caller that goes away does not stop the write (see Writer.submit): the cached active
-        # jobs are dropped when the write ends, whoever still waits for it.
+        # A caller that goes away does not stop the write (see Writer.submit): the active jobs
+        # in memory follow it when it ends, whoever still waits for it.
         write = asyncio.ensure_future(self.store.write(TransitionOp(todo)))
         write.add_done_callback(self._written)
         changes = await asyncio.shield(write)
@@ -63,27 +63,13 @@ class Core:
 
     def _written(self, write: asyncio.Future[list[Change]]) -> None:
         if write.cancelled() or write.exception() is not None:  # its effect is unknown
-            self._epoch += 1
-            self._active.clear()
-            return
-        for c in write.result():
-            self._forget(c.before.job.node)
-            self._forget(c.after.job.node)
+            self.active.unknown()
+        else:
+            self.active.written(write.result())
 
     async def active_on(self, node: str) -> list[JobRow]:
-        """The node's ASSIGNED and RUNNING jobs (as ``store.read.active_jobs(node)``), from memory
-        unless a transition touched the node since they were read."""
-        rows = self._active.get(node)
-        if rows is None:
-            seen = (self._epoch, self._touched.get(node, 0))
-            rows = await self.store.read.active_jobs(node)
-            if (self._epoch, self._touched.get(node, 0)) == seen:  # nothing changed meanwhile
-                self._active[node] = rows
-        return list(rows)
-
-    def _forget(self, node: str) -> None:
-        self._touched[node] = self._touched.get(node, 0) + 1
-        self._active.pop(node, None)
+        """The node's ASSIGNED and RUNNING jobs, as ``store.read.active_jobs(node)``."""
+        return await self.active.get(node)
 
     def send_assignment(self, job: Job) -> bool:
         msg = wpb.MasterMessage(

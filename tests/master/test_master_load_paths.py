@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from master_fakes import FakeWorker, client_for, spec
 
 from horus_core.gen import client_pb2 as cpb
@@ -45,9 +43,7 @@ def test_node_model_follows_gpu_health_and_reuses_unchanged_gpus() -> None:
     assert len(e.model().gpus) == 2
 
 
-async def test_heartbeats_reuse_a_nodes_active_jobs_until_a_transition_touches_the_node(
-    master: Master,
-) -> None:
+async def test_heartbeats_read_a_nodes_active_jobs_once_then_follow_its_transitions(master: Master) -> None:
     reads: list[str | None] = []
     plain = master.core.store.read.active_jobs
 
@@ -57,25 +53,33 @@ async def test_heartbeats_reuse_a_nodes_active_jobs_until_a_transition_touches_t
 
     master.core.store.read.active_jobs = counted  # type: ignore[method-assign]
     w = FakeWorker(master.port, "n1")
+
+    def kills() -> list[tuple[str, int]]:
+        return [(m.kill.job_id, m.kill.attempt) for m in w.skipped if m.WhichOneof("msg") == "kill"]
+
     async with client_for(master) as stub:
         await w.connect()
-        job = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec()))).job
+        await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec()))
         a = await w.recv_kind("assign")
-        assert a.job_id == job.id
         await w.update(a.job_id, a.attempt, pb.JOB_STATE_RUNNING)
         reads.clear()
         for _ in range(3):
             await w.heartbeat(running=((a.job_id, a.attempt),))
         await w.barrier()
-        assert reads == ["n1"]  # one read for three heartbeats
-        assert not [m for m in w.skipped if m.WhichOneof("msg") == "kill"]  # the attempt is current
+        assert reads == ["n1"] and kills() == []  # one read for three heartbeats; the attempt is current
+
+        await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec()))  # a second job joins n1 ...
+        b = await w.recv_kind("assign")
+        await w.heartbeat(running=((a.job_id, a.attempt), (b.job_id, b.attempt)))
+        await w.barrier()
+        assert kills() == []  # ... and is current without a read
 
         await w.update(a.job_id, a.attempt, pb.JOB_STATE_SUCCEEDED, exit_code=0)
-        await w.heartbeat(running=((a.job_id, a.attempt),))  # still reported: must be fenced now
+        await w.heartbeat(running=((a.job_id, a.attempt), (b.job_id, b.attempt)))  # a ended: fenced now
         await w.barrier()
-        kills: list[Any] = [m.kill for m in w.skipped if m.WhichOneof("msg") == "kill"]
-        assert [(k.job_id, k.attempt) for k in kills] == [(a.job_id, a.attempt)]
-        assert reads == ["n1", "n1"]  # the update dropped the memory of n1's active jobs
+        assert kills() == [(a.job_id, a.attempt)]
+        assert reads == ["n1"]
+        assert [r.job.id for r in await master.core.active_on("n1")] == [r.job.id for r in await plain("n1")]
     await w.close()
 
 
