@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from master_fakes import FakeWorker, client_for, spec
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
+from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, NodeState
 from master.app import Master
 from master.services.nodes import NodeEntry
 from master.services.scheduler import SLOW_PASS_S, rest_after
+from master.services.session import Session
 from master.store.rows import JobRow
 
 
@@ -87,3 +91,30 @@ def test_a_slow_pass_is_followed_by_as_long_a_rest_at_most_a_tick() -> None:
     assert rest_after(0.001, 1.0) == 0.0 and rest_after(SLOW_PASS_S / 2, 1.0) == 0.0  # fast: at once
     assert rest_after(0.3, 1.0) == 0.3
     assert rest_after(5.0, 1.0) == 1.0
+
+
+def kill(i: int) -> wpb.MasterMessage:
+    return wpb.MasterMessage(kill=wpb.Kill(job_id=f"j{i}", attempt=1))
+
+
+async def test_a_session_hands_its_messages_in_order_and_wakes_its_sender() -> None:
+    s = Session("n1", maxsize=3)
+    assert s.send(kill(1)) and s.send(kill(2))
+    assert [(await s.next()), (await s.next())] == [kill(1), kill(2)]
+    waiting = asyncio.ensure_future(s.next())
+    await asyncio.sleep(0)
+    assert not waiting.done()  # nothing queued: the sender waits ...
+    s.send(kill(3))
+    assert await waiting == kill(3)  # ... until a message comes
+    waiting = asyncio.ensure_future(s.next())
+    await asyncio.sleep(0)
+    s.close("bye")
+    assert await waiting is None and s.closed and not s.send(kill(4))  # close wakes it with None
+
+
+async def test_a_session_whose_worker_does_not_read_is_closed() -> None:
+    s = Session("n1", maxsize=2)
+    assert s.send(kill(1)) and s.send(kill(2))
+    assert not s.send(kill(3))
+    assert s.closed and "send queue full" in s.close_reason
+    assert await s.next() is None
