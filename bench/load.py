@@ -43,6 +43,7 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
 from horus_core.model import JobSpec
+from master.loopmon import LoopMonitor
 from master.store.db import connect_writer, migrate
 from master.store.rows import spec_to_json
 
@@ -208,6 +209,15 @@ async def measure(port: int, args: argparse.Namespace, scale: Scale) -> tuple[di
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = cgrpc.HorusServiceStub(channel)
         await stub.GetServerStats(cpb.GetServerStatsRequest(reset=True))  # the windows: this phase
+        probe = await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--idle-probe",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert probe.stdout is not None
+        await asyncio.wait_for(probe.stdout.readline(), 60)  # its monitor runs
         t0 = time.perf_counter()
         subs = await submit_all(port, range(warm, scale.jobs), args.submitters)
         submit_s = time.perf_counter() - t0
@@ -220,10 +230,13 @@ async def measure(port: int, args: argparse.Namespace, scale: Scale) -> tuple[di
             args.list_calls,
         )
         nodes = await stub.ListNodes(cpb.ListNodesRequest())
+        await asyncio.sleep(t0 + args.settle_s - time.perf_counter())  # at least a heartbeat interval
         stats = await stub.GetServerStats(cpb.GetServerStatsRequest())
+    idle, _ = await probe.communicate(b"")
     figures: dict[str, Any] = {
         "heartbeat": latency(stats.heartbeat),
         "loop_lag": latency(stats.loop_lag),
+        "idle_loop_lag": json.loads(idle),  # the same monitor in an idle process: the machine's share
         "submit": {**summary(subs), "per_s": round(len(subs) / submit_s, 1)},
         **{name: summary(v) for name, v in lists.items()},
     }
@@ -282,7 +295,23 @@ def scales(args: argparse.Namespace) -> tuple[Scale, Scale]:
     )
 
 
+async def idle_probe() -> None:
+    """The master's loop monitor in a process that does nothing else, until stdin closes: how
+    late an idle event loop wakes on this machine right now (other processes' load)."""
+    mon = LoopMonitor()
+    task = asyncio.create_task(mon.run())
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.read)
+    task.cancel()
+    s = mon.snapshot()
+    print(
+        json.dumps({"n": s.samples, "p50_ms": s.p50_ms, "p99_ms": s.p99_ms, "max_ms": s.max_ms}), flush=True
+    )
+
+
 async def main() -> None:
+    if sys.argv[1:] == ["--idle-probe"]:
+        return await idle_probe()
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument(
         "--quick", action="store_true", help="100 workers, 1,000 jobs, 10,000 stored (ref: 10/100/1,000)"

@@ -57,7 +57,7 @@ def test_load_quick_reports_every_figure_for_both_runs_and_their_ratios() -> Non
     lines = bench("load.py", "--quick", "--list-calls", "5")
     counts = {x["run"]: x for x in lines if x.get("what") == "counts"}
     figs = {(x["run"], x["figure"]): x for x in lines if "figure" in x and "run" in x}
-    names = {"heartbeat", "loop_lag", "submit", "list_jobs", "list_jobs_all", "list_nodes"}
+    names = {"heartbeat", "loop_lag", "idle_loop_lag", "submit", "list_jobs", "list_jobs_all", "list_nodes"}
     assert set(figs) == {(run, name) for run in ("load", "reference") for name in names}
     for f in figs.values():
         assert f["n"] > 0 and 0 <= f["p50_ms"] <= f["p99_ms"] <= f["max_ms"]
