@@ -158,15 +158,19 @@ async def workers(port: int, n: int, procs: int, job_s: float) -> AsyncIterator[
             await child.wait()
 
 
-async def submit_all(port: int, jobs: range, submitters: int) -> list[float]:
-    """Submit jobs numbered ``jobs`` from ``submitters`` concurrent clients; each one's latency (s)."""
+async def submit_all(port: int, jobs: range, submitters: int, rate: float = 0.0) -> list[float]:
+    """Submit jobs numbered ``jobs`` from ``submitters`` concurrent clients, as fast as they are
+    acknowledged or, with ``rate``, job k of them not before k / rate s; each one's latency (s)."""
     latencies: list[float] = []
     todo = iter(jobs)
+    start = time.perf_counter()
 
     async def client(cid: int) -> None:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = cgrpc.HorusServiceStub(channel)
             for i in todo:
+                if rate > 0:
+                    await asyncio.sleep(start + (i - jobs.start) / rate - time.perf_counter())
                 spec = pb.JobSpec(command=["python", "train.py"], gpus=1 + (i % 10 == 0), name=f"load-{i}",
                                   job_type=JOB_TYPES[i % len(JOB_TYPES)])  # fmt: skip
                 t0 = time.perf_counter()
@@ -219,7 +223,7 @@ async def measure(port: int, args: argparse.Namespace, scale: Scale) -> tuple[di
         assert probe.stdout is not None
         await asyncio.wait_for(probe.stdout.readline(), 60)  # its monitor runs
         t0 = time.perf_counter()
-        subs = await submit_all(port, range(warm, scale.jobs), args.submitters)
+        subs = await submit_all(port, range(warm, scale.jobs), args.submitters, args.submit_rate)
         submit_s = time.perf_counter() - t0
         lists = await time_calls(
             {
@@ -324,6 +328,9 @@ async def main() -> None:
     ap.add_argument("--ref-db-jobs", type=int, default=1000)
     ap.add_argument("--procs", type=int, default=4, help="processes holding the simulated workers")
     ap.add_argument("--submitters", type=int, default=8, help="concurrent submitting clients")
+    ap.add_argument(
+        "--submit-rate", type=float, default=0.0, help="jobs/s in all (0: as fast as acknowledged)"
+    )
     ap.add_argument("--list-calls", type=int, default=20, help="timed calls of each list RPC")
     ap.add_argument("--job-s", type=float, default=20.0, help="mean run time of a simulated attempt")
     ap.add_argument("--settle-s", type=float, default=2.5, help="pause after registration (> 1 heartbeat)")
