@@ -22,6 +22,7 @@ from master.clock import Clock, SystemClock
 from master.config import MAX_MESSAGE_BYTES, MasterConfig
 from master.http.run import HttpSide
 from master.services.attempts import AttemptHandler
+from master.loopmon import LoopMonitor, TimedAttempts
 from master.services.core import Core
 from master.services.events import EventBus, JobEvent
 from master.services.joblogs import LogReader
@@ -60,6 +61,7 @@ class Master:
         tokens: TokenTable | None = None,
         http_listen: str | None = None,
         metrics_listen: str | None = None,
+        monitor: LoopMonitor | None = None,
     ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
@@ -69,6 +71,8 @@ class Master:
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._loop_task: asyncio.Task[None] | None = None
+        self.monitor = monitor or LoopMonitor()
+        self._monitor_task: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
         self._listen_http = (http_listen, metrics_listen)  # dashboard, /metrics (None: off)
 
@@ -98,6 +102,7 @@ class Master:
             await self.store.close()
             raise
         self._loop_task = asyncio.create_task(self.scheduler.run(), name="horus-scheduler")
+        self._monitor_task = asyncio.create_task(self.monitor.run(), name="horus-loop-monitor")
         log.info("master started: policy %s, db %s, port %d", policy.name, cfg.db_path, self.port)
 
     async def _build(self, policy: Policy, model: Any) -> None:
@@ -109,7 +114,7 @@ class Master:
         learner = Learner(self.store, self.clock, model, settle_s=2 * cfg.heartbeat_s)
         self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
         self.plane = WorkerPlane(self.core)
-        self.attempts = AttemptHandler(self.core, self.plane)
+        self.attempts = TimedAttempts(self.core, self.plane)
         self.jobs = JobService(self.core)
         self.scheduler = Scheduler(self.core, policy, self.plane.check_liveness)
         self.policy = policy
@@ -134,7 +139,15 @@ class Master:
             interceptors=interceptors, options=options, maximum_concurrent_rpcs=cfg.max_concurrent_rpcs
         )
         cgrpc.add_HorusServiceServicer_to_server(
-            HorusServicer(self.core, self.jobs, LogReader(self.core), self.policy.name), server
+            HorusServicer(
+                self.core,
+                self.jobs,
+                LogReader(self.core),
+                self.policy.name,
+                monitor=self.monitor,
+                heartbeats=self.attempts.heartbeats,
+            ),
+            server,
         )
         wgrpc.add_WorkerServiceServicer_to_server(
             WorkerServicer(self.plane, self.attempts, cfg.node_timeout_s), server
@@ -158,10 +171,11 @@ class Master:
         if self._stopped.is_set():
             return
         self._stopped.set()
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+        for task in (self._loop_task, self._monitor_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.http.stop()
         self.core.events.close_all()
         for entry in self.core.registry.all():

@@ -40,7 +40,7 @@ class MasterConfig:
     group_commit: bool = True
     max_batch: int = 1024
     commit_delay_s: float = 0.001  # group commit: wait this long for company when writers overlap
-    max_concurrent_rpcs: int = 1000
+    max_concurrent_rpcs: int = 4096  # worker streams and watchers count too (docs/reliability.md)
     max_watchers: int = 256
     watch_queue: int = 1000
     session_queue: int = 4096

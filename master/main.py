@@ -59,7 +59,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--http-listen", metavar="HOST:PORT", help="serve the web dashboard here (off by default)")
     p.add_argument("--metrics-listen", metavar="HOST:PORT", help="serve Prometheus /metrics here (no auth)")
-    p.add_argument("--max-concurrent-rpcs", type=int, default=1000)
+    p.add_argument(
+        "--max-concurrent-rpcs",
+        type=int,
+        default=4096,
+        help="bound on in-flight RPCs, every worker stream and watcher included (default 4096)",
+    )
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)

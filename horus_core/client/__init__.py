@@ -17,9 +17,11 @@ from horus_core.client._views import (
     JobEvent,
     JobGpuStats,
     JobPage,
+    LatencySummary,
     LogChunk,
     PairSpeed,
     Profile,
+    ServerStats,
 )
 
 __all__ = [
@@ -32,10 +34,12 @@ __all__ = [
     "JobEvent",
     "JobGpuStats",
     "JobPage",
+    "LatencySummary",
     "LogChunk",
     "PairSpeed",
     "Profile",
     "RetryPolicy",
+    "ServerStats",
     "SyncHorusClient",
     "tls_credentials",
 ]

@@ -14,7 +14,16 @@ import grpc.aio
 from horus_core import __version__, errors, jobfile, wire
 from horus_core.client import _convert
 from horus_core.client._rpc import NO_RETRY, RetryPolicy, call_with_retry, map_rpc_error
-from horus_core.client._views import ClusterInfo, GpuStatus, JobEvent, JobPage, LogChunk, PairSpeed, Profile
+from horus_core.client._views import (
+    ClusterInfo,
+    GpuStatus,
+    JobEvent,
+    JobPage,
+    LogChunk,
+    PairSpeed,
+    Profile,
+    ServerStats,
+)
 from horus_core.client._wait import wait_for_terminal
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc
@@ -232,6 +241,14 @@ class HorusClient:
         req = cpb.GetClusterInfoRequest()
         return _convert.cluster_info_from_pb(
             await self._unary(lambda: self._stub.GetClusterInfo(req, **self._opts()))
+        )
+
+    async def server_stats(self, reset: bool = False) -> ServerStats:
+        """The master's event-loop lag and heartbeat handling time over its recent windows
+        (admins, with auth on); ``reset`` empties the windows after answering."""
+        req = cpb.GetServerStatsRequest(reset=reset)
+        return _convert.server_stats_from_pb(
+            await self._unary(lambda: self._stub.GetServerStats(req, **self._opts()))
         )
 
     # --------------------------------------------------------------------------- helpers

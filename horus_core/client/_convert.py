@@ -10,9 +10,11 @@ from horus_core.client._views import (
     JobEvent,
     JobGpuStats,
     JobPage,
+    LatencySummary,
     LogChunk,
     PairSpeed,
     Profile,
+    ServerStats,
 )
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
@@ -90,6 +92,20 @@ def log_chunk_from_pb(msg: cpb.LogChunk) -> LogChunk:
 
 def cluster_info_from_pb(msg: cpb.ClusterInfo) -> ClusterInfo:
     return ClusterInfo(version=msg.version, policy=msg.policy, max_gpus_per_node=msg.max_gpus_per_node)
+
+
+def latency_from_pb(msg: cpb.LatencySummary) -> LatencySummary:
+    return LatencySummary(msg.samples, msg.total, msg.p50_ms, msg.p99_ms, msg.max_ms)
+
+
+def server_stats_from_pb(msg: cpb.ServerStats) -> ServerStats:
+    return ServerStats(
+        loop_lag=latency_from_pb(msg.loop_lag),
+        loop_interval_s=msg.loop_interval_s,
+        heartbeat=latency_from_pb(msg.heartbeat),
+        nodes=msg.nodes,
+        nodes_connected=msg.nodes_connected,
+    )
 
 
 def job_page_from_pb(msg: cpb.ListJobsResponse) -> JobPage:

@@ -17,7 +17,15 @@ import grpc
 
 from horus_core.client._async import DEFAULT_PAGE_SIZE, DEFAULT_TARGET, HorusClient
 from horus_core.client._rpc import RetryPolicy
-from horus_core.client._views import ClusterInfo, GpuStatus, JobEvent, JobPage, PairSpeed, Profile
+from horus_core.client._views import (
+    ClusterInfo,
+    GpuStatus,
+    JobEvent,
+    JobPage,
+    PairSpeed,
+    Profile,
+    ServerStats,
+)
 from horus_core.model import Job, JobSpec, JobState, Node
 
 T = TypeVar("T")
@@ -141,6 +149,9 @@ class SyncHorusClient:
 
     def cluster_info(self) -> ClusterInfo:
         return self._run(self._client.cluster_info())
+
+    def server_stats(self, reset: bool = False) -> ServerStats:
+        return self._run(self._client.server_stats(reset))
 
     # -------------------------------------------------------------------------- plumbing
 

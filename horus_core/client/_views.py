@@ -101,6 +101,28 @@ class ClusterInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """Recent durations in milliseconds: ``samples`` in the window, ``total`` ever recorded."""
+
+    samples: int
+    total: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStats:
+    """How responsive the master is (:meth:`HorusClient.server_stats`)."""
+
+    loop_lag: LatencySummary  # how late a task sleeping ``loop_interval_s`` wakes up
+    loop_interval_s: float
+    heartbeat: LatencySummary  # a heartbeat read off its stream until handled
+    nodes: int
+    nodes_connected: int
+
+
+@dataclass(frozen=True, slots=True)
 class JobPage:
     """One page of :meth:`HorusClient.list_page`; ``next_page_token`` is empty on the last page."""
 

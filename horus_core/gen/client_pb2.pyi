@@ -390,3 +390,97 @@ class ClusterInfo(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ClusterInfo: _TypeAlias = ClusterInfo  # noqa: Y015
+
+@_typing.final
+class GetServerStatsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESET_FIELD_NUMBER: _builtins.int
+    reset: _builtins.bool
+    """empty the windows after this answer (e.g. before a benchmark's load phase)"""
+    def __init__(
+        self,
+        *,
+        reset: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reset", b"reset"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetServerStatsRequest: _TypeAlias = GetServerStatsRequest  # noqa: Y015
+
+@_typing.final
+class LatencySummary(_message.Message):
+    """A window of recent durations, summarised."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SAMPLES_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    P50_MS_FIELD_NUMBER: _builtins.int
+    P99_MS_FIELD_NUMBER: _builtins.int
+    MAX_MS_FIELD_NUMBER: _builtins.int
+    samples: _builtins.int
+    """in the window"""
+    total: _builtins.int
+    """recorded since the master started"""
+    p50_ms: _builtins.float
+    p99_ms: _builtins.float
+    max_ms: _builtins.float
+    def __init__(
+        self,
+        *,
+        samples: _builtins.int = ...,
+        total: _builtins.int = ...,
+        p50_ms: _builtins.float = ...,
+        p99_ms: _builtins.float = ...,
+        max_ms: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_ms", b"max_ms", "p50_ms", b"p50_ms", "p99_ms", b"p99_ms", "samples", b"samples", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LatencySummary: _TypeAlias = LatencySummary  # noqa: Y015
+
+@_typing.final
+class ServerStats(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOOP_LAG_FIELD_NUMBER: _builtins.int
+    LOOP_INTERVAL_S_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
+    NODES_CONNECTED_FIELD_NUMBER: _builtins.int
+    loop_interval_s: _builtins.float
+    nodes: _builtins.int
+    """known to the master"""
+    nodes_connected: _builtins.int
+    """with an open worker stream"""
+    @_builtins.property
+    def loop_lag(self) -> Global___LatencySummary:
+        """how late a task sleeping loop_interval_s wakes up"""
+
+    @_builtins.property
+    def heartbeat(self) -> Global___LatencySummary:
+        """a heartbeat read off its stream until handled"""
+
+    def __init__(
+        self,
+        *,
+        loop_lag: Global___LatencySummary | None = ...,
+        loop_interval_s: _builtins.float = ...,
+        heartbeat: Global___LatencySummary | None = ...,
+        nodes: _builtins.int = ...,
+        nodes_connected: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat", b"heartbeat", "loop_lag", b"loop_lag"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat", b"heartbeat", "loop_interval_s", b"loop_interval_s", "loop_lag", b"loop_lag", "nodes", b"nodes", "nodes_connected", b"nodes_connected"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServerStats: _TypeAlias = ServerStats  # noqa: Y015

@@ -86,6 +86,11 @@ class HorusServiceStub:
                 request_serializer=horus_dot_v1_dot_client__pb2.GetClusterInfoRequest.SerializeToString,
                 response_deserializer=horus_dot_v1_dot_client__pb2.ClusterInfo.FromString,
                 _registered_method=True)
+        self.GetServerStats = channel.unary_unary(
+                '/horus.v1.HorusService/GetServerStats',
+                request_serializer=horus_dot_v1_dot_client__pb2.GetServerStatsRequest.SerializeToString,
+                response_deserializer=horus_dot_v1_dot_client__pb2.ServerStats.FromString,
+                _registered_method=True)
 
 
 class HorusServiceServicer:
@@ -154,6 +159,14 @@ class HorusServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetServerStats(self, request, context):
+        """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
+        client auth is on).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HorusServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -206,6 +219,11 @@ def add_HorusServiceServicer_to_server(servicer, server):
                     servicer.GetClusterInfo,
                     request_deserializer=horus_dot_v1_dot_client__pb2.GetClusterInfoRequest.FromString,
                     response_serializer=horus_dot_v1_dot_client__pb2.ClusterInfo.SerializeToString,
+            ),
+            'GetServerStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetServerStats,
+                    request_deserializer=horus_dot_v1_dot_client__pb2.GetServerStatsRequest.FromString,
+                    response_serializer=horus_dot_v1_dot_client__pb2.ServerStats.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -479,6 +497,33 @@ class HorusService:
             '/horus.v1.HorusService/GetClusterInfo',
             horus_dot_v1_dot_client__pb2.GetClusterInfoRequest.SerializeToString,
             horus_dot_v1_dot_client__pb2.ClusterInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetServerStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/horus.v1.HorusService/GetServerStats',
+            horus_dot_v1_dot_client__pb2.GetServerStatsRequest.SerializeToString,
+            horus_dot_v1_dot_client__pb2.ServerStats.FromString,
             options,
             channel_credentials,
             insecure,

@@ -46,6 +46,10 @@ class HorusServiceStub:
     GetLogs: _grpc.UnaryStreamMultiCallable[_client_pb2.GetLogsRequest, _client_pb2.LogChunk]
     ListProfiles: _grpc.UnaryUnaryMultiCallable[_client_pb2.ListProfilesRequest, _client_pb2.ListProfilesResponse]
     GetClusterInfo: _grpc.UnaryUnaryMultiCallable[_client_pb2.GetClusterInfoRequest, _client_pb2.ClusterInfo]
+    GetServerStats: _grpc.UnaryUnaryMultiCallable[_client_pb2.GetServerStatsRequest, _client_pb2.ServerStats]
+    """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
+    client auth is on).
+    """
 
 @_typing.type_check_only
 class HorusServiceAsyncStub(HorusServiceStub):
@@ -64,6 +68,10 @@ class HorusServiceAsyncStub(HorusServiceStub):
     GetLogs: _aio.UnaryStreamMultiCallable[_client_pb2.GetLogsRequest, _client_pb2.LogChunk]  # type: ignore[assignment]
     ListProfiles: _aio.UnaryUnaryMultiCallable[_client_pb2.ListProfilesRequest, _client_pb2.ListProfilesResponse]  # type: ignore[assignment]
     GetClusterInfo: _aio.UnaryUnaryMultiCallable[_client_pb2.GetClusterInfoRequest, _client_pb2.ClusterInfo]  # type: ignore[assignment]
+    GetServerStats: _aio.UnaryUnaryMultiCallable[_client_pb2.GetServerStatsRequest, _client_pb2.ServerStats]  # type: ignore[assignment]
+    """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
+    client auth is on).
+    """
 
 class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
     """The client plane: the SDK and hctl talk to the master through this service."""
@@ -139,5 +147,15 @@ class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _client_pb2.GetClusterInfoRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_client_pb2.ClusterInfo, _abc.Awaitable[_client_pb2.ClusterInfo]]: ...
+
+    @_abc_1.abstractmethod
+    def GetServerStats(
+        self,
+        request: _client_pb2.GetServerStatsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_client_pb2.ServerStats, _abc.Awaitable[_client_pb2.ServerStats]]:
+        """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
+        client auth is on).
+        """
 
 def add_HorusServiceServicer_to_server(servicer: HorusServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -30,7 +30,7 @@ def _class(seen: Dict, keys: I64, n_cls: int, code: int, gpus: int, split: bool)
     return c, n_cls
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)  # the master's loop runs meanwhile
 def classes_and_residents(
     rec: I64, n_act: int, q_slot: Ix, code: I32, gpus: I32, excl: B, n_gpus: int, split: bool
 ) -> tuple[I64, I32, I32, I32, B]:

@@ -152,7 +152,7 @@ def final_speed(gi: I32, speed: F64, t: int, gpus: I32) -> float:
     return worst
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)  # the master's loop runs meanwhile
 def gpu_tables(
     node_start: I32, gpu_kind: I32, gpu_nres: I32, gpu_res: I32, gpu_excl: B, n_classes: int, moves: int
 ) -> tuple[I32, I32, I32, I64, F64, I32, I64, I32, I32, I64]:
@@ -175,7 +175,7 @@ def gpu_tables(
     )  # fmt: skip
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)  # the master's loop runs meanwhile
 def node_tables(
     n_nodes: int, widest: int, n_classes: int
 ) -> tuple[I32, I32, F64, I32, I32, I64, I32, I64, I32]:
@@ -191,7 +191,7 @@ def node_tables(
     )  # fmt: skip
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)  # the master's loop runs meanwhile
 def gang_rows(
     job_cls: I32, job_gpus: I32, job_excl: B, n_types: int, widest: int, n_node_classes: int, limit: int
 ) -> tuple[I32, int]:
@@ -213,7 +213,7 @@ def gang_rows(
     return rows, n_rows
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)  # the master's loop runs meanwhile
 def place_kernel(
     node_start: I32, gpu_kind: I32, gpu_nres: I32, gpu_res: I32, gpu_excl: B,
     kind_cap: I64, cls_mem: I64, cls_util: F64, cls_peak: F64, speed: F64,

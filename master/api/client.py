@@ -8,12 +8,14 @@ import grpc
 
 import horus_core
 from horus_core import wire
+from horus_core.errors import PermissionDenied
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
 from master.api.errors import Ctx, streaming, unary
 from master.api.views import gpu_statuses, learned_profiles, pair_to_pb
 from master.auth import caller
+from master.loopmon import LatencySnapshot, LatencyWindow, LoopMonitor
 from master.services.access import owner_for
 from master.services.core import Core
 from master.services.events import JobEvent
@@ -34,11 +36,22 @@ MAX_LISTED = 2000
 
 
 class HorusServicer(cgrpc.HorusServiceServicer):
-    def __init__(self, core: Core, jobs: JobService, logs: LogReader, policy_name: str) -> None:
+    def __init__(
+        self,
+        core: Core,
+        jobs: JobService,
+        logs: LogReader,
+        policy_name: str,
+        *,
+        monitor: LoopMonitor | None = None,
+        heartbeats: LatencyWindow | None = None,
+    ) -> None:
         self.core = core
         self.jobs = jobs
         self.logs = logs
         self.policy_name = policy_name
+        self.monitor = monitor or LoopMonitor()  # (not running unless the app runs it)
+        self.heartbeats = heartbeats or LatencyWindow(1)
 
     @unary
     async def SubmitJob(self, request: cpb.SubmitJobRequest, context: Ctx) -> cpb.SubmitJobResponse:
@@ -109,3 +122,27 @@ class HorusServicer(cgrpc.HorusServiceServicer):
             policy=self.policy_name,
             max_gpus_per_node=self.core.registry.max_gpus_per_node() or 0,
         )
+
+    @unary
+    async def GetServerStats(self, request: cpb.GetServerStatsRequest, context: Ctx) -> cpb.ServerStats:
+        who = caller()
+        if who is not None and not who.admin:
+            raise PermissionDenied("server statistics are for admins")
+        nodes = self.core.registry.all()
+        stats = cpb.ServerStats(
+            loop_lag=latency_to_pb(self.monitor.snapshot()),
+            loop_interval_s=self.monitor.interval_s,
+            heartbeat=latency_to_pb(self.heartbeats.snapshot()),
+            nodes=len(nodes),
+            nodes_connected=sum(e.connected for e in nodes),
+        )
+        if request.reset:
+            self.monitor.lags.clear()
+            self.heartbeats.clear()
+        return stats
+
+
+def latency_to_pb(s: LatencySnapshot) -> cpb.LatencySummary:
+    return cpb.LatencySummary(
+        samples=s.samples, total=s.total, p50_ms=s.p50_ms, p99_ms=s.p99_ms, max_ms=s.max_ms
+    )

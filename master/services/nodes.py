@@ -36,6 +36,11 @@ class NodeEntry:
     # RUNNING here but not reported at registration: lost unless the worker's re-sent finals
     # (which come before its first heartbeat) say otherwise. See WorkerPlane.settle.
     unreported: set[tuple[str, int]] = field(default_factory=set)
+    # (the GPUs as given, their health flags, the GPUs with that health): see _current_gpus
+    _gpus_memo: tuple[tuple[Gpu, ...], list[bool], tuple[Gpu, ...]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    _node_memo: Node | None = field(default=None, repr=False, compare=False)
 
     @property
     def connected(self) -> bool:
@@ -50,13 +55,30 @@ class NodeEntry:
         return {g.uuid: g.gpu_type for g in self.gpus}
 
     def model(self) -> Node:
-        gpus = tuple(
-            dataclasses.replace(g, healthy=g.healthy and self.gpu_stats[g.uuid].healthy)
-            if g.uuid in self.gpu_stats
-            else g
-            for g in self.gpus
-        )
-        return Node(self.name, gpus, self.state, self.last_heard)
+        """The node as policies and clients see it (every scheduling pass and ListNodes asks, for
+        every node: an unchanged node is the same object, bench/load.py)."""
+        gpus, node = self._current_gpus(), self._node_memo
+        if (
+            node is None
+            or node.gpus is not gpus
+            or node.state is not self.state
+            or node.last_seen != self.last_heard
+        ):
+            node = self._node_memo = Node(self.name, gpus, self.state, self.last_heard)
+        return node
+
+    def _current_gpus(self) -> tuple[Gpu, ...]:
+        """The GPUs with their latest health; rebuilt only when a health flag changed."""
+        stats = self.gpu_stats
+        health = [s.healthy if (s := stats.get(g.uuid)) is not None else True for g in self.gpus]
+        memo = self._gpus_memo
+        if memo is None or memo[0] is not self.gpus or memo[1] != health:
+            gpus = tuple(
+                g if ok or not g.healthy else dataclasses.replace(g, healthy=False)
+                for g, ok in zip(self.gpus, health, strict=True)
+            )
+            memo = self._gpus_memo = (self.gpus, health, gpus)
+        return memo[2]
 
 
 class NodeRegistry:

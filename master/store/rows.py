@@ -3,7 +3,7 @@
 A stored row that cannot be decoded (unreadable JSON, a non-finite number, an unknown state) never
 stops the reads of the others: SQL only embeds the stored JSON as text (it parses nothing), and
 Python decodes each row alone; a bad row reads back as FAILED with the reason (see
-:func:`unreadable_row` and docs/reliability-store.md).
+:func:`unreadable_row` and docs/reliability.md, "Input validation and the store").
 
 Many-row reads come back from SQLite as ONE JSON document (``json_group_array``): the Python
 sqlite3 module releases and re-takes the GIL around every row it steps through, and a thread

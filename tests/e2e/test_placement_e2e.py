@@ -71,7 +71,14 @@ def test_horus_keeps_an_incompatible_pair_apart(horus_cluster: LocalCluster) -> 
         b = client.submit(spec(INCOMPATIBLE, 4.0, "rec-b"))
         first = until(lambda: next((j for j in (client.get(a.id), client.get(b.id)) if j.state.active), None))
         other = b if first.id == a.id else a
-        waiting = until(lambda: (j := client.get(other.id)).state is JobState.PENDING and j.reason and j)
+        # (a pass may assign the first before the second arrives: wait for the pass that saw both)
+        waiting = until(
+            lambda: (
+                (j := client.get(other.id)).state is JobState.PENDING
+                and j.reason not in ("", "waiting for a scheduling pass")
+                and j
+            )
+        )
         assert "slow" in waiting.reason or "speed" in waiting.reason, waiting.reason
         # While the first runs, it has the GPU to itself: the pair never shares it.
         while client.get(first.id).state.active:

@@ -19,6 +19,7 @@ from master.app import Master
 from master.auth import TokenTable
 from master.clock import FakeClock
 from master.config import MasterConfig
+from master.loopmon import LoopMonitor
 
 WAIT_S = 10.0  # upper bound for a message that must arrive (never a sleep)
 
@@ -39,9 +40,14 @@ def config(tmp_path: pathlib.Path, **overrides: Any) -> MasterConfig:
 
 @asynccontextmanager
 async def running_master(
-    tmp_path: pathlib.Path, clock: FakeClock | None = None, tokens: TokenTable | None = None, **overrides: Any
+    tmp_path: pathlib.Path,
+    clock: FakeClock | None = None,
+    tokens: TokenTable | None = None,
+    monitor: LoopMonitor | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Master]:
-    async with Master(config(tmp_path, **overrides), clock=clock or FakeClock(), tokens=tokens) as m:
+    cfg = config(tmp_path, **overrides)
+    async with Master(cfg, clock=clock or FakeClock(), tokens=tokens, monitor=monitor) as m:
         yield m
 
 
