@@ -81,6 +81,7 @@ class Master:
         )
         try:
             await self._build(policy, model)
+            await self.core.load_live()
             learned = await self.core.learner.load()  # before the first pass: no policy runs yet
             if learned:
                 log.info("interference model: %d stored observations loaded", learned)

@@ -46,7 +46,7 @@ class AttemptHandler:
         self.core.registry.record_heartbeat(entry, hb, self.core.clock.now())
         learner = self.core.learner
         learner.on_heartbeat(entry.name, hb)
-        rows = await self.core.store.read.active_jobs(entry.name) if entry.running else []
+        rows = self.core.live.active_on(entry.name) if entry.running else []
         learner.on_placement(entry.name, [r.job for r in rows], entry.running, entry.gpu_types())
         if entry.running:
             self._fence(entry, rows)

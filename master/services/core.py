@@ -1,4 +1,6 @@
-"""What the services share: the store, the node registry, events, logs, the clock and the lock."""
+"""What the services share: the store and its live-job index, the node registry, events, logs,
+the clock and the lock. Every job write goes through :meth:`Core.submit`, :meth:`Core.apply` or
+:meth:`Core.set_pending_reason`, which feed what committed to the live index."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from master.services.learning import Learner
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
 from master.store import Store
-from master.store.jobs import Change, Transition, TransitionOp
+from master.store.jobs import Change, SetPendingReasonOp, SubmitOp, SubmitResult, Transition, TransitionOp
+from master.store.live import LiveIndex
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,7 @@ class Core:
     events: EventBus
     logs: LogStore
     learner: Learner
+    live: LiveIndex = field(default_factory=LiveIndex)  # rebuilt from the store at start
     # Held while the cluster's placement changes hands: reconciliation, node loss, and a
     # scheduling pass's apply + dispatch. Never held across a policy decision.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -42,14 +46,30 @@ class Core:
         if self.registry.any_schedulable():
             self.schedule_needed.set()
 
+    async def load_live(self) -> None:
+        """Build the live index from the database (at start, before any write)."""
+        self.live = LiveIndex(await self.store.read.live_jobs())
+
+    async def submit(self, job: Job, request_id: str | None) -> SubmitResult:
+        """Insert a new job (or find the one ``request_id`` already made) and index it."""
+        result = await self.store.write(SubmitOp(job, request_id))
+        if result.created:
+            self.live.update((result.row,))
+        return result
+
     async def apply(self, transitions: Iterable[tuple[str, Transition]]) -> list[Change]:
-        """Commit the transitions in one transaction, then tell the watchers."""
+        """Commit the transitions in one transaction, index them, then tell the watchers."""
         todo = tuple(transitions)
         if not todo:
             return []
         changes = await self.store.write(TransitionOp(todo))
+        self.live.update(c.after for c in changes)
         self.events.publish_changes(changes)
         return changes
+
+    async def set_pending_reason(self, reason: str) -> None:
+        await self.store.write(SetPendingReasonOp(reason))
+        self.live.set_pending_reason(reason)
 
     def send_assignment(self, job: Job) -> bool:
         msg = wpb.MasterMessage(

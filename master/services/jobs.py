@@ -16,7 +16,7 @@ from master.services.access import Identity, check_job_access, owner_filter, own
 from master.services.core import Core
 from master.services.events import JobEvent, Subscription
 from master.services.logs import JOB_ID
-from master.store.jobs import SubmitOp, SubmitResult, new_job_id
+from master.store.jobs import SubmitResult, new_job_id
 from master.store.rows import JobRow
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class JobService:
         now = core.clock.now()
         reason = "waiting for a scheduling pass" if core.registry.any_schedulable() else "no ready nodes"
         job = Job(new_job_id(), spec, JobState.PENDING, submitted_at=now, updated_at=now, reason=reason)
-        result = await core.store.write(SubmitOp(job, request_id or None))
+        result = await core.submit(job, request_id or None)
         if not result.created:
             if caller is not None and result.row.job.spec.owner != owner:
                 raise AlreadyExists("request_id was used by another user")

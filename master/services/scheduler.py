@@ -1,4 +1,4 @@
-"""The scheduling loop: load a snapshot -> ``policy.decide`` (off the loop) -> apply -> dispatch.
+"""The scheduling loop: the live index's jobs -> ``policy.decide`` (off the loop) -> apply -> dispatch.
 
 A pass runs when something changed (a submission, a finished attempt, a node coming or going:
 :meth:`Core.poke`, coalesced) and every ``tick_s``. Each tick also checks node liveness. All the
@@ -17,7 +17,7 @@ from horus_core.policies import Policy
 from horus_core.policies.checks import check_actions
 from master.services import transitions as tr
 from master.services.core import Core
-from master.store.jobs import Change, SetPendingReasonOp, Transition
+from master.store.jobs import Change, Transition
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +80,9 @@ class Scheduler:
         if not nodes:
             if now - self._last_idle_note >= core.config.tick_s:
                 self._last_idle_note = now
-                await core.store.write(SetPendingReasonOp(NO_NODES))
+                await core.set_pending_reason(NO_NODES)
             return PassResult(skipped=True)
-        rows = await core.store.read.live_jobs()
-        snapshot = ClusterSnapshot(nodes=nodes, jobs=tuple(r.job for r in rows))
+        snapshot = ClusterSnapshot(nodes=nodes, jobs=core.live.jobs())
         actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
         plan = check_actions(snapshot, list(actions))
         todo: list[tuple[str, Transition]] = []

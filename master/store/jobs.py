@@ -162,6 +162,7 @@ class TransitionOp(WriteOp[list[Change]]):
             after = fn(before)
             if after is None or after == before:
                 continue
+            after = dataclasses.replace(after, job=dataclasses.replace(after.job, version=before.job.version + 1))
             current[job_id] = after
             changes.append(Change(before, after))
             slot = next((r for r in rounds if job_id not in r), None)
@@ -176,12 +177,14 @@ class TransitionOp(WriteOp[list[Change]]):
 
 @dataclass(frozen=True)
 class SetPendingReasonOp(WriteOp[int]):
-    """Set the reason of every pending job at once (e.g. "no ready nodes")."""
+    """Set the reason of every pending job at once (e.g. "no ready nodes"); each row changed
+    counts one change (``version``)."""
 
     reason: str
 
     def apply(self, conn: sqlite3.Connection) -> int:
         cur = conn.execute(
-            "UPDATE jobs SET reason = ? WHERE state = 'PENDING' AND reason != ?", (self.reason, self.reason)
+            "UPDATE jobs SET reason = ?, version = version + 1 WHERE state = 'PENDING' AND reason != ?",
+            (self.reason, self.reason),
         )
         return cur.rowcount

@@ -11,7 +11,6 @@ import aiosqlite
 
 from horus_core.model import Gpu, JobState, NodeState
 from master.store.learned import PairRow, SoloRow
-from master.store.live import SELECT_LIVE, LiveRows
 from master.store.nodes import ProfileRow
 from master.store.rows import JobRow, gpus_from_json, job_rows_from_json, select_jobs
 
@@ -32,7 +31,6 @@ _BIG = 256 * 1024  # bytes of JSON
 class Reader:
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
-        self._live = LiveRows()
 
     async def _jobs(self, where: str, params: Sequence[object]) -> list[JobRow]:
         async with self._conn.execute(select_jobs(where), tuple(params)) as cur:
@@ -62,11 +60,9 @@ class Reader:
         return await self._jobs(f"WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", params)
 
     async def live_jobs(self) -> list[JobRow]:
-        """Pending and active jobs, in submission order: what a scheduling pass looks at. Rows
-        unchanged since the last call are the same objects (see :mod:`master.store.live`)."""
-        async with self._conn.execute(SELECT_LIVE) as cur:
-            fetched = await cur.fetchall()
-        return self._live.decode(fetched)
+        """Pending and active jobs, in submission order: what the master's live index
+        (:mod:`master.store.live`) is built from at start."""
+        return await self._jobs("WHERE state IN ('PENDING', 'ASSIGNED', 'RUNNING') ORDER BY seq", ())
 
     async def active_jobs(self, node: str | None = None) -> list[JobRow]:
         if node is None:

@@ -19,7 +19,8 @@ JOB_JSON = (
     " 'attempt', attempt, 'submitted_at', submitted_at, 'updated_at', updated_at,"
     " 'started_at', started_at, 'finished_at', finished_at, 'node', node, 'gpus', json(gpus),"
     " 'reason', reason, 'exit_code', exit_code, 'predicted_slowdown', predicted_slowdown,"
-    " 'cancel_requested', cancel_requested, 'seq', seq)"
+    " 'cancel_requested', cancel_requested, 'seq', seq,"
+    " 'version', version)"
 )
 
 
@@ -97,6 +98,7 @@ def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
         reason=d["reason"],
         exit_code=d["exit_code"],
         predicted_slowdown=float(d["predicted_slowdown"]),
+        version=int(d["version"]),
     )
     return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"])
 
@@ -139,6 +141,7 @@ JOB_UPDATE_COLUMNS = (
     "exit_code",
     "predicted_slowdown",
     "cancel_requested",
+    "version",
 )
 
 
@@ -158,6 +161,7 @@ def job_update_params(row: JobRow) -> tuple[Any, ...]:
         j.exit_code,
         j.predicted_slowdown,
         int(row.cancel_requested),
+        j.version,
     )
 
 

@@ -105,7 +105,8 @@ def evolve(
     for job in snap.jobs:
         if job.id in assigned:
             a = assigned[job.id]
-            job = replace(job, state=JobState.RUNNING, node=a.node, gpus=a.gpus, attempt=job.attempt + 1)
+            job = replace(job, state=JobState.RUNNING, node=a.node, gpus=a.gpus, attempt=job.attempt + 1,
+                          version=job.version + 1)  # fmt: skip
         elif draw(st.integers(0, 4)) == 0:
             continue  # finished (or cancelled)
         elif draw(st.integers(0, 4)) == 0:
@@ -284,7 +285,7 @@ def test_an_old_job_object_after_its_spec_changed_keeps_its_own_spec() -> None:
     gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(4))
     nodes = (Node("n0", gpus),)
     old = Job("x", JobSpec(("x",), gpus=1, job_type=GAVEL[0]), JobState.PENDING)
-    new = replace(old, spec=JobSpec(("x",), gpus=4, job_type=GAVEL[1]))
+    new = replace(old, spec=JobSpec(("x",), gpus=4, job_type=GAVEL[1]), version=1)
     runner = Job("r", JobSpec(("x",), job_type=GAVEL[2]), JobState.RUNNING, node="n0", gpus=("g0",))
     a, b = ClusterSnapshot(nodes, (runner, old)), ClusterSnapshot(nodes, (runner, new))
     for name in PACKING:
@@ -299,7 +300,7 @@ def test_an_old_job_object_after_its_spec_changed_keeps_its_own_spec() -> None:
 def test_one_id_twice_with_two_specs_decides_like_the_plain_path() -> None:
     gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(4))
     one = Job("x", JobSpec(("x",), gpus=1, job_type=GAVEL[0]), JobState.PENDING)
-    two = replace(one, spec=JobSpec(("x",), gpus=2, job_type=GAVEL[1]), submitted_at=1.0)
+    two = replace(one, spec=JobSpec(("x",), gpus=2, job_type=GAVEL[1]), submitted_at=1.0, version=1)
     other = Job("y", JobSpec(("x",), gpus=1, job_type=GAVEL[3]), JobState.PENDING, submitted_at=2.0)
     snaps = [
         ClusterSnapshot((Node("n0", gpus),), jobs) for jobs in ((one, other), (one, two, other), (two, other))
