@@ -162,7 +162,8 @@ class TransitionOp(WriteOp[list[Change]]):
             after = fn(before)
             if after is None or after == before:
                 continue
-            after = dataclasses.replace(after, job=dataclasses.replace(after.job, version=before.job.version + 1))
+            bumped = dataclasses.replace(after.job, version=before.job.version + 1)
+            after = dataclasses.replace(after, job=bumped)
             current[job_id] = after
             changes.append(Change(before, after))
             slot = next((r for r in rounds if job_id not in r), None)

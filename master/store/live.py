@@ -59,7 +59,8 @@ class LiveIndex:
         job = row.job
         held = self._rows.get(job.id)
         gone = self._gone.get(job.id)
-        if (held is not None and held.job.version > job.version) or (gone is not None and gone >= job.version):
+        stale = held is not None and held.job.version > job.version
+        if stale or (gone is not None and gone >= job.version):
             return  # older than what is known
         self._jobs = None
         if held is not None and held.job.state.active:
