@@ -21,6 +21,7 @@ from master.store.rows import (
     JOB_INSERT_COLUMNS,
     JOB_UPDATE_COLUMNS,
     JobRow,
+    as_stored,
     job_insert_params,
     job_rows_from_json,
     job_update_params,
@@ -93,7 +94,7 @@ class SubmitOp(WriteOp[SubmitResult]):
 
     @classmethod
     def apply_many(cls, conn: sqlite3.Connection, ops: Sequence[WriteOp[Any]]) -> list[Any]:
-        subs = [op for op in ops if isinstance(op, SubmitOp)]
+        subs = [dataclasses.replace(op, job=as_stored(op.job)) for op in ops if isinstance(op, SubmitOp)]
         first: dict[str, SubmitOp] = {}  # request_id -> the op of this batch that inserts it
         inserts: list[SubmitOp] = []
         for op in subs:
@@ -162,7 +163,7 @@ class TransitionOp(WriteOp[list[Change]]):
             after = fn(before)
             if after is None or after == before:
                 continue
-            bumped = dataclasses.replace(after.job, version=before.job.version + 1)
+            bumped = dataclasses.replace(as_stored(after.job), version=before.job.version + 1)
             after = dataclasses.replace(after, job=bumped)
             current[job_id] = after
             changes.append(Change(before, after))

@@ -8,6 +8,7 @@ that must re-take the GIL from a busy event loop waits up to the switch interval
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,25 @@ class JobRow:
     cancel_requested: bool = False
     request_id: str | None = None
     seq: int = 0
+
+
+def _as_read(x: float) -> float:
+    return float(f"{x:.15g}")
+
+
+def as_stored(job: Job) -> Job:
+    """``job`` as a read gives it back: SQLite's JSON writes a REAL with 15 significant digits,
+    so times and the predicted slowdown are rounded to that before they are written (the live
+    index then holds exactly what the database reads)."""
+    started, finished = job.started_at, job.finished_at
+    return dataclasses.replace(
+        job,
+        submitted_at=_as_read(job.submitted_at),
+        updated_at=_as_read(job.updated_at),
+        started_at=None if started is None else _as_read(started),
+        finished_at=None if finished is None else _as_read(finished),
+        predicted_slowdown=_as_read(job.predicted_slowdown),
+    )
 
 
 def spec_to_json(spec: JobSpec) -> str:
