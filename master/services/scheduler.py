@@ -19,6 +19,7 @@ from horus_core.policies.checks import Plan, check_actions
 from master.services import transitions as tr
 from master.services.core import Core
 from master.store.jobs import Change, Transition
+from master.store.live import IndexLookup
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class Scheduler:
         t1 = time.perf_counter()
         actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
         t2 = time.perf_counter()
-        plan = check_actions(snapshot, list(actions))
+        plan = check_actions(snapshot, list(actions), IndexLookup(core.live, nodes))
         todo = self._transitions(plan, core.clock.now())
         async with core.lock:
             changes = await core.apply(todo)

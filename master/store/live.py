@@ -13,7 +13,7 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from horus_core.model import Job, JobState
+from horus_core.model import Job, JobState, Node, NodeState
 from master.store.rows import JobRow
 
 LIVE_STATES = (JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING)
@@ -27,6 +27,7 @@ class LiveIndex:
     def __init__(self, rows: Iterable[JobRow] = ()) -> None:
         self._rows: dict[str, JobRow] = {}
         self._on: dict[str, dict[str, JobRow]] = {}  # node -> active rows there
+        self._held: dict[str, dict[str, Job]] = {}  # GPU uuid -> active jobs holding it
         self._gone: OrderedDict[str, int] = OrderedDict()  # id -> version it left with
         self._jobs: tuple[Job, ...] | None = None
         self.update(rows)
@@ -64,16 +65,31 @@ class LiveIndex:
             return  # older than what is known
         self._jobs = None
         if held is not None and held.job.state.active:
-            self._on[held.job.node].pop(job.id, None)
+            self._unplace(held.job)
         if job.state in LIVE_STATES:
             self._rows[job.id] = row
             if job.state.active:
                 self._on.setdefault(job.node, {})[job.id] = row
+                for uuid in job.gpus:
+                    self._held.setdefault(uuid, {})[job.id] = job
             return
         self._rows.pop(job.id, None)
         self._gone[job.id] = job.version
         if len(self._gone) > _GONE_KEPT:
             self._gone.popitem(last=False)
+
+    def _unplace(self, job: Job) -> None:
+        self._on[job.node].pop(job.id, None)
+        for uuid in job.gpus:
+            self._held[uuid].pop(job.id, None)
+
+    def job(self, job_id: str) -> Job | None:
+        row = self._rows.get(job_id)
+        return None if row is None else row.job
+
+    def residents(self, uuid: str) -> list[Job]:
+        """The active jobs that hold GPU ``uuid``."""
+        return list(self._held.get(uuid, {}).values())
 
     def set_pending_reason(self, reason: str) -> None:
         """What :class:`master.store.jobs.SetPendingReasonOp` did to the rows: every pending job
@@ -84,3 +100,22 @@ class LiveIndex:
             if r.job.state is JobState.PENDING and r.job.reason != reason
         ]
         self.update(changed)
+
+
+class IndexLookup:
+    """The action checks' lookup (:class:`horus_core.policies.checks.Lookup`) over the index
+    and a pass's nodes, so a check builds no per-job map: jobs and GPU residents come from the
+    index as it stands when the actions are checked (at least as new as the snapshot the policy
+    saw; the transitions re-check against the committed rows anyway)."""
+
+    def __init__(self, index: LiveIndex, nodes: Iterable[Node]) -> None:
+        self.job = index.job
+        self.residents = index.residents
+        self._nodes = {n.name: n for n in nodes if n.state is NodeState.READY}
+
+    def node_ready(self, node: str) -> bool:
+        return node in self._nodes
+
+    def healthy_gpu(self, node: str, uuid: str) -> bool:
+        ready = self._nodes.get(node)
+        return ready is not None and any(g.uuid == uuid and g.healthy for g in ready.gpus)

@@ -128,9 +128,11 @@ class LiveIndexMachine(RuleBasedStateMachine):
         stored = self.runner.run(self.m.store.read.live_jobs())
         assert comparable(self.m.core.live.rows()) == comparable(stored)
         assert self.m.core.live.jobs() == tuple(r.job for r in stored)
-        for node in ("n1",):
-            on = {r.job.id for r in self.m.core.live.active_on(node)}
-            assert on == {r.job.id for r in stored if r.job.state.active and r.job.node == node}
+        active = [r.job for r in stored if r.job.state.active]
+        assert {r.job.id for r in self.m.core.live.active_on("n1")} == {j.id for j in active}
+        for uuid in (g.uuid for g in self.worker.gpus if self.worker is not None):
+            held = {j.id for j in active if uuid in j.gpus}
+            assert {j.id for j in self.m.core.live.residents(uuid)} == held
 
 
 LiveIndexMachine.TestCase.settings = settings(
