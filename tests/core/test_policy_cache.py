@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import queue_order
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import (
@@ -28,11 +29,11 @@ from horus_core.model import (
 )
 from horus_core.packing import PackParams, build_problem, codes
 from horus_core.packing.assemble import assemble
-from horus_core.packing.cluster import NodeCache
-from horus_core.packing.jobs import JobTable
+from horus_core.packing.cluster import ClusterLayout, NodeCache
+from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies import Policy, make_policy
 from horus_core.policies._order import by_keys
-from horus_core.policies._packing import Packer
+from horus_core.policies._packing import Ix, Order, Packer
 from horus_core.policies.gandiva import GandivaPolicy
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
 
@@ -172,6 +173,32 @@ def test_the_fast_path_decides_like_the_plain_one(name: str, snap: ClusterSnapsh
     plain.packer = Packer(plain=True)  # type: ignore[attr-defined]
     for now in (10.0, 10.0, 4000.0):  # twice: the second call runs on warm caches
         assert fast.decide(snap, now) == plain.decide(snap, now)
+
+
+@SLOW
+@given(st.sampled_from(PACKING), snapshots(), st.sampled_from([10.0, 4000.0]))
+def test_each_policy_s_one_queue_order_is_the_plain_sorted_order(
+    name: str, snap: ClusterSnapshot, now: float
+) -> None:
+    """The order a policy hands the packer equals the oracle's ``sorted`` over Job objects."""
+    model = warm_model()
+    policy = make_policy(name, model)
+    seen: list[list[str]] = []
+    real = policy.packer.pack  # type: ignore[attr-defined]
+
+    def spy(snapshot: ClusterSnapshot, model: InterferenceModel, params: PackParams, text: str,
+            order: Order, **kw: object) -> list[Action]:  # fmt: skip
+        def recorded(live: Live, layout: ClusterLayout) -> Ix:
+            positions = order(live, layout)
+            seen.append([live.pending[i].id for i in positions.tolist()])
+            return positions
+
+        return real(snapshot, model, params, text, recorded, **kw)  # type: ignore[no-any-return]
+
+    policy.packer.pack = spy  # type: ignore[attr-defined]
+    policy.decide(snap, now)
+    want = [j.id for j in queue_order(name, policy, snap, now)]
+    assert seen == ([want] if want else [])
 
 
 def test_an_unknown_type_with_conflicting_hints_takes_the_plain_path() -> None:
