@@ -39,10 +39,10 @@ from horus_core.model import Job, JobSpec, JobState, NodeState
 from horus_core.policies import make_policy
 from master.clock import FakeClock
 from master.config import MasterConfig
+from master.learning.learner import Learner
 from master.services import transitions as tr
 from master.services.core import Core
 from master.services.events import EventBus
-from master.services.learning import Learner
 from master.services.logs import LogStore
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.scheduler import PassResult, Scheduler

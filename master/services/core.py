@@ -14,8 +14,8 @@ from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Job
 from master.clock import Clock
 from master.config import MasterConfig
+from master.learning.learner import Learner
 from master.services.events import EventBus
-from master.services.learning import Learner
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
 from master.store import Store
