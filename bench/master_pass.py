@@ -37,7 +37,7 @@ from placement import gpu_counts, v100_nodes
 from horus_core.interference import default_model
 from horus_core.model import Job, JobSpec, JobState, NodeState
 from horus_core.policies import make_policy
-from master.clock import FakeClock
+from horus_core.testing import FakeClock
 from master.config import MasterConfig
 from master.learning.learner import Learner
 from master.services import transitions as tr

@@ -16,8 +16,8 @@ from master_fakes import FakeWorker, config
 
 from horus_core.gen import types_pb2 as pb
 from horus_core.model import Job, JobSpec, JobState
+from horus_core.testing import FakeClock
 from master.app import Master
-from master.clock import FakeClock
 from master.config import MasterConfig
 from master.store.live import LiveIndex
 from master.store.rows import JobRow

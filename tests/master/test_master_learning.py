@@ -20,8 +20,8 @@ from horus_core.gen import worker_pb2 as wpb
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, NodeState, Wait
 from horus_core.policies import make_policy
+from horus_core.testing import FakeClock
 from master.app import Master
-from master.clock import FakeClock
 from master.learning.learner import Learner
 from master.learning.sharing import SOLO, RateTrack, Sharing, sharing_of
 from master.store import Store
