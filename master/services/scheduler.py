@@ -106,16 +106,12 @@ class Scheduler:
         done.read_s, done.decide_s, done.commit_s = t1 - t0, t2 - t1, time.perf_counter() - t2
         return done
 
-    def _transitions(self, plan: Plan, now: float) -> list[tuple[str, Transition]]:
-        """The plan as transitions; a Wait whose reason the job already has is left out (the
-        live index holds what is committed, and the transition would change nothing)."""
+    @staticmethod
+    def _transitions(plan: Plan, now: float) -> list[tuple[str, Transition]]:
+        """The plan as transitions (``plan.waits`` holds only the Waits with a new reason)."""
         todo = [(a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now)) for a in plan.assigns]
         todo += [(p.job_id, tr.preempt(p.reason, now)) for p in plan.preempts]
-        live = self.core.live
-        for w in plan.waits:
-            row = live.get(w.job_id)
-            if row is None or row.job.reason != w.reason:
-                todo.append((w.job_id, tr.set_wait_reason(w.reason, now)))
+        todo += [(w.job_id, tr.set_wait_reason(w.reason, now)) for w in plan.waits]
         return todo
 
     def _dispatch(self, changes: list[Change], assigns: dict[str, Assign]) -> None:
