@@ -10,6 +10,7 @@ job that left (finished) is remembered for a while so a late reply cannot bring 
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import OrderedDict
 from collections.abc import Iterable
 
@@ -18,6 +19,7 @@ from master.store.rows import JobRow
 
 LIVE_STATES = (JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING)
 _GONE_KEPT = 4096  # ids of jobs that left, kept against late replies
+_JOB = operator.attrgetter("job")
 
 
 class LiveIndex:
@@ -38,7 +40,7 @@ class LiveIndex:
     def jobs(self) -> tuple[Job, ...]:
         """The live jobs, in submission order (what a scheduling pass hands the policy)."""
         if self._jobs is None:
-            self._jobs = tuple(r.job for r in self._rows.values())
+            self._jobs = tuple(map(_JOB, self._rows.values()))
         return self._jobs
 
     def rows(self) -> list[JobRow]:
