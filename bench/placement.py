@@ -43,11 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-from horus_core.interference import default_model
+from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, NodeState
 from horus_core.packing import PackParams, Placement, Problem, build_problem, codes, place, place_reference
 from horus_core.policies import make_policy
-from horus_core.policies._packing import util_order
 from horus_core.policies.horus import MIN_GAIN, MIN_SPEED, HorusPolicy
 
 SIZES = [(100, 128), (1_000, 1_024), (2_000, 2_048), (5_000, 4_096), (10_000, 8_192)]
@@ -89,6 +88,15 @@ def workload(jobs: int, gpus: int, counts: np.ndarray, order: str, seed: int) ->
     ordered = util_order(queue, model) if order == "util" else queue
     problem, _ = build_problem(ClusterSnapshot(v100_nodes(gpus), tuple(queue)), ordered, model)
     return problem
+
+
+def util_order(jobs: list[Job], model: InterferenceModel) -> list[Job]:
+    """The horus queue order (priority, lowest predicted utilisation, arrival, id)."""
+
+    def key(j: Job) -> tuple[int, float, float, str]:
+        return (-j.spec.priority, model.profile(j.spec).util_avg, j.submitted_at, j.id)
+
+    return sorted(jobs, key=key)
 
 
 def timed(fn: Callable[[Problem, PackParams], Placement], problem: Problem) -> tuple[float, Placement]:

@@ -83,6 +83,10 @@ class Job:
     reason: str = ""  # why it is in its state (pending reason, failure cause, ...)
     exit_code: int | None = None
     predicted_slowdown: float = 1.0  # predicted normalised speed (1.0 = solo) at placement
+    # The store's change counter for this job: 0 at submission, +1 on every committed change of
+    # its row (the simulator counts its own changes the same way). ``(id, version)`` names one
+    # state of one job: what caches key on.
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)

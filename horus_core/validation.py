@@ -3,7 +3,8 @@
 Sizes are counted in UTF-8 bytes, the unit of the wire and of ``execve``. The bounds keep every
 accepted spec far below the 4 MiB gRPC message cap, so each message that carries it (the submit
 answer, a listing page, the worker's Assignment) fits, and keep the command and environment within
-what ``execve`` accepts, so a spec that passes validation can be started (docs/reliability.md, "Input validation and the store").
+what ``execve`` accepts, so a spec that passes validation can be started (docs/reliability.md,
+"Input validation and the store").
 """
 
 from __future__ import annotations

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 from types import TracebackType
-from typing import Any
 
 import grpc
 
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import worker_pb2_grpc as wgrpc
+from horus_core.interference import InterferenceModel, default_model
 from horus_core.policies import Policy, make_policy
 from master.api.client import HorusServicer
 from master.api.decode import DecodeGuard
@@ -21,13 +20,12 @@ from master.auth import AuthInterceptor, TokenTable
 from master.clock import Clock, SystemClock
 from master.config import MAX_MESSAGE_BYTES, MasterConfig
 from master.http.run import HttpSide
-from master.services.attempts import AttemptHandler
+from master.learning.learner import Learner
 from master.loopmon import LoopMonitor, TimedAttempts
 from master.services.core import Core
 from master.services.events import EventBus, JobEvent
 from master.services.joblogs import LogReader
 from master.services.jobs import JobService
-from master.services.learning import Learner
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
 from master.services.scheduler import Scheduler
@@ -35,17 +33,6 @@ from master.services.workers import WorkerPlane
 from master.store import Store
 
 log = logging.getLogger(__name__)
-
-
-def default_interference_model() -> Any:
-    """The shared interference model, when ``horus_core.interference`` provides one."""
-    try:
-        mod = importlib.import_module("horus_core.interference")
-        factory = getattr(mod, "default_model", None)
-        return factory() if factory is not None else None
-    except Exception:
-        log.warning("no interference model available; policies use their own defaults", exc_info=True)
-        return None
 
 
 class Master:
@@ -57,7 +44,7 @@ class Master:
         *,
         clock: Clock | None = None,
         policy: Policy | None = None,
-        interference: Any = None,
+        interference: InterferenceModel | None = None,
         tokens: TokenTable | None = None,
         http_listen: str | None = None,
         metrics_listen: str | None = None,
@@ -80,7 +67,7 @@ class Master:
         cfg = self.config
         if self._tokens is None and cfg.auth_tokens is not None:
             self._tokens = TokenTable.load(cfg.auth_tokens)
-        model = self._interference if self._interference is not None else default_interference_model()
+        model = self._interference if self._interference is not None else default_model()
         policy = self._policy or make_policy(cfg.policy, model)
         self.store = await Store.open(
             cfg.db_path,
@@ -90,6 +77,7 @@ class Master:
         )
         try:
             await self._build(policy, model)
+            await self.core.load_live()
             learned = await self.core.learner.load()  # before the first pass: no policy runs yet
             if learned:
                 log.info("interference model: %d stored observations loaded", learned)
@@ -105,7 +93,7 @@ class Master:
         self._monitor_task = asyncio.create_task(self.monitor.run(), name="horus-loop-monitor")
         log.info("master started: policy %s, db %s, port %d", policy.name, cfg.db_path, self.port)
 
-    async def _build(self, policy: Policy, model: Any) -> None:
+    async def _build(self, policy: Policy, model: InterferenceModel) -> None:
         cfg = self.config
         events = EventBus(max_subscribers=cfg.max_watchers, queue_size=cfg.watch_queue)
         logs = LogStore(cfg.logs_dir, cfg.max_log_bytes)

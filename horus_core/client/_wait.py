@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 import grpc.aio
 
 from horus_core import errors, wire
-from horus_core.client._rpc import map_rpc_error
+from horus_core.client._rpc import RetryPolicy, map_rpc_error
 from horus_core.gen import types_pb2 as pb
 from horus_core.model import Job
 
-if TYPE_CHECKING:
-    from horus_core.client._async import HorusClient
+
+class Watchable(Protocol):
+    """What the wait needs of the client (:class:`horus_core.client.HorusClient`); a Protocol
+    so this module does not import the client module that imports it."""
+
+    @property
+    def retry_policy(self) -> RetryPolicy: ...
+
+    @property
+    def target(self) -> str: ...
+
+    def _watch_call(self, job_id: str) -> Any: ...
+
+    async def get(self, job_id: str) -> Job: ...
+
 
 # A watch that ends with one of these is reopened (the job is read again, so nothing is lost).
 REOPEN_CODES = frozenset(
@@ -24,7 +37,7 @@ SUBSCRIBE_WAIT_S = 1.0  # longest wait for the server's "subscribed" initial met
 
 
 async def wait_for_terminal(
-    client: HorusClient, job_id: str, limit_s: float | None, poll_interval: float
+    client: Watchable, job_id: str, limit_s: float | None, poll_interval: float
 ) -> Job:
     """Watch ``job_id`` until it is terminal; reopen the watch (bounded backoff) when it breaks.
 
@@ -54,7 +67,7 @@ class _Watcher:
     the subscription; the periodic re-read covers that, one ``poll_interval`` later at worst.
     """
 
-    def __init__(self, client: HorusClient, job_id: str, poll_interval: float) -> None:
+    def __init__(self, client: Watchable, job_id: str, poll_interval: float) -> None:
         self._client = client
         self._job_id = job_id
         self._poll = poll_interval

@@ -1,12 +1,12 @@
 """What a packing pass needs to know about each live job, cached across passes by job id.
 
 A job's spec never changes, so its packing facts (signature, GPUs, exclusive, priority, known
-work) are computed once per job and kept in flat arrays indexed by a *slot*; a pass only looks
-the slot up (validated by the spec object's identity, so a new spec under an old id is seen).
-A ``Job`` object seen in an earlier pass (frozen: same state, same spec) is found again by its
-``id()`` without even that lookup; the table holds those objects so their ids stay theirs, and
-forgets them all when a spec changes under an id. Signatures are interned to integer codes
-once. Profiles per signature code are kept per model version (a live observation changes
+work) are computed once per job and kept in flat arrays indexed by a *slot*; a pass looks the
+slot up by job id. The slot also records the job ``version`` its spec was last confirmed at:
+``(id, version)`` names one state of one job, so a job seen at the same version is not looked
+at again, and one at a new version has its spec compared (equal: the same slot; different:
+the slot is refilled). Nothing is keyed on object identity. Signatures are interned to integer
+codes once. Profiles per signature code are kept per model version (a live observation changes
 them), see :class:`Profiles`.
 """
 
@@ -85,7 +85,6 @@ class Live:
     p_slot: Ix
     active: list[Job]
     a_slots: list[int]  # slot of each active job (``a_slot``: the same as an array)
-    a_ids: list[int]  # ``id()`` of each active job (alive while ``active`` is)
     profiles: Profiles = field(init=False)
     duplicates: bool = False  # one job id twice with different specs
 
@@ -128,13 +127,11 @@ class JobTable:
         self._version = -1
         self._profiles: Profiles | None = None
         self.placed = PlacedGpus()  # the active jobs' slots and kernel GPU indices (assemble)
-        self._seen_keep: list[Job] = []  # every job in the two memos below (ids stay theirs)
-        self._seen_p: dict[int, int] = {}
-        self._seen_a: dict[int, int] = {}
 
     def _reset(self, cap: int) -> None:
         self._slot: dict[str, int] = {}
         self.specs: list[JobSpec] = []
+        self.seen: list[int] = []  # per slot: the job version its spec was last confirmed at
         self.code: I32 = np.empty(cap, np.int32)  # signature
         self.tcode: I32 = np.empty(cap, np.int32)  # spec.job_type (may be "")
         self.gpus: I32 = np.empty(cap, np.int32)
@@ -151,46 +148,35 @@ class JobTable:
         if model is not self._model or len(self._slot) > 2 * len(jobs) + 4096:
             self.sigs, self._model, self._version = Interner(), model, -1  # drop what is gone
             self._reset(len(self.code))
-            self._forget()
-        # A job object seen in an earlier pass (frozen: same state, same spec) keeps its slot;
-        # the others are looked up by id and spec. Every remembered object is held
-        # (``_seen_keep``), so no ``id()`` in the memo belongs to a newer object.
-        seen_a, seen_p, slots, specs = self._seen_a, self._seen_p, self._slot, self.specs
+            self.placed = PlacedGpus()
+        # A job keeps its slot while its spec stays the same: checked only when its version is
+        # not the one its slot was last confirmed at (a spec never changes after submission).
+        slots, specs, seen = self._slot, self.specs, self.seen
         pending: list[Job] = []
         p_slot: list[int] = []
         active: list[Job] = []
         a_slot: list[int] = []
-        a_ids: list[int] = []
-        missed: list[Job] = []  # new ids, or a new spec object under a known id
-        fresh_p: list[int] = []  # positions (in pending / active) of jobs not in the memo
-        fresh_a: list[int] = []
-        overwrote = False
+        missed: list[Job] = []  # new ids, or a different spec under a known id
         for job in jobs:
-            k = id(job)
-            s = seen_a.get(k)
-            if s is not None:
+            s = slots.get(job.id)
+            if s is None:
+                missed.append(job)
+                s = -len(missed)  # resolved below
+            elif seen[s] != job.version:
+                spec = specs[s]
+                if spec is not job.spec and spec != job.spec:
+                    missed.append(job)
+                    s = -len(missed)
+                else:
+                    seen[s] = job.version
+            state = job.state
+            if state is _RUNNING or state is _ASSIGNED:
                 active.append(job)
                 a_slot.append(s)
-                a_ids.append(k)
-                continue
-            s = seen_p.get(k)
-            if s is None:
-                s = slots.get(job.id)
-                if s is None or specs[s] is not job.spec:
-                    missed.append(job)
-                    s = -len(missed)  # resolved below
-                state = job.state
-                if state is _RUNNING or state is _ASSIGNED:
-                    fresh_a.append(len(active))
-                    active.append(job)
-                    a_slot.append(s)
-                    a_ids.append(k)
-                    continue
-                if state is not _PENDING:
-                    continue
-                fresh_p.append(len(pending))
-            pending.append(job)
-            p_slot.append(s)
+            elif state is _PENDING:
+                pending.append(job)
+                p_slot.append(s)
+        overwrote = False
         if missed:
             claimed, overwrote = self._claim(missed)
             self._fill(claimed, missed, model)
@@ -198,38 +184,12 @@ class JobTable:
             for slot_list in (p_slot, a_slot):
                 if slot_list and min(slot_list) < 0:
                     slot_list[:] = [at[-x - 1] if x < 0 else x for x in slot_list]
-        live = Live(self, pending, np.array(p_slot, np.intp), active, a_slot, a_ids)
+        live = Live(self, pending, np.array(p_slot, np.intp), active, a_slot)
         if overwrote:  # a spec changed under an id: is one id there twice with two specs?
             live.duplicates = len(set(p_slot) | set(a_slot)) < len(p_slot) + len(a_slot)
-            self._forget()  # objects remembered with the old spec would get the new one's slot
-        elif fresh_p or fresh_a:
-            self._remember(live, p_slot, fresh_p, fresh_a, len(jobs))
+            self.placed = PlacedGpus()  # records name slots whose meaning changed
         live.profiles = self.profiles(model)
         return live
-
-    def _forget(self) -> None:
-        """Drop what is remembered by object identity (slots may have changed meaning)."""
-        self._seen_keep, self._seen_p, self._seen_a = [], {}, {}
-        self.placed = PlacedGpus()
-
-    def _remember(
-        self, live: Live, p_slot: list[int], fresh_p: list[int], fresh_a: list[int], n: int
-    ) -> None:
-        """Add this pass's new objects to the memo (positions in ``live.pending`` / ``active``);
-        start over from this pass when the memo holds mostly objects that have gone."""
-        keep = self._seen_keep
-        if len(keep) + len(fresh_p) + len(fresh_a) > 2 * n + 256:
-            self._seen_keep = [*live.pending, *live.active]
-            self._seen_p = dict(zip(map(id, live.pending), p_slot, strict=True))
-            self._seen_a = dict(zip(live.a_ids, live.a_slots, strict=True))
-            return
-        for i in fresh_p:
-            job = live.pending[i]
-            self._seen_p[id(job)] = p_slot[i]
-            keep.append(job)
-        for i in fresh_a:
-            self._seen_a[live.a_ids[i]] = live.a_slots[i]
-            keep.append(live.active[i])
 
     def _claim(self, missed: list[Job]) -> tuple[Ix, bool]:
         """Slots for the missed jobs (new at the end, else their old one), and whether an old
@@ -239,6 +199,7 @@ class JobTable:
         if not any(map(self._slot.__contains__, ids)) and len(set(ids)) == len(ids):  # all new
             self._slot.update(zip(ids, range(first, first + len(ids)), strict=True))
             self.specs.extend(j.spec for j in missed)
+            self.seen.extend(j.version for j in missed)
             claimed = np.arange(first, first + len(ids), dtype=np.intp)
             overwrote = False
         else:
@@ -248,8 +209,9 @@ class JobTable:
                 if s is None:
                     s = self._slot[job.id] = len(self.specs)
                     self.specs.append(job.spec)
+                    self.seen.append(job.version)
                 else:
-                    self.specs[s] = job.spec
+                    self.specs[s], self.seen[s] = job.spec, job.version
                     overwrote = True
                 out.append(s)
             claimed = np.array(out, np.intp)

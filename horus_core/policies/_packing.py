@@ -1,10 +1,12 @@
 """Shared by the packing policies: run the kernel on a queue and turn the result into actions.
 
-:class:`Packer` is the fast path a policy object keeps across calls: per-job facts by job id,
-the GPU layout by node, reason sentences by the facts they mention, and last pass's ``Wait``
-objects (reused while a job's reason stays the same; actions are immutable). It gives exactly
-what :func:`pack_actions` (the plain path, one job at a time) gives for the same queue; it falls
-back to it where the order of ``model.profile`` calls could matter (see ``JobTable.needs_exact``).
+:class:`Packer` is the one pipeline a policy object keeps across calls: per-job facts by
+``(job id, version)``, the GPU layout by node, reason sentences by the facts they mention, and
+last pass's ``Wait`` objects (reused while a job's reason stays the same; actions are
+immutable). Each policy writes its queue order once, over the pass's live jobs (``Order``).
+The placement of that queue is exactly what :func:`pack_actions` (one job at a time, the test
+oracle) gives; it is used instead where the order of ``model.profile`` calls could matter (see
+``JobTable.needs_exact``) and when ``plain`` is set (tests, bench/sim_scale.py).
 """
 
 from __future__ import annotations
@@ -23,17 +25,16 @@ from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
 
-# A fast queue order: positions into ``live.pending``; the plain one: the pending jobs in order.
+# A policy's queue order: positions into ``live.pending``, first served first.
 Ix = NDArray[np.intp]
 Order = Callable[[Live, ClusterLayout], Ix]
-PlainOrder = Callable[[Sequence[Job]], list[Job]]
 _REASON_CACHE = 4096
 _PENDING, _STATE = JobState.PENDING, operator.attrgetter("state")
 
 
 class Packer:
     def __init__(self, *, plain: bool = False) -> None:
-        self.plain = plain  # always the plain path (tests compare the two)
+        self.plain = plain  # always place with pack_actions (tests compare the two)
         self.jobs = JobTable()
         self.nodes = NodeCache()
         self._texts: dict[tuple[object, ...], str] = {}
@@ -46,23 +47,22 @@ class Packer:
         params: PackParams,
         refuse_text: str,
         order: Order,
-        plain_order: PlainOrder,
         *,
         split_by_gpus: bool = False,
         pair_filter: PairFilter | None = None,
     ) -> list[Action]:
         """An Assign for every pending job the kernel places, a Wait with a reason for the rest,
-        in queue order (``order``; ``plain_order`` on the plain path)."""
+        in queue order (``order``)."""
         if _PENDING not in map(_STATE, snapshot.jobs):
             return []
-        live = None if self.plain else self.jobs.scan(snapshot.jobs, model)
-        if live is None or self.jobs.needs_exact(live, model):
-            self._waits = {}
-            queue = plain_order(snapshot.pending())
-            return pack_actions(snapshot, queue, model, params, refuse_text,
-                                split_by_gpus=split_by_gpus, pair_filter=pair_filter)  # fmt: skip
+        live = self.jobs.scan(snapshot.jobs, model)
         layout = self.nodes.layout(snapshot.nodes)
         positions = order(live, layout)
+        if self.plain or self.jobs.needs_exact(live, model):
+            self._waits = {}
+            queue = [live.pending[i] for i in positions.tolist()]
+            return pack_actions(snapshot, queue, model, params, refuse_text,
+                                split_by_gpus=split_by_gpus, pair_filter=pair_filter)  # fmt: skip
         problem, _ = assemble(layout, live, positions, model, split_by_gpus=split_by_gpus,
                               pair_filter=pair_filter)  # fmt: skip
         placement = place(problem, params)
@@ -177,10 +177,3 @@ def pack_actions(
         if facts.code != codes.R_LOOKAHEAD:
             blocked += 1
     return actions
-
-
-def util_order(jobs: Sequence[Job], model: InterferenceModel) -> list[Job]:
-    """Horus's queue order: higher priority, then lowest predicted utilisation, then arrival."""
-    return sorted(
-        jobs, key=lambda j: (-j.spec.priority, model.profile(j.spec).util_avg, j.submitted_at, j.id)
-    )

@@ -15,7 +15,6 @@ from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
 from horus_core.policies._order import arrival_positions
 from horus_core.policies._packing import Packer
-from horus_core.policies.base import arrival_order
 from horus_core.policies.reasons import interference_text
 
 PARAMS = PackParams(mode=codes.MODE_BINPACK, max_per_gpu=3)
@@ -30,7 +29,7 @@ class BinpackPolicy:
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         return self.packer.pack(
             snapshot, self.model, PARAMS, interference_text(0.0),
-            arrival_positions, arrival_order,
+            arrival_positions,
         )  # fmt: skip
 
 

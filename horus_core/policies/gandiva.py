@@ -21,7 +21,7 @@ from horus_core.packing import PackParams, codes
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies._order import arrival_positions
 from horus_core.policies._packing import Packer
-from horus_core.policies.base import arrival_order, busy_gpu_uuids
+from horus_core.policies.base import busy_gpu_uuids
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = "every GPU with enough memory runs a job it was split from before (or that it does not fit next to)"
@@ -37,7 +37,7 @@ class GandivaPolicy:
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         actions: list[Action] = list(self.split_bad_pairs(snapshot))
         actions += self.packer.pack(
-            snapshot, self.model, PARAMS, REFUSED, arrival_positions, arrival_order, pair_filter=self.allowed
+            snapshot, self.model, PARAMS, REFUSED, arrival_positions, pair_filter=self.allowed
         )  # fmt: skip
         return actions
 

@@ -16,7 +16,7 @@ limited only by memory, and the cost steers jobs away from oversubscribed GPUs.
 ``horus`` (the default) also reads the pair table directly (triples: products of pair speeds):
 a job may join a GPU only if that raises the GPU's summed normalised speed by at least 0.15
 (co-location must beat taking turns by 15 %) and nobody there falls below 0.3x. Measured with
-``bench/policy_compare.py`` (average JCT in hours, Philly-derived Gavel traces, V100s):
+the simulator (``horus-sim``) (average JCT in hours, Philly-derived Gavel traces, V100s):
 
     trace / GPUs        horus-paper  floor 0.8x  horus  horus+  fifo  binpack  gandiva  lucid
     2869ce_cap / 16        56.8        18.7      13.7   14.6   29.0   138.1    14.6    14.2
@@ -30,16 +30,15 @@ packs exactly the pairs that finish work faster together than apart.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, ClusterSnapshot, Job
+from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import util_positions
-from horus_core.policies._packing import Ix, Packer, util_order
+from horus_core.policies._packing import Ix, Packer
 from horus_core.policies.reasons import interference_text
 
 MIN_SPEED = 0.3
@@ -68,13 +67,10 @@ class HorusPolicy:
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         refused = interference_text(self.min_speed, self.min_gain)
-        return self.packer.pack(snapshot, self.model, self.params, refused, self._order, self._plain_order)
+        return self.packer.pack(snapshot, self.model, self.params, refused, self._order)
 
     def _order(self, live: Live, layout: ClusterLayout) -> Ix:
         return util_positions(live)
-
-    def _plain_order(self, pending: Sequence[Job]) -> list[Job]:
-        return util_order(pending, self.model)
 
 
 def make(model: InterferenceModel | None) -> HorusPolicy:

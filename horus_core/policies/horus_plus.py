@@ -11,19 +11,17 @@ stream of small jobs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from statistics import median
 
 import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, ClusterSnapshot, Job
+from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import util_positions
-from horus_core.policies._packing import Ix, Packer, util_order
+from horus_core.policies._packing import Ix, Packer
 from horus_core.policies.horus import LOOKAHEAD, MIN_GAIN, MIN_SPEED
 from horus_core.policies.kmeans import choose_k
 from horus_core.policies.reasons import interference_text
@@ -51,33 +49,12 @@ class HorusPlusPolicy:
         return self.packer.pack(
             snapshot, self.model, params, refused,
             lambda live, _layout: self.positions(live, now),
-            lambda pending: [job for group in self.queues(pending, now) for job in group],
         )  # fmt: skip
 
-    def queues(self, pending: Sequence[Job], now: float) -> list[list[Job]]:
-        """The k-means queues, highest credit first, each in Horus order."""
-        if not pending:
-            return []
-        shapes: dict[tuple[float, float, float, float], int] = {}
-        shape_of = []
-        for job in pending:
-            p = self.model.profile(job.spec)
-            key = (float(job.spec.gpus), p.util_avg, p.util_peak, float(p.mem_mib))
-            shape_of.append(shapes.setdefault(key, len(shapes)))
-        points = np.array(list(shapes), dtype=np.float64)
-        weights = np.bincount(shape_of, minlength=len(shapes)).astype(np.float64)
-        spread = points.std(axis=0)
-        scaled = (points - points.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
-        labels = choose_k(scaled, weights, seed=self.seed)
-        groups: dict[int, list[Job]] = {}
-        for job, shape in zip(pending, shape_of, strict=True):
-            groups.setdefault(int(labels[shape]), []).append(job)
-        ordered = sorted(groups.values(), key=lambda g: (-credit(g, now), min(j.submitted_at for j in g)))
-        return [util_order(g, self.model) for g in ordered]
-
     def positions(self, live: Live, now: float) -> Ix:
-        """:meth:`queues`, flattened, as positions into ``live.pending`` (vectorised; the same
-        shapes in the same order, so the same k-means)."""
+        """The k-means queues (one per class of job shapes: GPUs, predicted utilisation and
+        memory), highest credit first (median pending time x queue length), each in Horus
+        order, flattened, as positions into ``live.pending``."""
         prof = live.profiles
         code, gpus = live.p_code, live.p_gpus
         pair = code.astype(np.int64) * (1 << 32) + (gpus.astype(np.int64) + (1 << 31))
@@ -101,13 +78,8 @@ class HorusPlusPolicy:
         return np.concatenate([util_positions(live, m) for m in members])
 
 
-def credit(jobs: Sequence[Job], now: float) -> float:
-    """Median pending time x queue length."""
-    return median(max(0.0, now - j.submitted_at) for j in jobs) * len(jobs)
-
-
 def _credit(submitted: NDArray[np.float64], now: float) -> float:
-    """:func:`credit` over submission times, with the same arithmetic."""
+    """A queue's credit: median pending time (from submission times) x queue length."""
     waited = now - submitted
     data = np.sort(np.where(waited > 0.0, waited, 0.0)).tolist()
     n = len(data)

@@ -11,8 +11,6 @@ one and is packed when the cluster is busy.
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -20,9 +18,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, ClusterSnapshot, Job
+from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
-from horus_core.packing.cluster import ClusterLayout, gpu_type
+from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import work_positions
 from horus_core.policies._packing import Ix, Packer
@@ -52,27 +50,12 @@ class LucidPolicy:
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        def plain_order(pending: Sequence[Job]) -> list[Job]:
-            types = Counter(gpu_type(g) for g in snapshot.ready_gpus())
-            main_type = types.most_common(1)[0][0] if types else "v100"
-            return sorted(
-                pending, key=lambda j: (-j.spec.priority, self.work(j, main_type), j.submitted_at, j.id)
-            )
-
         return self.packer.pack(
-            snapshot, self.model, PARAMS, REFUSED, self._order, plain_order,
-            split_by_gpus=True, pair_filter=lucid_filter,
-        )  # fmt: skip
+            snapshot, self.model, PARAMS, REFUSED, self._order, split_by_gpus=True, pair_filter=lucid_filter
+        )
 
     def _order(self, live: Live, layout: ClusterLayout) -> Ix:
         return work_positions(live, layout, self.model)
-
-    def work(self, job: Job, gpu_type_name: str) -> float:
-        """Estimated GPU-seconds: steps / steps-per-second alone x GPUs (inf when unknown)."""
-        rate = self.model.solo_throughput(job.spec.job_type, job.spec.gpus, gpu_type_name)
-        if not rate or job.spec.total_steps <= 0:
-            return math.inf
-        return job.spec.total_steps / rate * job.spec.gpus
 
 
 def make(model: InterferenceModel | None) -> LucidPolicy:

@@ -84,7 +84,6 @@ def wait_texts(
 ) -> list[str]:
     """:func:`wait_reason` for many jobs at once (arrays aligned per job): jobs whose sentence
     would mention the same facts share one string, computed once and kept in ``cache``."""
-    big = np.int64(largest_node + 1)
     g, ex, det = gpus.astype(np.int64), exclusive.astype(np.int64), detail.astype(np.int64)
     cat = np.select(
         [code == codes.R_NO_GPUS, g > largest_node, code == codes.R_LOOKAHEAD, code == codes.R_GANG,
@@ -92,6 +91,8 @@ def wait_texts(
         [0, 1, 2, 3, 4, 5],
         6,
     ).astype(np.int64)  # fmt: skip
+    # the gang key's base: above its GPUs (<= largest_node there) and its detail (a set size)
+    big = np.int64(max(largest_node, int(det[cat == 3].max(initial=0))) + 1)
     value = np.select(
         [cat == 1, cat == 2, cat == 3, cat == 4, cat == 5],
         [g, blocked_ahead, (ex * big + g) * big + det, ex * (big + g), mem_mib],
@@ -100,7 +101,7 @@ def wait_texts(
     uniq, first, inverse = np.unique(cat * _CAT + value, return_index=True, return_inverse=True)
     texts = []
     for key, j in zip(uniq.tolist(), first.tolist(), strict=True):
-        ck = (largest_node, params, refuse_text, key)
+        ck = (largest_node, int(big), params, refuse_text, key)
         text = cache.get(ck)
         if text is None:
             facts = WaitFacts(

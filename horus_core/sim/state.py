@@ -67,6 +67,7 @@ class SimJob:
             node=self.node,
             gpus=prev.gpus if prev is not None else (),
             reason=reason,
+            version=self.next_version(),
         )
 
     def running_view(self, now: float, uuids: tuple[str, ...], predicted: float) -> Job:
@@ -81,7 +82,12 @@ class SimJob:
             node=self.node,
             gpus=uuids,
             predicted_slowdown=predicted,
+            version=self.next_version(),
         )
+
+    def next_version(self) -> int:
+        """The ``Job.version`` of the next view: one more than the last view's (0 for the first)."""
+        return 0 if self.view is None else self.view.version + 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ class AttemptHandler:
         self.plane.renew(entry, hb.seq)  # evidence the worker is alive: the only lease renewal
         learner = self.core.learner
         learner.on_heartbeat(entry.name, hb)
-        rows = await self.core.active_on(entry.name) if entry.running else []
+        rows = self.core.live.active_on(entry.name) if entry.running else []
         learner.on_placement(entry.name, [r.job for r in rows], entry.running, entry.gpu_types())
         if entry.running:
             self._fence(entry, rows)

@@ -1,4 +1,6 @@
-"""What the services share: the store, the node registry, events, logs, the clock and the lock."""
+"""What the services share: the store and its live-job index, the node registry, events, logs,
+the clock and the lock. Every job write goes through :meth:`Core.submit`, :meth:`Core.apply` or
+:meth:`Core.set_pending_reason`, which feed what committed to the live index."""
 
 from __future__ import annotations
 
@@ -12,14 +14,13 @@ from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Job
 from master.clock import Clock
 from master.config import MasterConfig
-from master.services.active import ActiveByNode
+from master.learning.learner import Learner
 from master.services.events import EventBus
-from master.services.learning import Learner
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
 from master.store import Store
-from master.store.jobs import Change, Transition, TransitionOp
-from master.store.rows import JobRow
+from master.store.jobs import Change, SetPendingReasonOp, SubmitOp, SubmitResult, Transition, TransitionOp
+from master.store.live import LiveIndex
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +34,11 @@ class Core:
     events: EventBus
     logs: LogStore
     learner: Learner
+    live: LiveIndex = field(default_factory=LiveIndex)  # rebuilt from the store at start
     # Held while the cluster's placement changes hands: reconciliation, node loss, and a
     # scheduling pass's apply + dispatch. Never held across a policy decision.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     schedule_needed: asyncio.Event = field(default_factory=asyncio.Event)
-    active: ActiveByNode = field(init=False, repr=False)  # each node's active jobs, in memory
-
-    def __post_init__(self) -> None:
-        self.active = ActiveByNode(lambda node: self.store.read.active_jobs(node))
 
     def poke(self) -> None:
         """Ask for a scheduling pass soon (coalesced). Without a schedulable node a pass could not
@@ -48,28 +46,40 @@ class Core:
         if self.registry.any_schedulable():
             self.schedule_needed.set()
 
+    async def load_live(self) -> None:
+        """Build the live index from the database (at start, before any write)."""
+        self.live = LiveIndex(await self.store.read.live_jobs())
+
+    async def submit(self, job: Job, request_id: str | None) -> SubmitResult:
+        """Insert a new job (or find the one ``request_id`` already made) and index it."""
+        write = asyncio.ensure_future(self.store.write(SubmitOp(job, request_id)))
+        write.add_done_callback(self._submitted)
+        return await asyncio.shield(write)
+
+    def _submitted(self, write: asyncio.Future[SubmitResult]) -> None:
+        if not write.cancelled() and write.exception() is None and write.result().created:
+            self.live.update((write.result().row,))
+
     async def apply(self, transitions: Iterable[tuple[str, Transition]]) -> list[Change]:
-        """Commit the transitions in one transaction, then tell the watchers."""
+        """Commit the transitions in one transaction, index them, then tell the watchers."""
         todo = tuple(transitions)
         if not todo:
             return []
-        # A caller that goes away does not stop the write (see Writer.submit): the active jobs
-        # in memory follow it when it ends, whoever still waits for it.
+        # A caller that goes away does not stop the write (see Writer.submit): the live index
+        # follows it when it ends, whoever still waits for it.
         write = asyncio.ensure_future(self.store.write(TransitionOp(todo)))
-        write.add_done_callback(self._written)
+        write.add_done_callback(self._applied)
         changes = await asyncio.shield(write)
         self.events.publish_changes(changes)
         return changes
 
-    def _written(self, write: asyncio.Future[list[Change]]) -> None:
-        if write.cancelled() or write.exception() is not None:  # its effect is unknown
-            self.active.unknown()
-        else:
-            self.active.written(write.result())
+    def _applied(self, write: asyncio.Future[list[Change]]) -> None:
+        if not write.cancelled() and write.exception() is None:
+            self.live.update(c.after for c in write.result())
 
-    async def active_on(self, node: str) -> list[JobRow]:
-        """The node's ASSIGNED and RUNNING jobs, as ``store.read.active_jobs(node)``."""
-        return await self.active.get(node)
+    async def set_pending_reason(self, reason: str) -> None:
+        await self.store.write(SetPendingReasonOp(reason))
+        self.live.set_pending_reason(reason)
 
     def send_assignment(self, job: Job) -> bool:
         msg = wpb.MasterMessage(

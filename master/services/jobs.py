@@ -16,7 +16,7 @@ from master.services.access import Identity, check_job_access, owner_filter, own
 from master.services.core import Core
 from master.services.events import JobEvent, Subscription
 from master.services.logs import JOB_ID
-from master.store.jobs import SubmitOp, SubmitResult, new_job_id, request_key
+from master.store.jobs import SubmitResult, new_job_id, request_key
 from master.store.rows import JobRow
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class JobService:
         now = core.clock.now()
         reason = "waiting for a scheduling pass" if core.registry.any_schedulable() else "no ready nodes"
         job = Job(new_job_id(), spec, JobState.PENDING, submitted_at=now, updated_at=now, reason=reason)
-        result = await core.store.write(SubmitOp(job, request_key(owner, request_id) if request_id else None))
+        result = await core.submit(job, request_key(owner, request_id) if request_id else None)
         if not result.created:
             return result
         core.events.publish(JobEvent(result.row.job, None, now, "submitted"))

@@ -1,4 +1,4 @@
-"""The scheduling loop: load a snapshot -> ``policy.decide`` (off the loop) -> apply -> dispatch.
+"""The scheduling loop: the live index's jobs -> ``policy.decide`` (off the loop) -> apply -> dispatch.
 
 A pass runs when something changed (a submission, a finished attempt, a node coming or going:
 :meth:`Core.poke`, coalesced) and every ``tick_s``; after a slow pass the loop first rests as long
@@ -19,7 +19,8 @@ from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
 from master.services import transitions as tr
 from master.services.core import Core
-from master.store.jobs import Change, SetPendingReasonOp, Transition
+from master.store.jobs import Change, Transition
+from master.store.live import IndexLookup
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +35,6 @@ def rest_after(pass_s: float, tick_s: float) -> float:
     return min(pass_s, tick_s) if pass_s >= SLOW_PASS_S else 0.0
 
 
-def decide_and_check(policy: Policy, snapshot: ClusterSnapshot, now: float) -> Plan:
-    """The policy's actions, checked against the snapshot: pure, so both run beside the loop
-    (checking 10,000 jobs on 4,000 GPUs held the loop for tens of ms: bench/load.py)."""
-    return check_actions(snapshot, list(policy.decide(snapshot, now)))
-
-
 @dataclass
 class PassResult:
     assigned: int = 0
@@ -47,6 +42,11 @@ class PassResult:
     waiting: int = 0
     dropped: int = 0
     skipped: bool = False
+    # Wall time of the pass's phases (what bench/master_pass.py reports): reading the live jobs,
+    # the policy's decide(), checking and committing (apply, dispatch, ended attempts).
+    read_s: float = 0.0
+    decide_s: float = 0.0
+    commit_s: float = 0.0
 
 
 class Scheduler:
@@ -107,26 +107,32 @@ class Scheduler:
         if not nodes:
             if now - self._last_idle_note >= core.config.tick_s:
                 self._last_idle_note = now
-                await core.store.write(SetPendingReasonOp(NO_NODES))
+                await core.set_pending_reason(NO_NODES)
             return PassResult(skipped=True)
-        rows = await core.store.read.live_jobs()
-        snapshot = ClusterSnapshot(nodes=nodes, jobs=tuple(r.job for r in rows))
-        plan = await asyncio.to_thread(decide_and_check, self.policy, snapshot, now)
-        todo: list[tuple[str, Transition]] = []
-        now = core.clock.now()
-        for a in plan.assigns:
-            todo.append((a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now)))
-        for p in plan.preempts:
-            todo.append((p.job_id, tr.preempt(p.reason, now)))
-        for w in plan.waits:
-            todo.append((w.job_id, tr.set_wait_reason(w.reason, now)))
+        t0 = time.perf_counter()
+        snapshot = ClusterSnapshot(nodes=nodes, jobs=core.live.jobs())
+        t1 = time.perf_counter()
+        actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
+        t2 = time.perf_counter()
+        plan = check_actions(snapshot, list(actions), IndexLookup(core.live, nodes))
+        todo = self._transitions(plan, core.clock.now())
         async with core.lock:
             changes = await core.apply(todo)
             self._dispatch(changes, {a.job_id: a for a in plan.assigns})
         for c in changes:
             if c.before.job.state.active and not c.after.job.state.active:
                 await core.learner.attempt_ended(c.before.job, c.before.job.attempt)
-        return PassResult(len(plan.assigns), len(plan.preempts), len(plan.waits), len(plan.dropped))
+        done = PassResult(len(plan.assigns), len(plan.preempts), len(plan.waits), len(plan.dropped))
+        done.read_s, done.decide_s, done.commit_s = t1 - t0, t2 - t1, time.perf_counter() - t2
+        return done
+
+    @staticmethod
+    def _transitions(plan: Plan, now: float) -> list[tuple[str, Transition]]:
+        """The plan as transitions (``plan.waits`` holds only the Waits with a new reason)."""
+        todo = [(a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now)) for a in plan.assigns]
+        todo += [(p.job_id, tr.preempt(p.reason, now)) for p in plan.preempts]
+        todo += [(w.job_id, tr.set_wait_reason(w.reason, now)) for w in plan.waits]
+        return todo
 
     def _dispatch(self, changes: list[Change], assigns: dict[str, Assign]) -> None:
         for c in changes:

@@ -22,6 +22,7 @@ from master.store.rows import (
     JOB_INSERT_COLUMNS,
     JOB_UPDATE_COLUMNS,
     JobRow,
+    as_stored,
     job_insert_params,
     job_rows_from_json,
     job_update_params,
@@ -94,7 +95,7 @@ class SubmitOp(WriteOp[SubmitResult]):
 
     @classmethod
     def apply_many(cls, conn: sqlite3.Connection, ops: Sequence[WriteOp[Any]]) -> list[Any]:
-        subs = [op for op in ops if isinstance(op, SubmitOp)]
+        subs = [dataclasses.replace(op, job=as_stored(op.job)) for op in ops if isinstance(op, SubmitOp)]
         first: dict[str, SubmitOp] = {}  # request_id -> the op of this batch that inserts it
         inserts: list[SubmitOp] = []
         for op in subs:
@@ -163,6 +164,8 @@ class TransitionOp(WriteOp[list[Change]]):
             after = fn(before)
             if after is None or after == before:
                 continue
+            bumped = dataclasses.replace(as_stored(after.job), version=before.job.version + 1)
+            after = dataclasses.replace(after, job=bumped)
             current[job_id] = after
             changes.append(Change(before, after))
             slot = next((r for r in rounds if job_id not in r), None)
@@ -177,13 +180,15 @@ class TransitionOp(WriteOp[list[Change]]):
 
 @dataclass(frozen=True)
 class SetPendingReasonOp(WriteOp[int]):
-    """Set the reason of every pending job at once (e.g. "no ready nodes")."""
+    """Set the reason of every pending job at once (e.g. "no ready nodes"); each row changed
+    counts one change (``version``)."""
 
     reason: str
 
     def apply(self, conn: sqlite3.Connection) -> int:
         cur = conn.execute(
-            "UPDATE jobs SET reason = ? WHERE state = 'PENDING' AND reason != ?", (self.reason, self.reason)
+            "UPDATE jobs SET reason = ?, version = version + 1 WHERE state = 'PENDING' AND reason != ?",
+            (self.reason, self.reason),
         )
         return cur.rowcount
 

@@ -1,60 +1,123 @@
-"""The live jobs (pending and active) as a scheduling pass reads them, decoded only where changed.
+"""The live jobs (pending and active) in memory: what a scheduling pass and the worker plane read.
 
-Every pass reads every live job. Decoding all of them from JSON each time cost ~400 ms at 12,500
-jobs; most rows have not changed since the last pass. :class:`LiveRows` keeps the last read's
-columns per job id: a row whose columns are all the same is the same (frozen) :class:`JobRow`
-object, and a changed row keeps its :class:`JobSpec` object while its spec text is the same
-(specs never change after submission). Same objects also let the policy's caches find the jobs
-again by identity (``horus_core.packing.jobs``).
+The index is fed by the rows each committed job write hands back (submissions, transitions and
+the pending-reason sweep, through :class:`master.services.core.Core`), so a pass never reads
+SQLite; it is built from the database when the master opens it. A row is taken only if its
+``version`` is not older than the one held, so a late reply can never roll a job back, and a
+job that left (finished) is remembered for a while so a late reply cannot bring it back.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
-from typing import Any
+import dataclasses
+import operator
+from collections import OrderedDict
+from collections.abc import Iterable
 
-from horus_core.model import JobSpec
-from master.store.rows import JobRow, job_row_from_dict
+from horus_core.model import Job, JobState, Node, NodeState
+from master.store.rows import JobRow
 
-LIVE_COLUMNS = (
-    "id, request_id, spec, state, attempt, submitted_at, updated_at, started_at, finished_at, node, gpus,"
-    " reason, exit_code, predicted_slowdown, cancel_requested, seq"
-)
-SELECT_LIVE = (
-    f"SELECT {LIVE_COLUMNS} FROM jobs WHERE state IN ('PENDING', 'ASSIGNED', 'RUNNING') ORDER BY seq"
-)
-_NAMES = tuple(name.strip() for name in LIVE_COLUMNS.split(","))
-_SPEC = _NAMES.index("spec")
+LIVE_STATES = (JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING)
+_GONE_KEPT = 4096  # ids of jobs that left, kept against late replies
+_JOB = operator.attrgetter("job")
 
 
-class LiveRows:
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[tuple[Any, ...], JobRow]] = {}
+class LiveIndex:
+    """Live job rows by id, in submission order; active ones also by node. (A row from a
+    submission carries ``seq`` 0: the index orders by arrival, not by that column.)"""
 
-    def decode(self, fetched: Iterable[Sequence[Any]]) -> list[JobRow]:
-        """Rows for :data:`SELECT_LIVE`'s result, in its order."""
-        last = self._last
-        now: dict[str, tuple[tuple[Any, ...], JobRow]] = {}
-        out: list[JobRow] = []
-        for fetched_row in fetched:
-            cols = tuple(fetched_row)
-            prev = last.get(cols[0])
-            if prev is not None and prev[0] == cols:
-                row = prev[1]
-            else:
-                same_spec = prev is not None and prev[0][_SPEC] == cols[_SPEC]
-                row = row_of(cols, prev[1].job.spec if prev is not None and same_spec else None)
-            now[cols[0]] = (cols, row)
-            out.append(row)
-        self._last = now
-        return out
+    def __init__(self, rows: Iterable[JobRow] = ()) -> None:
+        self._rows: dict[str, JobRow] = {}
+        self._on: dict[str, dict[str, JobRow]] = {}  # node -> active rows there
+        self._held: dict[str, dict[str, Job]] = {}  # GPU uuid -> active jobs holding it
+        self._gone: OrderedDict[str, int] = OrderedDict()  # id -> version it left with
+        self._jobs: tuple[Job, ...] | None = None
+        self.update(rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def jobs(self) -> tuple[Job, ...]:
+        """The live jobs, in submission order (what a scheduling pass hands the policy)."""
+        if self._jobs is None:
+            self._jobs = tuple(map(_JOB, self._rows.values()))
+        return self._jobs
+
+    def rows(self) -> list[JobRow]:
+        return list(self._rows.values())
+
+    def get(self, job_id: str) -> JobRow | None:
+        return self._rows.get(job_id)
+
+    def active_on(self, node: str) -> list[JobRow]:
+        """The ASSIGNED and RUNNING jobs on ``node`` (in no particular order)."""
+        return list(self._on.get(node, {}).values())
+
+    def update(self, rows: Iterable[JobRow]) -> None:
+        """Take committed rows (new or changed jobs, in commit order)."""
+        for row in rows:
+            self._put(row)
+
+    def _put(self, row: JobRow) -> None:
+        job = row.job
+        held = self._rows.get(job.id)
+        gone = self._gone.get(job.id)
+        stale = held is not None and held.job.version > job.version
+        if stale or (gone is not None and gone >= job.version):
+            return  # older than what is known
+        self._jobs = None
+        if held is not None and held.job.state.active:
+            self._unplace(held.job)
+        if job.state in LIVE_STATES:
+            self._rows[job.id] = row
+            if job.state.active:
+                self._on.setdefault(job.node, {})[job.id] = row
+                for uuid in job.gpus:
+                    self._held.setdefault(uuid, {})[job.id] = job
+            return
+        self._rows.pop(job.id, None)
+        self._gone[job.id] = job.version
+        if len(self._gone) > _GONE_KEPT:
+            self._gone.popitem(last=False)
+
+    def _unplace(self, job: Job) -> None:
+        self._on[job.node].pop(job.id, None)
+        for uuid in job.gpus:
+            self._held[uuid].pop(job.id, None)
+
+    def job(self, job_id: str) -> Job | None:
+        row = self._rows.get(job_id)
+        return None if row is None else row.job
+
+    def residents(self, uuid: str) -> list[Job]:
+        """The active jobs that hold GPU ``uuid``."""
+        return list(self._held.get(uuid, {}).values())
+
+    def set_pending_reason(self, reason: str) -> None:
+        """What :class:`master.store.jobs.SetPendingReasonOp` did to the rows: every pending job
+        whose reason differs gets ``reason`` and one more version."""
+        changed = [
+            dataclasses.replace(r, job=dataclasses.replace(r.job, reason=reason, version=r.job.version + 1))
+            for r in self._rows.values()
+            if r.job.state is JobState.PENDING and r.job.reason != reason
+        ]
+        self.update(changed)
 
 
-def row_of(cols: tuple[Any, ...], spec: JobSpec | None = None) -> JobRow:
-    """One :data:`LIVE_COLUMNS` row as a JobRow (``spec``: the already decoded spec, if known)."""
-    d = dict(zip(_NAMES, cols, strict=True))
-    d["gpus"] = json.loads(d["gpus"])
-    if spec is None:
-        d["spec"] = json.loads(d["spec"])
-    return job_row_from_dict(d, spec)
+class IndexLookup:
+    """The action checks' lookup (:class:`horus_core.policies.checks.Lookup`) over the index
+    and a pass's nodes, so a check builds no per-job map: jobs and GPU residents come from the
+    index as it stands when the actions are checked (at least as new as the snapshot the policy
+    saw; the transitions re-check against the committed rows anyway)."""
+
+    def __init__(self, index: LiveIndex, nodes: Iterable[Node]) -> None:
+        self.job = index.job
+        self.residents = index.residents
+        self._nodes = {n.name: n for n in nodes if n.state is NodeState.READY}
+
+    def node_ready(self, node: str) -> bool:
+        return node in self._nodes
+
+    def healthy_gpu(self, node: str, uuid: str) -> bool:
+        ready = self._nodes.get(node)
+        return ready is not None and any(g.uuid == uuid and g.healthy for g in ready.gpus)

@@ -22,11 +22,10 @@ from typing import Any
 
 import aiosqlite
 
-from horus_core.model import Gpu, Job, JobSpec, JobState, NodeState
+from horus_core.model import Gpu, JobState, NodeState
 from master.store.learned import PairRow, SoloRow
-from master.store.live import SELECT_LIVE, LiveRows, row_of
 from master.store.nodes import ProfileRow
-from master.store.rows import DECODE_ERRORS, JobRow, gpus_from_json, job_rows_from_json, select_jobs
+from master.store.rows import JobRow, gpus_from_json, job_rows_from_json, select_jobs
 
 log = logging.getLogger(__name__)
 BadRow = Callable[[str, str], None]  # (job id, why) of a row that cannot be decoded
@@ -70,7 +69,6 @@ class ReaderPool:
 class Reader:
     def __init__(self, pool: ReaderPool, on_bad: BadRow | None = None) -> None:
         self._pool = pool
-        self._live = LiveRows()
         self._on_bad = on_bad
         self._reported: set[str] = set()
 
@@ -121,26 +119,10 @@ class Reader:
         return await self._jobs(f"WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", params)
 
     async def live_jobs(self) -> list[JobRow]:
-        """Pending and active jobs, in submission order: what a scheduling pass looks at. Rows
-        unchanged since the last call are the same objects (see :mod:`master.store.live`)."""
-        fetched = await self._all(SELECT_LIVE)
-        try:
-            return self._live.decode(fetched)
-        except DECODE_ERRORS:
-            return self._live.decode(self._good(fetched))
-
-    def _good(self, fetched: list[Any]) -> list[Any]:
-        """The live rows that decode; each bad one is reported and left out of the pass."""
-        good: list[Any] = []
-        for cols in fetched:
-            try:
-                row_of(tuple(cols))
-            except DECODE_ERRORS as exc:
-                why = f"{type(exc).__name__}: {exc}"
-                self._report([JobRow(Job(str(cols[0]), JobSpec(("?",)), JobState.FAILED), unreadable=why)])
-                continue
-            good.append(cols)
-        return good
+        """Pending and active jobs, in submission order: what the master's live index
+        (:mod:`master.store.live`) is built from at start."""
+        rows = await self._jobs("WHERE state IN ('PENDING', 'ASSIGNED', 'RUNNING') ORDER BY seq", ())
+        return [r for r in rows if not r.unreadable]  # (reported and quarantined by _jobs)
 
     async def pending_by_reason(self) -> list[tuple[str, int]]:
         """Pending jobs counted by reason, digits replaced by ``#`` so that reasons differing only
@@ -149,8 +131,7 @@ class Reader:
         for d in "0123456789":
             masked = f"replace({masked}, '{d}', '#')"
         sql = f"SELECT {masked} AS r, COUNT(*) FROM jobs WHERE state = 'PENDING' GROUP BY r"
-        async with self._conn.execute(sql) as cur:
-            return [(str(r[0]), int(r[1])) for r in await cur.fetchall()]
+        return [(str(r[0]), int(r[1])) for r in await self._all(sql)]
 
     async def active_jobs(self, node: str | None = None) -> list[JobRow]:
         if node is None:

@@ -13,6 +13,7 @@ that must re-take the GIL from a busy event loop waits up to the switch interval
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ JOB_JSON = (
     " 'state', state, 'attempt', attempt, 'submitted_at', submitted_at, 'updated_at', updated_at,"
     " 'started_at', started_at, 'finished_at', finished_at, 'node', node, 'gpus', CAST(gpus AS TEXT),"
     " 'reason', reason, 'exit_code', exit_code, 'predicted_slowdown', predicted_slowdown,"
-    " 'cancel_requested', cancel_requested, 'seq', seq)"
+    " 'cancel_requested', cancel_requested, 'seq', seq,"
+    " 'version', version)"
 )
 
 
@@ -52,6 +54,25 @@ class JobRow:
 UNREADABLE_COMMAND = "<unreadable stored spec>"
 # What decoding a bad row may raise (anything else is a bug and propagates).
 DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
+
+
+def _as_read(x: float) -> float:
+    return float(f"{x:.15g}")
+
+
+def as_stored(job: Job) -> Job:
+    """``job`` as a read gives it back: SQLite's JSON writes a REAL with 15 significant digits,
+    so times and the predicted slowdown are rounded to that before they are written (the live
+    index then holds exactly what the database reads)."""
+    started, finished = job.started_at, job.finished_at
+    return dataclasses.replace(
+        job,
+        submitted_at=_as_read(job.submitted_at),
+        updated_at=_as_read(job.updated_at),
+        started_at=None if started is None else _as_read(started),
+        finished_at=None if finished is None else _as_read(finished),
+        predicted_slowdown=_as_read(job.predicted_slowdown),
+    )
 
 
 def spec_to_json(spec: JobSpec) -> str:
@@ -139,6 +160,7 @@ def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
         reason=d["reason"],
         exit_code=d["exit_code"],
         predicted_slowdown=_finite(d["predicted_slowdown"]),
+        version=int(d["version"]),
     )
     return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"])
 
@@ -216,6 +238,7 @@ JOB_UPDATE_COLUMNS = (
     "exit_code",
     "predicted_slowdown",
     "cancel_requested",
+    "version",
 )
 
 
@@ -235,6 +258,7 @@ def job_update_params(row: JobRow) -> tuple[Any, ...]:
         j.exit_code,
         j.predicted_slowdown,
         int(row.cancel_requested),
+        j.version,
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import credit, plus_queues
 
 from horus_core.interference import default_model
 from horus_core.interference.table import packaged_table
@@ -15,45 +16,20 @@ from horus_core.model import (
     Action,
     Assign,
     ClusterSnapshot,
-    Gpu,
-    Job,
-    JobSpec,
-    JobState,
-    Node,
     NodeState,
     Preempt,
     Wait,
 )
 from horus_core.policies import make_policy, policy_names
 from horus_core.policies.gandiva import GandivaPolicy
-from horus_core.policies.horus_plus import HorusPlusPolicy, credit
+from horus_core.policies.horus_plus import HorusPlusPolicy
 from horus_core.policies.kmeans import choose_k, kmeans
+from horus_core.testing import nodes, pending, running
 
 PACKING = ["binpack", "gandiva", "horus", "horus-paper", "horus+", "lucid"]
 R18_16, R18_32 = "ResNet-18 (batch size 16)", "ResNet-18 (batch size 32)"
 R50_16, REC_512 = "ResNet-50 (batch size 16)", "Recommendation (batch size 512)"
 R50_128, T_256 = "ResNet-50 (batch size 128)", "Transformer (batch size 256)"
-
-
-def nodes(n: int = 1, per: int = 1, mem: int = 16160) -> tuple[Node, ...]:
-    def gpu(i: int, k: int) -> Gpu:
-        return Gpu(f"n{i}g{k}", f"n{i}", k, "Tesla V100-SXM2-16GB", mem, "v100")
-
-    return tuple(Node(f"n{i}", tuple(gpu(i, k) for k in range(per))) for i in range(n))
-
-
-def pending(
-    jid: str, job_type: str, gpus: int = 1, at: float = 0.0, *, exclusive: bool = False, total_steps: int = 0
-) -> Job:
-    spec = JobSpec(("train",), gpus=gpus, job_type=job_type, exclusive=exclusive, total_steps=total_steps)
-    return Job(jid, spec, JobState.PENDING, submitted_at=at)
-
-
-def running(
-    jid: str, job_type: str, gpu_uuids: tuple[str, ...], node: str = "n0", *, exclusive: bool = False
-) -> Job:
-    job = pending(jid, job_type, gpus=len(gpu_uuids), exclusive=exclusive)
-    return replace(job, state=JobState.RUNNING, node=node, gpus=gpu_uuids, attempt=1, started_at=0.0)
 
 
 def by_id(actions: list[Action]) -> dict[str, Action]:
@@ -233,7 +209,7 @@ def test_horus_plus_serves_the_queue_with_most_credit_first() -> None:
     mid = [pending(f"mid{i}", "LM (batch size 80)", gpus=2, at=500.0) for i in range(2)]
     policy = make_policy("horus+")
     assert isinstance(policy, HorusPlusPolicy)
-    queues = policy.queues(new + mid + old, 1000.0)
+    queues = plus_queues(policy, new + mid + old, 1000.0)
     assert 3 <= len(queues) <= 5
     assert {j.id for j in queues[0]} == {j.id for j in old}  # 1000 s x 3 beats 95 s x 12
     assert credit(queues[0], 1000.0) >= credit(queues[-1], 1000.0)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import queue_order
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import (
@@ -28,11 +29,11 @@ from horus_core.model import (
 )
 from horus_core.packing import PackParams, build_problem, codes
 from horus_core.packing.assemble import assemble
-from horus_core.packing.cluster import NodeCache
-from horus_core.packing.jobs import JobTable
+from horus_core.packing.cluster import ClusterLayout, NodeCache
+from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies import Policy, make_policy
 from horus_core.policies._order import by_keys
-from horus_core.policies._packing import Packer
+from horus_core.policies._packing import Ix, Order, Packer
 from horus_core.policies.gandiva import GandivaPolicy
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
 
@@ -105,7 +106,8 @@ def evolve(
     for job in snap.jobs:
         if job.id in assigned:
             a = assigned[job.id]
-            job = replace(job, state=JobState.RUNNING, node=a.node, gpus=a.gpus, attempt=job.attempt + 1)
+            job = replace(job, state=JobState.RUNNING, node=a.node, gpus=a.gpus, attempt=job.attempt + 1,
+                          version=job.version + 1)  # fmt: skip
         elif draw(st.integers(0, 4)) == 0:
             continue  # finished (or cancelled)
         elif draw(st.integers(0, 4)) == 0:
@@ -171,6 +173,32 @@ def test_the_fast_path_decides_like_the_plain_one(name: str, snap: ClusterSnapsh
     plain.packer = Packer(plain=True)  # type: ignore[attr-defined]
     for now in (10.0, 10.0, 4000.0):  # twice: the second call runs on warm caches
         assert fast.decide(snap, now) == plain.decide(snap, now)
+
+
+@SLOW
+@given(st.sampled_from(PACKING), snapshots(), st.sampled_from([10.0, 4000.0]))
+def test_each_policy_s_one_queue_order_is_the_plain_sorted_order(
+    name: str, snap: ClusterSnapshot, now: float
+) -> None:
+    """The order a policy hands the packer equals the oracle's ``sorted`` over Job objects."""
+    model = warm_model()
+    policy = make_policy(name, model)
+    seen: list[list[str]] = []
+    real = policy.packer.pack  # type: ignore[attr-defined]
+
+    def spy(snapshot: ClusterSnapshot, model: InterferenceModel, params: PackParams, text: str,
+            order: Order, **kw: object) -> list[Action]:  # fmt: skip
+        def recorded(live: Live, layout: ClusterLayout) -> Ix:
+            positions = order(live, layout)
+            seen.append([live.pending[i].id for i in positions.tolist()])
+            return positions
+
+        return real(snapshot, model, params, text, recorded, **kw)  # type: ignore[no-any-return]
+
+    policy.packer.pack = spy  # type: ignore[attr-defined]
+    policy.decide(snap, now)
+    want = [j.id for j in queue_order(name, policy, snap, now)]
+    assert seen == ([want] if want else [])
 
 
 def test_an_unknown_type_with_conflicting_hints_takes_the_plain_path() -> None:
@@ -284,7 +312,7 @@ def test_an_old_job_object_after_its_spec_changed_keeps_its_own_spec() -> None:
     gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(4))
     nodes = (Node("n0", gpus),)
     old = Job("x", JobSpec(("x",), gpus=1, job_type=GAVEL[0]), JobState.PENDING)
-    new = replace(old, spec=JobSpec(("x",), gpus=4, job_type=GAVEL[1]))
+    new = replace(old, spec=JobSpec(("x",), gpus=4, job_type=GAVEL[1]), version=1)
     runner = Job("r", JobSpec(("x",), job_type=GAVEL[2]), JobState.RUNNING, node="n0", gpus=("g0",))
     a, b = ClusterSnapshot(nodes, (runner, old)), ClusterSnapshot(nodes, (runner, new))
     for name in PACKING:
@@ -299,7 +327,7 @@ def test_an_old_job_object_after_its_spec_changed_keeps_its_own_spec() -> None:
 def test_one_id_twice_with_two_specs_decides_like_the_plain_path() -> None:
     gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(4))
     one = Job("x", JobSpec(("x",), gpus=1, job_type=GAVEL[0]), JobState.PENDING)
-    two = replace(one, spec=JobSpec(("x",), gpus=2, job_type=GAVEL[1]), submitted_at=1.0)
+    two = replace(one, spec=JobSpec(("x",), gpus=2, job_type=GAVEL[1]), submitted_at=1.0, version=1)
     other = Job("y", JobSpec(("x",), gpus=1, job_type=GAVEL[3]), JobState.PENDING, submitted_at=2.0)
     snaps = [
         ClusterSnapshot((Node("n0", gpus),), jobs) for jobs in ((one, other), (one, two, other), (two, other))

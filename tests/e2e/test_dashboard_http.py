@@ -12,8 +12,8 @@ import pytest
 from horus_core import HorusClient
 from horus_core.errors import InvalidArgument
 from horus_core.model import Job, JobSpec, JobState
+from horus_core.testing import FakeClock
 from master.app import Master
-from master.clock import FakeClock
 from master.config import MasterConfig
 from master.http import pages
 from master.observe.view import ClusterView

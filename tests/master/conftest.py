@@ -7,8 +7,8 @@ import pytest
 from master_fakes import client_for, running_master
 
 from horus_core.gen import client_pb2_grpc as cgrpc
+from horus_core.testing import FakeClock
 from master.app import Master
-from master.clock import FakeClock
 
 
 @pytest.fixture

@@ -20,10 +20,10 @@ from horus_core.gen import worker_pb2 as wpb
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, NodeState, Wait
 from horus_core.policies import make_policy
+from horus_core.testing import FakeClock
 from master.app import Master
-from master.clock import FakeClock
-from master.services.learning import Learner
-from master.services.sharing import SOLO, RateTrack, Sharing, sharing_of
+from master.learning.learner import Learner
+from master.learning.sharing import SOLO, RateTrack, Sharing, sharing_of
 from master.store import Store
 
 A = "ResNet-18 (batch size 32)"
@@ -273,7 +273,8 @@ def one_gpu_snapshot(running: str, pending: str) -> ClusterSnapshot:
         nodes=(Node("n1", (gpu,), NodeState.READY, 0.0),),
         jobs=(
             job("a", running),
-            Job("b", JobSpec(("x",), job_type=pending), JobState.PENDING, submitted_at=1.0),
+            # one id per spec: (id, version) names one state of a job (the policy caches on it)
+            Job(f"b-{pending}", JobSpec(("x",), job_type=pending), JobState.PENDING, submitted_at=1.0),
         ),
     )
 

@@ -8,7 +8,7 @@ from master_fakes import FakeWorker, client_for, running_master, spec
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
-from master.clock import FakeClock
+from horus_core.testing import FakeClock
 
 
 async def run_one_job(tmp_path: pathlib.Path) -> tuple[str, int]:

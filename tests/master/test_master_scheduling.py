@@ -23,8 +23,8 @@ from horus_core.model import (
     Wait,
 )
 from horus_core.policies.checks import check_actions
+from horus_core.testing import FakeClock
 from master.app import Master
-from master.clock import FakeClock
 from master.services import transitions as tr
 from master.store.rows import JobRow
 

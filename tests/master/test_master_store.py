@@ -19,7 +19,7 @@ from horus_core.model import Job, JobSpec, JobState, ProfileHints
 from master.services import transitions as tr
 from master.store import Store
 from master.store.db import migrations_from, packaged_migrations
-from master.store.jobs import SubmitOp, TransitionOp, new_job_id
+from master.store.jobs import SetPendingReasonOp, SubmitOp, TransitionOp, new_job_id
 from master.store.writer import WriteOp
 
 
@@ -51,13 +51,14 @@ async def test_migrations_applied_once(tmp_path: pathlib.Path) -> None:
     folder.mkdir()
     for mig in packaged_migrations():
         (folder / mig.name).write_text(mig.sql)
-    extra = f"{len(packaged) + 1:04d}_extra.sql"
+    nxt = packaged[-1][0] + 1  # numbers may skip (0004 came before 0003)
+    extra = f"{nxt:04d}_extra.sql"
     (folder / extra).write_text("CREATE TABLE extra (x INTEGER);")
     (folder / "README.txt").write_text("not a migration")
     for _ in range(2):
         store = await Store.open(db, migrations=migrations_from(folder))
         await store.close()
-    assert versions(db) == [*packaged, (len(packaged) + 1, extra)]
+    assert versions(db) == [*packaged, (nxt, extra)]
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -157,10 +158,9 @@ async def test_duplicate_request_ids_within_one_batch(tmp_path: pathlib.Path) ->
     await store.close()
 
 
-async def test_live_jobs_decode_only_what_changed(tmp_path: pathlib.Path) -> None:
-    """A scheduling pass's read: rows equal what the full JSON read gives; an unchanged row is
-    the same object as last time, a changed row keeps its spec object, a finished job drops out
-    and a new one comes in."""
+async def test_live_jobs_and_versions(tmp_path: pathlib.Path) -> None:
+    """The live read (what the master's index is built from): pending and active rows in
+    submission order, equal to single-row reads; each committed change adds one to the version."""
     store = await Store.open(tmp_path / "h.db")
     try:
         hinted = JobSpec(("x",), gpus=2, owner="t", job_type="A3C", hints=ProfileHints(10.0, 20.0, 900),
@@ -170,20 +170,20 @@ async def test_live_jobs_decode_only_what_changed(tmp_path: pathlib.Path) -> Non
             await store.write(SubmitOp(j, None))
         first = await store.read.live_jobs()
         assert [r.job for r in first] == [r.job for r in [await store.read.job(j.id) for j in jobs] if r]
-        assert [r.job.id for r in first] == [j.id for j in jobs] and first[2].job.spec == hinted
+        assert [r.job.version for r in first] == [0, 0, 0] and first[2].job.spec == hinted
 
         a, b, c = (j.id for j in jobs)
         now = 5.0
-        await store.write(TransitionOp(((b, tr.assign("n1", ("g0", "g1"), 0.5, now)),
-                                        (c, tr.cancel("by test", now, node_lost=False)))))  # fmt: skip
+        todo = ((b, tr.assign("n1", ("g0", "g1"), 0.5, now)), (c, tr.cancel("by test", now, node_lost=False)))
+        changes = await store.write(TransitionOp(todo))
+        assert [ch.after.job.version for ch in changes] == [1, 1]
         late = job()
         await store.write(SubmitOp(late, None))
+        await store.write(TransitionOp(((b, tr.set_wait_reason("x", now)), (b, tr.requeue("lost", now)))))
         second = await store.read.live_jobs()
         assert [r.job.id for r in second] == [a, b, late.id]
-        assert second[0] is first[0]  # unchanged: the same object
-        assert second[1] is not first[1] and second[1].job.spec is first[1].job.spec  # changed, same spec
-        stored = await store.read.job(b)
-        assert stored is not None and second[1] == stored
-        assert second[1].job.state is JobState.ASSIGNED and second[1].job.gpus == ("g0", "g1")
+        assert second[1].job.state is JobState.PENDING and second[1].job.version == 2
+        assert await store.write(SetPendingReasonOp("no ready nodes")) == 3
+        assert [r.job.version for r in await store.read.live_jobs()] == [1, 3, 1]
     finally:
         await store.close()

@@ -16,8 +16,8 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
+from horus_core.testing import FakeClock
 from master.app import Master
-from master.clock import FakeClock
 from master.services.workers import Registration
 
 

@@ -19,8 +19,8 @@ from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.metrics import reason_label
 from horus_core.model import NodeState
+from horus_core.testing import FakeClock
 from master.app import Master
-from master.clock import FakeClock
 from master.observe.history import UtilHistory
 from master.services import transitions as tr
 from master.services.nodes import NodeEntry, NodeRegistry

@@ -291,3 +291,5 @@ async def test_attempt_dies_with_a_sigkilled_worker(tmp_path: pathlib.Path) -> N
     finally:
         fake.kill()
         fake.wait()
+        if fake.stdout is not None:
+            fake.stdout.close()

@@ -394,7 +394,8 @@ def start_cli(tmp: pathlib.Path, port: int, name: str = "cli-w") -> subprocess.P
         "--log-level",
         "DEBUG",
     ]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(tmp / f"{name}.log", "ab"))
+    with open(tmp / f"{name}.log", "ab") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
 
 
 def alive(pid: int) -> bool:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import random
 import uuid
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
 
+from horus_core.interference import default_model
 from horus_core.model import JobSpec, gpu_type_of
 from worker.gpu.base import GpuInfo, GpuReading, ProbeTarget, ProcessReading
 from worker.gpu.ground_truth import GroundTruthModel, PairTruth
@@ -104,8 +104,8 @@ class _FallbackSignature:
 
 
 class FallbackModel:
-    """Used only while ``horus_core.interference`` is absent: hints or 50 % / 2 GiB, and a slowdown
-    from summed utilisation (none up to 100 %, proportional above)."""
+    """A simple stand-in model for tests: hints or 50 % / 2 GiB, and a slowdown from summed
+    utilisation (none up to 100 %, proportional above)."""
 
     def profile(self, spec: JobSpec) -> Profile:
         h = spec.hints
@@ -124,12 +124,8 @@ class FallbackModel:
 
 
 def load_model() -> InterferenceLike:
-    """``horus_core.interference.default_model()`` when that package exists, else :class:`FallbackModel`."""
-    try:
-        module = importlib.import_module("horus_core.interference")
-        return cast(InterferenceLike, module.default_model())
-    except (ImportError, AttributeError):
-        return FallbackModel()
+    """The packaged interference model (``horus_core.interference.default_model()``)."""
+    return cast(InterferenceLike, default_model())
 
 
 # --------------------------------------------------------------------------------- the probe

@@ -6,7 +6,7 @@ from the job's helper) arrive here. While an attempt runs its samples accumulate
 - GPU use: when the attempt ends it is stored (``attempt_stats``) and folded into the profile of
   its workload signature (``profiles``, from samples where it had its GPUs to itself).
 - Throughput: each report is filed under what shared the attempt's GPUs at that moment
-  (:mod:`master.services.sharing`): alone, or next to exactly one co-runner signature. When the
+  (:mod:`master.learning.sharing`): alone, or next to exactly one co-runner signature. When the
   attempt ends, and every ``checkpoint_s`` while it runs, the solo throughput is stored
   (``solo_throughputs``) and each shared throughput becomes a normalised pair speed
   (``pair_speeds``): shared samples/s / solo samples/s, the solo reference being the same
@@ -25,13 +25,13 @@ import math
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from horus_core.gen import worker_pb2 as wpb
+from horus_core.interference import InterferenceModel
 from horus_core.model import Job
 from master.clock import Clock
-from master.services.observations import ModelFeed, PairObs, ProfileObs, pairs_to_observe
-from master.services.sharing import AttemptKey, Rates, RateTrack, sharing_of
+from master.learning.observations import ModelFeed, PairObs, ProfileObs, pairs_to_observe
+from master.learning.sharing import AttemptKey, Rates, RateTrack, sharing_of
 from master.store import Store
 from master.store.learned import LearnedPair, PairMeasurement, RecordRatesOp
 from master.store.nodes import AttemptStatsRow, ProfileRow, RecordAttemptOp
@@ -63,7 +63,7 @@ class Learner:
         self,
         store: Store,
         clock: Clock,
-        model: Any = None,
+        model: InterferenceModel,
         *,
         settle_s: float = 4.0,
         checkpoint_s: float = 60.0,
@@ -143,13 +143,7 @@ class Learner:
         return None if acc is None else (acc.step, acc.loss, acc.samples_per_s)
 
     def signature(self, job: Job) -> str:
-        fn = getattr(self._model, "signature", None)
-        if fn is not None:
-            try:
-                return str(fn(job.spec))
-            except Exception:
-                log.exception("interference model: signature() failed")
-        return job.spec.job_type
+        return self._model.signature(job.spec)
 
     # ------------------------------------------------------------------ storing
 

@@ -2,8 +2,8 @@
 
 A policy reads the model in a worker thread while it decides, so observations queue here and
 :meth:`ModelFeed.apply` runs only while no policy does (the scheduler calls it before a pass;
-the master once at start-up, before the first). The model is duck-typed: a model without
-``observe_profile`` / ``observe_pair`` simply learns nothing. Nothing here raises.
+the master once at start-up, before the first). A model that fails to take an observation
+is logged, and the rest are still applied: nothing here raises.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from horus_core.interference import InterferenceModel
 from master.store.learned import PairRow
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class PairObs:
 
 
 class ModelFeed:
-    def __init__(self, model: Any, limit: int) -> None:
+    def __init__(self, model: InterferenceModel, limit: int) -> None:
         self._model = model
         self._limit = limit
         self._pending: list[ProfileObs | PairObs] = []
@@ -64,9 +64,7 @@ class ModelFeed:
         return len(todo)
 
     def _profile(self, obs: ProfileObs) -> None:
-        observe = getattr(self._model, "observe_profile", None)
-        if observe is not None:
-            observe(obs.signature, obs.util_avg, obs.util_peak, obs.mem_mib)
+        self._model.observe_profile(obs.signature, obs.util_avg, obs.util_peak, obs.mem_mib)
 
     def _pair(self, obs: PairObs) -> None:
         """Make the model hold the stored estimates of this pair.
@@ -75,21 +73,14 @@ class ModelFeed:
         the model is told again until it agrees. That also corrects the one case where it heard
         something else before: a direction never measured, for which it was told its own
         prediction, that now has a first measurement."""
-        observe = getattr(self._model, "observe_pair", None)
-        current = getattr(self._model, "pair_speeds", None)
-        if observe is None:
-            return
+        model = self._model
         a, b, gpu_type = obs.a, obs.b, obs.gpu_type
         speed_b = obs.speed_b
         if speed_b is None:
-            if current is None:
-                return
-            speed_b = float(current(a, b, gpu_type)[1])
+            speed_b = float(model.pair_speeds(a, b, gpu_type)[1])
         for _ in range(MAX_SYNC):
-            observe(a, b, gpu_type, obs.speed_a, speed_b)
-            if current is None:
-                return
-            have_a, have_b = current(a, b, gpu_type)
+            model.observe_pair(a, b, gpu_type, obs.speed_a, speed_b)
+            have_a, have_b = model.pair_speeds(a, b, gpu_type)
             if abs(have_a - obs.speed_a) <= SYNC_TOLERANCE and abs(have_b - speed_b) <= SYNC_TOLERANCE:
                 return
 

@@ -12,7 +12,7 @@ horus_core/policies), both exclusive-GPU, one job per node gang, run through the
   a running job is stopped only after ``min_slice_s`` in its current attempt. ``las-gpu`` counts
   service in GPU-seconds instead (Tiresias' 2D-LAS), which starves 8-GPU gangs.
 
-    .venv/bin/python bench/sim_order_study.py [--cluster v100:16] [--restart-cost-s 30]
+    .venv/bin/python studies/sim_order_study.py [--cluster v100:16] [--restart-cost-s 30]
 
 Prints one JSON line per (policy, restart cost).
 """

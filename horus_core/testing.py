@@ -1,0 +1,79 @@
+"""What tests (and benchmarks) share: a clock that moves only when told, and model factories.
+
+Nothing in the daemons imports this module. The factories build ``horus_core.model`` objects
+with the fields a test usually varies; everything else keeps the model's defaults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import heapq
+import itertools
+
+from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState
+
+V100 = ("Tesla V100-SXM2-16GB", 16160, "v100")  # model name, memory (MiB), GPU type
+
+
+class FakeClock:
+    """A clock that moves only when :meth:`advance` is called; sleepers wake when their time
+    comes (the master's ``Clock``: ``now`` and ``sleep``)."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self._now = start
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._now + seconds, next(self._seq), fut))
+        await fut
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+        while self._sleepers and self._sleepers[0][0] <= self._now:
+            _, _, fut = heapq.heappop(self._sleepers)
+            if not fut.done():
+                fut.set_result(None)
+
+
+def gpu(node: str, index: int, *, healthy: bool = True, mem: int = V100[1]) -> Gpu:
+    """A V100 named ``{node}g{index}``."""
+    return Gpu(f"{node}g{index}", node, index, V100[0], mem, V100[2], healthy)
+
+
+def nodes(
+    n: int = 1, per: int = 1, *, mem: int = V100[1], state: NodeState = NodeState.READY
+) -> tuple[Node, ...]:
+    """``n`` nodes ``n0``, ``n1``, ... of ``per`` V100s each."""
+    return tuple(Node(f"n{i}", tuple(gpu(f"n{i}", k, mem=mem) for k in range(per)), state) for i in range(n))
+
+
+def pending(
+    jid: str,
+    job_type: str = "",
+    gpus: int = 1,
+    at: float = 0.0,
+    *,
+    exclusive: bool = False,
+    total_steps: int = 0,
+) -> Job:
+    spec = JobSpec(("train",), gpus=gpus, job_type=job_type, exclusive=exclusive, total_steps=total_steps)
+    return Job(jid, spec, JobState.PENDING, submitted_at=at)
+
+
+def running(
+    jid: str, job_type: str, gpu_uuids: tuple[str, ...], node: str = "n0", *, exclusive: bool = False
+) -> Job:
+    """Attempt 1 of a job on ``gpu_uuids`` (one change after its submission: version 1)."""
+    job = pending(jid, job_type, gpus=len(gpu_uuids), exclusive=exclusive)
+    return dataclasses.replace(
+        job, state=JobState.RUNNING, node=node, gpus=gpu_uuids, attempt=1, started_at=0.0, version=1
+    )
