@@ -74,7 +74,8 @@ def solve(problem: Problem, rows: Rows, pairs: Pairs, fixed_s: float | None = No
     if fixed_s is None:
         first = _run(lp, lp.objective_s(), (0.0, np.inf))
         s = float(first[-1])
-        return lp.split(_run(lp, lp.objective_total(), (s * _KEEP, np.inf)))
+        second = lp.split(_run(lp, lp.objective_total(), (s * _KEEP, np.inf)))
+        return Solution(second.single, second.paired, s)
     return lp.split(_run(lp, lp.objective_total(), (fixed_s, fixed_s)))
 
 
