@@ -118,7 +118,7 @@ def test_ftf_favours_the_job_the_fast_type_helps_most() -> None:
 
 def test_ftf_rejects_nothing_when_the_cluster_is_large() -> None:
     p = problem([job("a", "flat")], {"v100": 8})
-    sol, splits = solve_ftf(p, Members([np.array([50.0])], [np.array([10.0])]))
+    sol, _ = solve_ftf(p, Members([np.array([50.0])], [np.array([10.0])]))
     assert sol.single[0, 0] == pytest.approx(1.0, abs=1e-5)
 
 

@@ -111,18 +111,21 @@ def choose(
 def _ranked(
     jobs: Sequence[Job], shares: Mapping[str, JobShare], ledger: Ledger, types: Sequence[str], now: float
 ) -> list[tuple[float, Job, str]]:
+    """(priority, job, type), best first; ties (e.g. types a job never ran on) go to the job
+    that received the least time overall."""
     out = []
     for order, job in enumerate(jobs):
         share = shares.get(job.id)
         if share is None:
             continue
+        overall = sum(ledger.share(job.id, t, now) for t in types)
         for i, t in enumerate(types):
             frac = float(share.total[i])
             if frac > 1e-9:
                 prio = frac / max(ledger.share(job.id, t, now), _FLOOR)
-                out.append((-prio, order, i, job, t))
-    out.sort(key=lambda e: (e[0], e[1], e[2]))
-    return [(-p, job, t) for p, _, _, job, t in out]
+                out.append((-prio, overall, order, i, job, t))
+    out.sort(key=lambda e: e[:4])
+    return [(-e[0], e[4], e[5]) for e in out]
 
 
 def _place(
