@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from horus_core.model import Assign, ClusterSnapshot, JobState
+from horus_core.model import Assign, ClusterSnapshot, JobState, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import check_actions
 from master.services import transitions as tr
@@ -40,6 +40,8 @@ class Scheduler:
         self._liveness = liveness
         self._last_idle_note = float("-inf")
         self._pass_lock = asyncio.Lock()  # one pass at a time: a pass's snapshot stays valid
+        # job id -> (node, attempt, when): a preempted attempt not yet seen stopped by its worker
+        self._stopping: dict[str, tuple[str, int, float]] = {}
         self.passes = 0
 
     async def run(self) -> None:
@@ -86,6 +88,7 @@ class Scheduler:
         snapshot = ClusterSnapshot(nodes=nodes, jobs=tuple(r.job for r in rows))
         actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
         plan = check_actions(snapshot, list(actions))
+        plan.assigns = self._not_stopping(plan.assigns)
         todo: list[tuple[str, Transition]] = []
         now = core.clock.now()
         for a in plan.assigns:
@@ -102,6 +105,21 @@ class Scheduler:
                 await core.learner.attempt_ended(c.before.job, c.before.job.attempt)
         return PassResult(len(plan.assigns), len(plan.preempts), len(plan.waits), len(plan.dropped))
 
+    def _not_stopping(self, assigns: list[Assign]) -> list[Assign]:
+        """Hold the next attempt of a preempted job until its worker no longer reports the old one
+        running (a heartbeat after the Kill without it, or the node LOST, whose lease has run out):
+        never two attempts at once."""
+        for job_id, (node, attempt, since) in list(self._stopping.items()):
+            entry = self.core.registry.get(node)
+            if entry is None or entry.state is NodeState.LOST or (
+                entry.heartbeat_at > since and (job_id, attempt) not in entry.running
+            ):
+                del self._stopping[job_id]
+        held = [a for a in assigns if a.job_id in self._stopping]
+        for a in held:
+            log.info("assignment of %s held: its preempted attempt is still stopping", a.job_id)
+        return [a for a in assigns if a.job_id not in self._stopping]
+
     def _dispatch(self, changes: list[Change], assigns: dict[str, Assign]) -> None:
         for c in changes:
             before, after = c.before.job, c.after.job
@@ -109,6 +127,7 @@ class Scheduler:
                 self.core.send_assignment(after)
             elif before.state.active and after.state is JobState.PENDING:
                 self.core.send_kill(before.node, before.id, before.attempt, after.reason)
+                self._stopping[before.id] = (before.node, before.attempt, self.core.clock.now())
         dropped = set(assigns) - {c.after.job.id for c in changes if c.after.job.state is JobState.ASSIGNED}
         for job_id in dropped:
             log.info("assignment of %s skipped: the job changed meanwhile", job_id)

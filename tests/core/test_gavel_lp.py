@@ -104,7 +104,7 @@ def test_makespan_sends_the_job_that_gains_most_to_the_fast_type() -> None:
 
 def test_ftf_equal_jobs_share_equally() -> None:
     p = problem([job("a", "flat"), job("b", "flat")], {"v100": 1})
-    sol, splits = solve_ftf(p, Members([np.array([100.0, 100.0])], [np.zeros(2)]))
+    sol, splits, _ = solve_ftf(p, Members([np.array([100.0, 100.0])], [np.zeros(2)]))
     assert list(splits[0]) == pytest.approx([0.5, 0.5], abs=1e-3)
     assert sol.single[0, 0] == pytest.approx(1.0, abs=1e-5)
 
@@ -112,13 +112,13 @@ def test_ftf_equal_jobs_share_equally() -> None:
 def test_ftf_favours_the_job_the_fast_type_helps_most() -> None:
     # Each job's fair finish assumes an equal share of both GPUs; the V100 helps "a" 4x, "b" 2x.
     p = problem([job("a", "fast-on-v100"), job("b", "bit-faster")], {"k80": 1, "v100": 1})
-    sol, _ = solve_ftf(p, Members([np.array([100.0]), np.array([100.0])], [np.zeros(1), np.zeros(1)]))
+    sol, _, _ = solve_ftf(p, Members([np.array([100.0]), np.array([100.0])], [np.zeros(1), np.zeros(1)]))
     assert sol.single[0, 1] > sol.single[1, 1]
 
 
 def test_ftf_rejects_nothing_when_the_cluster_is_large() -> None:
     p = problem([job("a", "flat")], {"v100": 8})
-    sol, _ = solve_ftf(p, Members([np.array([50.0])], [np.array([10.0])]))
+    sol, _, _ = solve_ftf(p, Members([np.array([50.0])], [np.array([10.0])]))
     assert sol.single[0, 0] == pytest.approx(1.0, abs=1e-5)
 
 

@@ -30,8 +30,9 @@ from numpy.typing import NDArray
 from horus_core.policies.gavel.classes import Problem
 from horus_core.policies.gavel.lp import Infeasible, Pairs, Rows, Solution, solve
 
-FTF_STEPS = 12  # bisection steps on log(rho)
-FTF_GROW = 20  # doublings of rho before giving up
+FTF_PRECISION = 1.02  # bisection stops when the bracket of rho is this narrow (hi / lo)
+FTF_STEPS = 12  # at most this many bisection steps
+FTF_GROW = 20  # widenings of the bracket before giving up
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,22 +71,42 @@ def solve_makespan(problem: Problem, members: Members) -> tuple[Solution, list[N
     return solve(problem, rows, Pairs.none(len(problem.types))), _shares(members.remaining)
 
 
-def solve_ftf(problem: Problem, members: Members) -> tuple[Solution, list[NDArray[np.float64]]]:
+def solve_ftf(
+    problem: Problem, members: Members, hint: float | None = None
+) -> tuple[Solution, list[NDArray[np.float64]], float]:
+    """The allocation, the splits and the largest finish-time ratio ``rho`` found (within
+    ``FTF_PRECISION``). ``hint``: the previous call's ``rho``, to start the bracket near it."""
     best = problem.throughput.max(axis=1)
     fair = _fair_times(problem, members)
     lo = max(
         float(((a + r / b) / d).max())
         for a, r, b, d in zip(members.age, members.remaining, best, fair, strict=True)
     )
-    hi, found = _grow(problem, members, fair, best, max(lo, 1e-6) * 1.01)
+    lo = max(lo, 1e-6)
+    start = lo * 1.01 if hint is None or hint <= lo else hint * 1.05
+    hi, found = _grow(problem, members, fair, best, start)
+    if hint is not None and hi > lo * 1.01:
+        lo = max(lo, hi / 1.1) if _infeasible_at(problem, members, fair, best, hi / 1.1) else lo
     for _ in range(FTF_STEPS):
+        if hi / lo <= FTF_PRECISION:
+            break
         mid = math.sqrt(lo * hi)
         try:
             found = _ftf_at(problem, members, fair, best, mid)
             hi = mid
         except Infeasible:
             lo = mid
-    return found[0], found[1]
+    return found[0], found[1], hi
+
+
+def _infeasible_at(
+    problem: Problem, members: Members, fair: list[NDArray[np.float64]], best: NDArray[np.float64], rho: float
+) -> bool:
+    try:
+        _ftf_at(problem, members, fair, best, rho)
+    except Infeasible:
+        return True
+    return False
 
 
 def _fair_times(problem: Problem, members: Members) -> list[NDArray[np.float64]]:

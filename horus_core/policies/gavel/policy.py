@@ -69,6 +69,7 @@ class GavelPolicy:
         self.problem: Problem | None = None
         self._key: tuple[object, ...] = ()
         self._sigs: dict[str, str] = {}
+        self._rho: float | None = None  # finish-time fairness: the last round's ratio
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         type_of = _gpu_types(snapshot)
@@ -126,8 +127,10 @@ class GavelPolicy:
             sol, splits = solve_max_min(problem, pairs)
             return sol, splits, pairs
         members = self._members(problem, jobs, now)
-        solver = solve_ftf if self.variant.objective == "ftf" else solve_makespan
-        sol, splits = solver(problem, members)
+        if self.variant.objective == "ftf":
+            sol, splits, self._rho = solve_ftf(problem, members, self._rho)
+        else:
+            sol, splits = solve_makespan(problem, members)
         return sol, splits, Pairs.none(len(problem.types))
 
     def _pair_speeds(self, a: str, b: str, gpu_type: str) -> tuple[float, float]:
