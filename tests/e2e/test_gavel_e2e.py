@@ -107,7 +107,9 @@ def test_gavel_rounds_move_jobs_between_types_never_two_attempts_at_once(
         assert running.node == "v100", "a job alone goes to the type where it runs faster"
         jobs = [first, *(client.submit(spec(tmp_path, f"job{i}", 15.0)) for i in range(9))]
         finals = [client.wait(j.id, timeout=180) for j in jobs]
-    assert all(f.state is JobState.SUCCEEDED for f in finals), [(f.name, f.state, f.reason) for f in finals]
+    assert all(f.state is JobState.SUCCEEDED for f in finals), [
+        (f.spec.name, f.state, f.reason) for f in finals
+    ]
     runs = attempts(tmp_path / "attempts.log")
     for job_id, spans in runs.items():
         spans.sort()
