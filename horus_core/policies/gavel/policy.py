@@ -4,7 +4,9 @@ Every call brings the time ledger up to date; the allocation (the LP) is recompu
 set of jobs or GPUs changed (and at each round for the objectives that read remaining work).
 At a round boundary (``floor(now / round_s)`` changes) the whole cluster is re-planned by
 priority; between boundaries the plan holds and only idle GPUs are handed out, by the same
-priorities, to jobs without a slot (arrivals, GPUs freed by completions).
+priorities, to jobs without a slot (arrivals, GPUs freed by completions). With
+``work_conserving=False`` they are not: as in Gavel's own mechanism, an arrival waits for the
+next round and a GPU freed mid-round stays idle until then.
 """
 
 from __future__ import annotations
@@ -55,13 +57,16 @@ VARIANTS: dict[str, Variant] = {
 
 
 class GavelPolicy:
-    def __init__(self, variant: Variant, model: InterferenceModel, round_s: float = ROUND_S) -> None:
+    def __init__(
+        self, variant: Variant, model: InterferenceModel, round_s: float = ROUND_S, work_conserving: bool = True
+    ) -> None:
         if not (math.isfinite(round_s) and round_s > 0):
             raise InvalidArgument("round_s", f"must be a positive number of seconds, got {round_s}")
         self.name = variant.name
         self.variant = variant
         self.model = model
         self.round_s = round_s
+        self.work_conserving = work_conserving
         self.ledger = Ledger()
         self.round: int | None = None
         self.plan: dict[str, Slot] = {}
@@ -86,7 +91,7 @@ class GavelPolicy:
         if new_round:
             self.round = index
             self.plan = choose(snapshot.jobs, self.shares, self.ledger, capacity, self._sigs, speeds, now)
-        else:
+        elif self.work_conserving:
             self.plan = self._fill(snapshot, type_of, speeds, now)
         return actions_for(snapshot, self.plan, type_of, f"{self.name} round {index}")
 
