@@ -56,7 +56,8 @@ def jobs_of(count: int, seed: int = 0) -> list[Job]:
 
 def snapshot_of(count: int) -> ClusterSnapshot:
     per_type = max(8, (count * 3 // 4) // 3 // 8 * 8)
-    return ClusterSnapshot(build_cluster(f"k80:{per_type},p100:{per_type},v100:{per_type}"), tuple(jobs_of(count)))
+    nodes = build_cluster(f"k80:{per_type},p100:{per_type},v100:{per_type}")
+    return ClusterSnapshot(nodes, tuple(jobs_of(count)))
 
 
 def time_one(make: Callable[[], Policy], snap: ClusterSnapshot, repeat: int) -> tuple[float, float]:
