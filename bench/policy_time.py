@@ -29,8 +29,7 @@ from horus_core.interference import default_model
 from horus_core.model import ClusterSnapshot, Job, JobSpec, JobState
 from horus_core.policies import make_policy
 from horus_core.policies.base import Policy
-from horus_core.policies.gavel import classes as gavel_classes
-from horus_core.policies.gavel import make as make_gavel
+from horus_core.policies.gavel import VARIANTS, GavelPolicy
 from horus_core.sim.cluster import build_cluster
 from horus_core.sim.traces import load_trace
 
@@ -98,18 +97,8 @@ def main() -> None:
 
 
 def _reference(snap: ClusterSnapshot, n: int, gpus: int, grouped_ms: float | None, repeat: int) -> None:
-    from horus_core.policies.gavel import policy as gavel_policy
-
-    original = gavel_policy.build_problem
-
-    def per_job(*a: object, **kw: object) -> gavel_classes.Problem:
-        return original(*a, **{**kw, "group": False})  # type: ignore[arg-type]
-
-    gavel_policy.build_problem = per_job  # type: ignore[assignment]
-    try:
-        ms, cpu = time_one(lambda: make_gavel("gavel-las-perf", default_model()), snap, repeat)
-    finally:
-        gavel_policy.build_problem = original
+    make = lambda: GavelPolicy(VARIANTS["gavel-las-perf"], default_model(), group=False)  # noqa: E731
+    ms, cpu = time_one(make, snap, repeat)
     name = "gavel-las-perf (ungrouped LP)"
     print(json.dumps({"bench": "policy_time", "policy": name, "jobs": n, "gpus": gpus, "ms": round(ms, 2),
                       "cpu_ms": round(cpu, 2)}), flush=True)  # fmt: skip

@@ -58,7 +58,12 @@ VARIANTS: dict[str, Variant] = {
 
 class GavelPolicy:
     def __init__(
-        self, variant: Variant, model: InterferenceModel, round_s: float = ROUND_S, work_conserving: bool = True
+        self,
+        variant: Variant,
+        model: InterferenceModel,
+        round_s: float = ROUND_S,
+        work_conserving: bool = True,
+        group: bool = True,  # False: one LP row per job (slower, same optimum: a reference)
     ) -> None:
         if not (math.isfinite(round_s) and round_s > 0):
             raise InvalidArgument("round_s", f"must be a positive number of seconds, got {round_s}")
@@ -67,6 +72,7 @@ class GavelPolicy:
         self.model = model
         self.round_s = round_s
         self.work_conserving = work_conserving
+        self.group = group
         self.ledger = Ledger()
         self.round: int | None = None
         self.plan: dict[str, Slot] = {}
@@ -108,7 +114,12 @@ class GavelPolicy:
                 self._sigs[j.id] = self.model.signature(j.spec)
         self._sigs = {j.id: self._sigs[j.id] for j in jobs}
         problem = build_problem(
-            jobs, capacity, self.model.solo_throughput, lambda j: self._sigs[j.id], self.variant.agnostic
+            jobs,
+            capacity,
+            self.model.solo_throughput,
+            lambda j: self._sigs[j.id],
+            self.variant.agnostic,
+            self.group,
         )
         self.problem = problem
         if not problem.classes:
