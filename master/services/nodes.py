@@ -28,7 +28,7 @@ class NodeEntry:
     gpu_stats: dict[str, pb.GpuStats] = field(default_factory=dict)
     job_stats: tuple[pb.JobGpuStats, ...] = ()
     running: frozenset[tuple[str, int]] = frozenset()
-    heartbeat_at: float = float("-inf")  # when ``running`` was last reported
+    heartbeats: int = 0  # heartbeats received on any stream; ``running`` is the last one's
     # RUNNING here but not reported at registration: lost unless the worker's re-sent finals
     # (which come before its first heartbeat) say otherwise. See WorkerPlane.settle.
     unreported: set[tuple[str, int]] = field(default_factory=set)
@@ -99,4 +99,4 @@ class NodeRegistry:
                 entry.gpu_stats[s.uuid] = s
         entry.job_stats = tuple(hb.jobs)
         entry.running = frozenset((r.job_id, r.attempt) for r in hb.running)
-        entry.heartbeat_at = now
+        entry.heartbeats += 1

@@ -40,8 +40,8 @@ class Scheduler:
         self._liveness = liveness
         self._last_idle_note = float("-inf")
         self._pass_lock = asyncio.Lock()  # one pass at a time: a pass's snapshot stays valid
-        # job id -> (node, attempt, when): a preempted attempt not yet seen stopped by its worker
-        self._stopping: dict[str, tuple[str, int, float]] = {}
+        # job id -> (node, attempt, heartbeats then): a preempted attempt not yet seen stopped
+        self._stopping: dict[str, tuple[str, int, int]] = {}
         self.passes = 0
 
     async def run(self) -> None:
@@ -109,10 +109,10 @@ class Scheduler:
         """Hold the next attempt of a preempted job until its worker no longer reports the old one
         running (a heartbeat after the Kill without it, or the node LOST, whose lease has run out):
         never two attempts at once."""
-        for job_id, (node, attempt, since) in list(self._stopping.items()):
+        for job_id, (node, attempt, seen) in list(self._stopping.items()):
             entry = self.core.registry.get(node)
             if entry is None or entry.state is NodeState.LOST or (
-                entry.heartbeat_at > since and (job_id, attempt) not in entry.running
+                entry.heartbeats > seen and (job_id, attempt) not in entry.running
             ):
                 del self._stopping[job_id]
         held = [a for a in assigns if a.job_id in self._stopping]
@@ -127,7 +127,8 @@ class Scheduler:
                 self.core.send_assignment(after)
             elif before.state.active and after.state is JobState.PENDING:
                 self.core.send_kill(before.node, before.id, before.attempt, after.reason)
-                self._stopping[before.id] = (before.node, before.attempt, self.core.clock.now())
+                entry = self.core.registry.get(before.node)
+                self._stopping[before.id] = (before.node, before.attempt, entry.heartbeats if entry else 0)
         dropped = set(assigns) - {c.after.job.id for c in changes if c.after.job.state is JobState.ASSIGNED}
         for job_id in dropped:
             log.info("assignment of %s skipped: the job changed meanwhile", job_id)
