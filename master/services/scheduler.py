@@ -111,8 +111,10 @@ class Scheduler:
         never two attempts at once."""
         for job_id, (node, attempt, seen) in list(self._stopping.items()):
             entry = self.core.registry.get(node)
-            if entry is None or entry.state is NodeState.LOST or (
-                entry.heartbeats > seen and (job_id, attempt) not in entry.running
+            if (
+                entry is None
+                or entry.state is NodeState.LOST
+                or (entry.heartbeats > seen and (job_id, attempt) not in entry.running)
             ):
                 del self._stopping[job_id]
         held = [a for a in assigns if a.job_id in self._stopping]
