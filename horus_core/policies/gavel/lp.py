@@ -68,12 +68,17 @@ class Infeasible(Exception):
     """No allocation meets the floors (only when ``s`` is fixed)."""
 
 
-def solve(problem: Problem, rows: Rows, pairs: Pairs, fixed_s: float | None = None) -> Solution:
-    """Stage 1 then stage 2 (see the module doc). ``fixed_s``: feasibility at this ``s``."""
+def solve(
+    problem: Problem, rows: Rows, pairs: Pairs, fixed_s: float | None = None, second_stage: bool = True
+) -> Solution:
+    """Stage 1 then stage 2 (see the module doc). ``fixed_s``: feasibility at this ``s``.
+    ``second_stage=False``: stage 1's solution as the solver returns it (as Gavel does)."""
     lp = _Matrices.build(problem, rows, pairs)
     if fixed_s is None:
         first = _run(lp, lp.objective_s(), (0.0, np.inf))
         s = float(first[-1])
+        if not second_stage:
+            return lp.split(first)
         second = lp.split(_run(lp, lp.objective_total(), (s * _KEEP, np.inf)))
         return Solution(second.single, second.paired, s)
     return lp.split(_run(lp, lp.objective_total(), (fixed_s, fixed_s)))

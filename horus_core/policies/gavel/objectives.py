@@ -55,8 +55,10 @@ def max_min_rows(problem: Problem) -> Rows:
     return Rows(norm, problem.weights * problem.sizes / problem.gpus, problem.sizes)
 
 
-def solve_max_min(problem: Problem, pairs: Pairs) -> tuple[Solution, list[NDArray[np.float64]]]:
-    sol = solve(problem, max_min_rows(problem), pairs)
+def solve_max_min(
+    problem: Problem, pairs: Pairs, second_stage: bool = True
+) -> tuple[Solution, list[NDArray[np.float64]]]:
+    sol = solve(problem, max_min_rows(problem), pairs, second_stage=second_stage)
     return sol, [np.full(len(c.members), 1.0 / len(c.members)) for c in problem.classes]
 
 

@@ -64,6 +64,7 @@ class GavelPolicy:
         round_s: float = ROUND_S,
         work_conserving: bool = True,
         group: bool = True,  # False: one LP row per job (slower, same optimum: a reference)
+        second_stage: bool = True,  # False: max-min's stage 1 only, as Gavel solves it
     ) -> None:
         if not (math.isfinite(round_s) and round_s > 0):
             raise InvalidArgument("round_s", f"must be a positive number of seconds, got {round_s}")
@@ -73,6 +74,7 @@ class GavelPolicy:
         self.round_s = round_s
         self.work_conserving = work_conserving
         self.group = group
+        self.second_stage = second_stage
         self.ledger = Ledger()
         self.round: int | None = None
         self.plan: dict[str, Slot] = {}
@@ -140,7 +142,7 @@ class GavelPolicy:
             pairs = Pairs.none(len(problem.types))
             if self.variant.packed:
                 pairs = choose_pairs(problem, self._pair_speeds)
-            sol, splits = solve_max_min(problem, pairs)
+            sol, splits = solve_max_min(problem, pairs, self.second_stage)
             return sol, splits, pairs
         members = self._members(problem, jobs, now)
         if self.variant.objective == "ftf":
