@@ -187,3 +187,10 @@ def test_grouping_allocations_equal_per_class_where_the_optimum_is_unique() -> N
 def _gain(p: Problem, single: np.ndarray) -> float:
     mean = (p.throughput * p.capacity).sum(axis=1) / p.capacity.sum()
     return float((p.gpus[:, None] * p.throughput / mean[:, None] * single).sum())
+
+
+def test_stage_one_alone_keeps_the_objective_but_not_the_spare_capacity() -> None:
+    p = problem([job("big", "flat", gpus=4), job("small", "fast-on-v100")], {"v100": 4})
+    sol, _ = solve_max_min(p, Pairs.none(1), second_stage=False)
+    assert sol.s == pytest.approx(1.0, abs=1e-5)
+    assert float(p.gpus @ sol.single[:, 0]) <= 4.0 + 1e-6

@@ -11,7 +11,7 @@ from horus_core.interference import default_model
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, Preempt, Wait
 from horus_core.policies import make_policy, policy_names
 from horus_core.policies.checks import check_actions
-from horus_core.policies.gavel import GavelPolicy, make, round_s_from_env
+from horus_core.policies.gavel import VARIANTS, GavelPolicy, make, round_s_from_env
 
 RESNET = "ResNet-50 (batch size 64)"  # about 3x faster on a V100 than on a K80
 
@@ -143,3 +143,12 @@ def test_round_length_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HORUS_GAVEL_ROUND_S", "soon")
     with pytest.raises(InvalidArgument, match="HORUS_GAVEL_ROUND_S"):
         round_s_from_env()
+
+
+def test_rounds_only_mechanism_starts_an_arrival_at_the_next_boundary() -> None:
+    policy = GavelPolicy(VARIANTS["gavel-las-perf"], default_model(), round_s=100.0, work_conserving=False)
+    c = Cluster(two_types(), [])
+    c.step(policy, 0.0)
+    c.jobs["a"] = pending("a")
+    assert c.step(policy, 30.0) == []
+    assert c.step(policy, 100.0) == [Assign("a", "v100-0", ("v100-0-g0",))]
