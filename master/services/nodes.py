@@ -33,6 +33,7 @@ class NodeEntry:
     job_stats: tuple[pb.JobGpuStats, ...] = ()
     running: frozenset[tuple[str, int]] = frozenset()
     fenced: bool = False  # its last heartbeat said its lease had run out: place nothing on it
+    heartbeats: int = 0  # heartbeats received on any stream; ``running`` is the last one's
     # RUNNING here but not reported at registration: lost unless the worker's re-sent finals
     # (which come before its first heartbeat) say otherwise. See WorkerPlane.settle.
     unreported: set[tuple[str, int]] = field(default_factory=set)
@@ -132,3 +133,4 @@ class NodeRegistry:
                 entry.gpu_stats[s.uuid] = s
         entry.job_stats = tuple(hb.jobs)
         entry.running = frozenset((r.job_id, r.attempt) for r in hb.running)
+        entry.heartbeats += 1

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from horus_core.model import Assign, ClusterSnapshot, JobState
+from horus_core.model import Assign, ClusterSnapshot, JobState, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
 from master.services import transitions as tr
@@ -56,6 +56,8 @@ class Scheduler:
         self._liveness = liveness
         self._last_idle_note = float("-inf")
         self._pass_lock = asyncio.Lock()  # one pass at a time: a pass's snapshot stays valid
+        # job id -> (node, attempt, heartbeats then): a preempted attempt not yet seen stopped
+        self._stopping: dict[str, tuple[str, int, int]] = {}
         self.passes = 0
         # Called after each pass with its duration (s) and result (the metrics); must not block.
         self.observers: list[Callable[[float, PassResult], None]] = []
@@ -115,6 +117,7 @@ class Scheduler:
         actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
         t2 = time.perf_counter()
         plan = check_actions(snapshot, list(actions), IndexLookup(core.live, nodes))
+        plan.assigns = self._not_stopping(plan.assigns)
         todo = self._transitions(plan, core.clock.now())
         async with core.lock:
             changes = await core.apply(todo)
@@ -134,6 +137,23 @@ class Scheduler:
         todo += [(w.job_id, tr.set_wait_reason(w.reason, now)) for w in plan.waits]
         return todo
 
+    def _not_stopping(self, assigns: list[Assign]) -> list[Assign]:
+        """Hold the next attempt of a preempted job until its worker no longer reports the old one
+        running (a heartbeat after the Kill without it, or the node LOST, whose lease has run out):
+        never two attempts at once."""
+        for job_id, (node, attempt, seen) in list(self._stopping.items()):
+            entry = self.core.registry.get(node)
+            if (
+                entry is None
+                or entry.state is NodeState.LOST
+                or (entry.heartbeats > seen and (job_id, attempt) not in entry.running)
+            ):
+                del self._stopping[job_id]
+        held = [a for a in assigns if a.job_id in self._stopping]
+        for a in held:
+            log.info("assignment of %s held: its preempted attempt is still stopping", a.job_id)
+        return [a for a in assigns if a.job_id not in self._stopping]
+
     def _dispatch(self, changes: list[Change], assigns: dict[str, Assign]) -> None:
         for c in changes:
             before, after = c.before.job, c.after.job
@@ -141,6 +161,8 @@ class Scheduler:
                 self.core.send_assignment(after)
             elif before.state.active and after.state is JobState.PENDING:
                 self.core.send_kill(before.node, before.id, before.attempt, after.reason)
+                entry = self.core.registry.get(before.node)
+                self._stopping[before.id] = (before.node, before.attempt, entry.heartbeats if entry else 0)
         dropped = set(assigns) - {c.after.job.id for c in changes if c.after.job.state is JobState.ASSIGNED}
         for job_id in dropped:
             log.info("assignment of %s skipped: the job changed meanwhile", job_id)

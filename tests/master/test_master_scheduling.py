@@ -188,6 +188,11 @@ async def test_preempt_then_reassign(tmp_path: pathlib.Path) -> None:
         got = await stub.GetJob(cpb.GetJobRequest(job_id=jid))
         assert got.state == pb.JOB_STATE_PENDING and got.attempt == 1 and got.predicted_slowdown == 0.9
         policy.phase = "assign"
+        await w.heartbeat(running=((jid, 1),))  # the old attempt still stops: nothing new starts
+        m.core.poke()
+        await w.barrier()
+        assert (await stub.GetJob(cpb.GetJobRequest(job_id=jid))).attempt == 1
+        await w.heartbeat(running=())  # stopped: the next attempt may start
         m.core.poke()
         assert (await w.recv_kind("assign")).attempt == 2
         assert all(s.nodes[0].name == "n1" for s in policy.seen)

@@ -1,0 +1,97 @@
+"""Jobs grouped into classes (same signature, GPU count and weight) and their throughput matrix.
+
+Gavel's LPs have one row per job; here they have one row per *class*, so their size follows the
+number of distinct job kinds (a few dozen on the Philly traces), not the number of jobs. Jobs of
+one class are interchangeable for every LP of this package: the LPs give a class an aggregate
+time fraction per GPU type, which the class splits among its members (see :mod:`lp`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from horus_core.model import Job
+
+# (job type, GPUs, GPU type) -> measured steps/s alone, None where unknown
+SoloLookup = Callable[[str, int, str], "float | None"]
+
+
+def weight_of(priority: int) -> float:
+    """A job spec's priority as an LP weight: 0 -> 1, p > 0 -> 1 + p, p < 0 -> 1 / (1 - p).
+
+    So priority 1 weighs twice the default, priority -1 half of it; a job of weight w is owed
+    w times the normalised throughput of a job of weight 1."""
+    return 1.0 + priority if priority >= 0 else 1.0 / (1.0 - priority)
+
+
+@dataclass(frozen=True, slots=True)
+class JobClass:
+    signature: str
+    gpus: int
+    weight: float
+    members: tuple[str, ...]  # job ids, in the order the jobs were given
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """What every LP reads: GPU types and their GPU counts, classes, and X[class, type]."""
+
+    types: tuple[str, ...]
+    capacity: NDArray[np.float64]  # GPUs of each type
+    classes: tuple[JobClass, ...]
+    throughput: NDArray[np.float64]  # steps/s of one job of the class on the type; 0: cannot run
+
+    @property
+    def sizes(self) -> NDArray[np.float64]:
+        return np.array([len(c.members) for c in self.classes], dtype=np.float64)
+
+    @property
+    def gpus(self) -> NDArray[np.float64]:
+        return np.array([c.gpus for c in self.classes], dtype=np.float64)
+
+    @property
+    def weights(self) -> NDArray[np.float64]:
+        return np.array([c.weight for c in self.classes], dtype=np.float64)
+
+
+def job_throughputs(
+    job_type: str, gpus: int, types: Sequence[str], solo: SoloLookup, agnostic: bool
+) -> list[float]:
+    """One job's row of X. Measured solo steps/s at its GPU count; 0 on a type where the table
+    has no positive value (it cannot run there). A job the table knows on none of the types
+    (an unknown job type, a GPU type never measured) counts 1.0 everywhere: nothing is known.
+    ``agnostic``: every type it can run on counts 1.0 (Gavel's heterogeneity-agnostic LAS)."""
+    row = [solo(job_type, gpus, t) or 0.0 for t in types] if job_type else [0.0] * len(types)
+    row = [max(v, 0.0) for v in row]
+    if not any(row):
+        return [1.0] * len(types)
+    return [1.0 if (agnostic and v > 0) else v for v in row]
+
+
+def build_problem(
+    jobs: Sequence[Job],
+    capacity: dict[str, int],
+    solo: SoloLookup,
+    signature: Callable[[Job], str],
+    agnostic: bool = False,
+    group: bool = True,
+) -> Problem:
+    """Classes of ``jobs`` over the GPU types of ``capacity``. ``group=False`` makes one class
+    per job (the ungrouped LP, for checking the grouping)."""
+    types = tuple(sorted(capacity))
+    by_key: dict[tuple[str, int, float], list[Job]] = {}
+    for job in jobs:
+        key = (signature(job) if group else job.id, job.spec.gpus, weight_of(job.spec.priority))
+        by_key.setdefault(key, []).append(job)
+    classes, rows = [], []
+    for (_, gpus, weight), members in by_key.items():
+        first = members[0]
+        classes.append(JobClass(signature(first), gpus, weight, tuple(j.id for j in members)))
+        rows.append(job_throughputs(first.spec.job_type, gpus, types, solo, agnostic))
+    matrix = np.array(rows, dtype=np.float64).reshape(len(classes), len(types))
+    caps = np.array([capacity[t] for t in types], dtype=np.float64)
+    return Problem(types, caps, tuple(classes), matrix)
