@@ -1,0 +1,76 @@
+"""Where Optimus's GPU counts go: whole jobs on the fewest nodes, exclusive GPUs first, and a
+waiting job may share GPUs with one resident each where the interference model's pair speeds
+say the two finish more work together than apart (``horus``'s gain rule, DESIGN §4.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from horus_core.model import Gpu, Job
+
+MIN_SPEED = 0.3  # nobody on a shared GPU below this normalised speed
+MIN_GAIN = 0.15  # a shared GPU's summed speeds must reach 1 + this
+
+# Pair speeds of (resident, newcomer) on one GPU: (resident's speed, newcomer's speed).
+PairSpeeds = Callable[[Job, Job, Gpu], tuple[float, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    job: Job
+    node: str
+    gpus: tuple[Gpu, ...]
+
+
+def best_fit(free: dict[str, list[Gpu]], want: int, lo: int) -> tuple[str, int] | None:
+    """The node for a job of ``want`` GPUs: the one with the fewest free GPUs that still holds it
+    (one node, best fit); else the freest node if it holds at least ``lo``; else None."""
+    fitting = [(len(g), name) for name, g in free.items() if len(g) >= want]
+    if fitting:
+        return min(fitting)[1], want
+    most = max(((len(g), name) for name, g in free.items()), default=(0, ""))
+    return (most[1], most[0]) if most[0] >= lo and most[0] > 0 else None
+
+
+def place_exclusive(
+    wants: Sequence[tuple[Job, int, int]], free: dict[str, list[Gpu]]
+) -> tuple[list[Placed], list[Job]]:
+    """Place (job, count, minimum) in order on free GPUs, taking them from ``free``; the jobs
+    that did not fit even at their minimum come back second."""
+    placed: list[Placed] = []
+    left: list[Job] = []
+    for job, want, lo in wants:
+        spot = best_fit(free, want, lo)
+        if spot is None:
+            left.append(job)
+            continue
+        node, count = spot
+        gpus, free[node] = free[node][:count], free[node][count:]
+        placed.append(Placed(job, node, tuple(gpus)))
+    return placed, left
+
+
+def place_shared(
+    job: Job, count: int, alone: dict[str, list[tuple[Gpu, Job]]], speeds: PairSpeeds
+) -> Placed | None:
+    """``count`` GPUs of one node, each holding one resident, where the pair gains enough; the
+    node whose chosen GPUs have the highest summed speed wins. Taken GPUs leave ``alone``."""
+    best: tuple[float, str, list[int]] | None = None
+    for node, gpus in alone.items():
+        scored = []
+        for i, (gpu, resident) in enumerate(gpus):
+            theirs, mine = speeds(resident, job, gpu)
+            if min(theirs, mine) >= MIN_SPEED and theirs + mine >= 1.0 + MIN_GAIN:
+                scored.append((theirs + mine, i))
+        if len(scored) >= count:
+            top = sorted(scored, reverse=True)[:count]
+            total = sum(s for s, _ in top)
+            if best is None or total > best[0]:
+                best = (total, node, [i for _, i in top])
+    if best is None:
+        return None
+    _, node, picks = best
+    chosen = tuple(alone[node][i][0] for i in sorted(picks))
+    alone[node] = [p for i, p in enumerate(alone[node]) if i not in set(picks)]
+    return Placed(job, node, chosen)

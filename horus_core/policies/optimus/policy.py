@@ -1,0 +1,236 @@
+"""The ``optimus`` policy: elastic GPU counts from each job's fitted convergence and speed.
+
+Every ``replan_s`` seconds (default 600, Optimus's 10 minutes) it re-plans all jobs: each runnable
+job is admitted with its minimum (running jobs first, then shortest remaining time first), then
+GPUs go one at a time to the job whose remaining time drops most (:mod:`.allocate`). A running
+job whose count changes is resized: ``Preempt`` now, ``Assign`` with the new count in the next
+round once its GPUs are free (the simulator and the master re-plan about a second later). Between
+re-plans running jobs keep their GPUs and only pending jobs are given free GPUs. Jobs go to the
+fewest nodes (one, best fit); a job that finds no free GPUs may share GPUs whose one resident it
+pairs well with (:mod:`.place`).
+
+Remaining time on ``w`` GPUs = steps left / rate(w), plus ``restart_s`` for a running job whose
+count would change (what the resize costs it). Steps left: ``total_steps - step`` when the spec
+gives ``total_steps``, else the fitted loss curve's convergence step minus the step
+(:mod:`.fit`); with no fit yet a job is assumed to have as many steps left as done, at least
+:data:`UNKNOWN_STEPS`. rate(w): the speed model fitted to the interference model's solo
+throughputs of the job type at 1/2/4/8 GPUs on the cluster's most common GPU type; ideal
+scaling when the type was never measured. A non-elastic spec is the range ``gpus..gpus``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from horus_core.interference import InterferenceModel, default_model
+from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState, Preempt, Wait
+from horus_core.policies.base import arrival_order
+from horus_core.policies.optimus.allocate import Demand, allocate
+from horus_core.policies.optimus.fit import LossCurve, SpeedModel, fit_loss_curve, fit_speed
+from horus_core.policies.optimus.history import ProgressBook
+from horus_core.policies.optimus.place import Placed, place_exclusive, place_shared
+
+REPLAN_S = 600.0
+RESTART_S = 30.0
+UNKNOWN_STEPS = 1000.0
+MEASURED_COUNTS = (1, 2, 4, 8)
+SHARE_LOOKAHEAD = 8  # waiting jobs tried for a shared placement per round
+
+
+@dataclass
+class OptimusPolicy:
+    model: InterferenceModel
+    name: str = "optimus"
+    replan_s: float = REPLAN_S
+    restart_s: float = RESTART_S
+    share: bool = True
+    book: ProgressBook = field(default_factory=ProgressBook)
+    last_plan: float = -math.inf
+    targets: dict[str, int] = field(default_factory=dict)
+    _fits: dict[str, tuple[int, LossCurve | None]] = field(default_factory=dict, repr=False)
+    _speeds: dict[tuple[str, str], SpeedModel] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if not (self.replan_s >= 0 and self.restart_s >= 0):
+            raise ValueError("replan_s and restart_s must not be negative")
+
+    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
+        self.book.record(job_id, step, loss)
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        replan = now - self.last_plan >= self.replan_s
+        pending = snapshot.pending()
+        if not pending and not replan:
+            return []
+        if replan:
+            self.last_plan = now
+            self.book.forget({j.id for j in snapshot.jobs})
+        nodes = [n for n in snapshot.nodes if n.state is NodeState.READY]
+        gpus = {n.name: sorted((g for g in n.gpus if g.healthy), key=lambda g: g.index) for n in nodes}
+        if not any(gpus.values()):
+            return [Wait(j.id, "optimus: no ready GPU") for j in pending]
+        gpu_type = Counter(g.gpu_type for gs in gpus.values() for g in gs).most_common(1)[0][0]
+        largest = max(len(g) for g in gpus.values())
+        active = snapshot.active()
+        demands = [self._demand(j, gpu_type, largest, replan) for j in (*active, *arrival_order(pending))]
+        capacity = sum(map(len, gpus.values())) + _overlap(active)
+        alloc = allocate([d for d in demands if d is not None], capacity)
+        return self._actions(snapshot, gpus, alloc, replan, gpu_type)
+
+    # ------------------------------------------------------------------------ estimates
+
+    def _demand(self, job: Job, gpu_type: str, largest: int, replan: bool) -> Demand | None:
+        lo, hi = _range(job, largest)
+        if lo > hi:
+            return None
+        current = len(job.gpus) if job.state.active else 0
+        if current and not replan:
+            return Demand(job.id, lo, hi, (math.inf,) * (hi + 1), fixed=current)
+        target = self.targets.get(job.id) if not current and not replan else None
+        if target is not None:
+            lo = hi = min(max(target, lo), hi)
+        steps = self._steps_left(job)
+        speed = self._speed(job.spec.job_type, gpu_type)
+        times = [math.inf] + [_time(steps, speed.rate(w)) for w in range(1, hi + 1)]
+        if current:
+            times = [t if w == current else t + self.restart_s for w, t in enumerate(times)]
+        return Demand(job.id, lo, hi, tuple(times))
+
+    def _steps_left(self, job: Job) -> float:
+        history = self.book.get(job.id)
+        done = history.last_step if history is not None else 0.0
+        if job.spec.total_steps > 0:
+            return max(job.spec.total_steps - done, 1.0)
+        curve = self._curve(job.id)
+        end = curve.converge_step() if curve is not None else math.inf
+        if math.isfinite(end):
+            return max(end - done, 1.0)
+        return max(done, UNKNOWN_STEPS)
+
+    def _curve(self, job_id: str) -> LossCurve | None:
+        history = self.book.get(job_id)
+        if history is None:
+            return None
+        cached = self._fits.get(job_id)
+        if cached is None or cached[0] != history.version:
+            cached = (history.version, fit_loss_curve(history.steps, history.losses))
+            self._fits[job_id] = cached
+        return cached[1]
+
+    def _speed(self, job_type: str, gpu_type: str) -> SpeedModel:
+        key = (job_type, gpu_type)
+        model = self._speeds.get(key)
+        if model is None:
+            counts = [w for w in MEASURED_COUNTS if self.model.solo_throughput(job_type, w, gpu_type)]
+            rates = [self.model.solo_throughput(job_type, w, gpu_type) or 0.0 for w in counts]
+            model = fit_speed(counts, rates) or SpeedModel(1.0, 0.0, 0.0)
+            self._speeds[key] = model
+        return model
+
+    # -------------------------------------------------------------------------- actions
+
+    def _actions(
+        self,
+        snapshot: ClusterSnapshot,
+        gpus: dict[str, list[Gpu]],
+        alloc: dict[str, int],
+        replan: bool,
+        gpu_type: str,
+    ) -> list[Action]:
+        actions: list[Action] = []
+        stopping: set[str] = set()
+        if replan:
+            self.targets = {k: v for k, v in alloc.items()}
+            for job in snapshot.active():
+                want = alloc.get(job.id, len(job.gpus))
+                if want != len(job.gpus):
+                    stopping.add(job.id)
+                    actions.append(Preempt(job.id, f"optimus: resize {len(job.gpus)} -> {want} GPUs"))
+        free, alone = _free_gpus(snapshot, gpus, stopping)
+        pending = arrival_order(snapshot.pending())
+        wants = [(j, alloc[j.id], _range(j, 1 << 30)[0]) for j in pending if j.id in alloc]
+        wants.sort(key=lambda w: -w[1])
+        placed, _ = place_exclusive(wants, free)
+        done = {p.job.id for p in placed}
+        waiting = [j for j in pending if j.id not in done]
+        if self.share and waiting:
+            placed += self._share(waiting, alone, gpu_type, snapshot)
+            done = {p.job.id for p in placed}
+        for p in placed:
+            self.targets.pop(p.job.id, None)
+            actions.append(Assign(p.job.id, p.node, tuple(g.uuid for g in p.gpus)))
+        actions += [Wait(j.id, _wait_reason(j, alloc)) for j in pending if j.id not in done]
+        return actions
+
+    def _share(
+        self,
+        waiting: Sequence[Job],
+        alone: dict[str, list[tuple[Gpu, Job]]],
+        gpu_type: str,
+        snap: ClusterSnapshot,
+    ) -> list[Placed]:
+        out = []
+        for job in waiting[:SHARE_LOOKAHEAD]:
+            if job.spec.exclusive:
+                continue
+            spot = place_shared(job, _range(job, 1 << 30)[0], alone, self._pair)
+            if spot is not None:
+                out.append(spot)
+        return out
+
+    def _pair(self, resident: Job, job: Job, gpu: Gpu) -> tuple[float, float]:
+        sigs = (self.model.signature(resident.spec), self.model.signature(job.spec))
+        theirs, mine = self.model.co_speeds(sigs, gpu.gpu_type)
+        return theirs, mine
+
+
+def _range(job: Job, largest: int) -> tuple[int, int]:
+    spec = job.spec
+    if spec.gpus_max > 0:
+        return spec.gpus_min, min(spec.gpus_max, largest)
+    return spec.gpus, min(spec.gpus, largest)
+
+
+def _time(steps: float, rate: float) -> float:
+    return steps / rate if rate > 0 else math.inf
+
+
+def _overlap(active: Sequence[Job]) -> int:
+    """GPUs held by more than one job count once per extra holder (shared GPUs)."""
+    held = [u for j in active for u in j.gpus]
+    return len(held) - len(set(held))
+
+
+def _free_gpus(
+    snapshot: ClusterSnapshot, gpus: dict[str, list[Gpu]], stopping: set[str]
+) -> tuple[dict[str, list[Gpu]], dict[str, list[tuple[Gpu, Job]]]]:
+    """GPUs with no staying resident, and GPUs with exactly one shareable staying resident."""
+    holders: dict[str, list[Job]] = {}
+    for job in snapshot.active():
+        for uuid in job.gpus:
+            holders.setdefault(uuid, []).append(job)
+    free: dict[str, list[Gpu]] = {}
+    alone: dict[str, list[tuple[Gpu, Job]]] = {}
+    for node, gs in gpus.items():
+        for g in gs:
+            held = holders.get(g.uuid, [])
+            if any(j.id in stopping for j in held):
+                continue  # frees up once the stop is done; nothing else goes there this round
+            if not held:
+                free.setdefault(node, []).append(g)
+            elif len(held) == 1 and not held[0].spec.exclusive:
+                alone.setdefault(node, []).append((g, held[0]))
+    return free, alone
+
+
+def _wait_reason(job: Job, alloc: dict[str, int]) -> str:
+    if job.id in alloc:
+        return f"optimus: waiting for {alloc[job.id]} GPUs on one node"
+    return "optimus: every GPU is allocated; re-planned every 10 minutes or when a job ends"
+
+
+def make(model: InterferenceModel | None) -> OptimusPolicy:
+    return OptimusPolicy(model or default_model())
