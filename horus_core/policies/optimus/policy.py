@@ -92,14 +92,15 @@ class OptimusPolicy:
         target = self.targets.get(job.id) if not current and not replan else None
         if target is not None:
             lo = hi = min(max(target, lo), hi)
-        steps = self._steps_left(job)
+        steps = self.steps_left(job)
         speed = self._speed(job.spec.job_type, gpu_type)
         times = [math.inf] + [_time(steps, speed.rate(w)) for w in range(1, hi + 1)]
         if current:
             times = [t if w == current else t + self.restart_s for w, t in enumerate(times)]
         return Demand(job.id, lo, hi, tuple(times))
 
-    def _steps_left(self, job: Job) -> float:
+    def steps_left(self, job: Job) -> float:
+        """Estimated steps to the target: ``total_steps`` or the fitted convergence (module doc)."""
         history = self.book.get(job.id)
         done = history.last_step if history is not None else 0.0
         if job.spec.total_steps > 0:
