@@ -36,7 +36,7 @@ from horus_core.errors import InvalidArgument
 CONVERGE_DROP = 1e-5  # loss decrease per 1,000 steps, as a fraction of the reducible loss at step 0
 MIN_POINTS = 4  # fewer points than this give no loss fit
 _GRID = 24
-_GOLDEN_ITERS = 30
+_GOLDEN_ITERS = 24
 _INV_PHI = (math.sqrt(5.0) - 1.0) / 2.0
 
 
@@ -98,14 +98,23 @@ def _fit_at(k: np.ndarray, loss: np.ndarray, b2: float) -> tuple[tuple[float, fl
 
 
 def _golden(k: np.ndarray, loss: np.ndarray, lo: float, hi: float) -> float:
+    """Golden-section search for the error-minimising floor in [lo, hi] (one fit per step)."""
+
+    def err(b2: float) -> float:
+        return _fit_at(k, loss, b2)[1]
+
     a, b = lo, hi
+    c, d = b - _INV_PHI * (b - a), a + _INV_PHI * (b - a)
+    fc, fd = err(c), err(d)
     for _ in range(_GOLDEN_ITERS):
-        c = b - _INV_PHI * (b - a)
-        d = a + _INV_PHI * (b - a)
-        if _fit_at(k, loss, c)[1] <= _fit_at(k, loss, d)[1]:
-            b = d
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - _INV_PHI * (b - a)
+            fc = err(c)
         else:
-            a = c
+            a, c, fc = c, d, fd
+            d = a + _INV_PHI * (b - a)
+            fd = err(d)
     return (a + b) / 2.0
 
 

@@ -26,11 +26,30 @@ class Placed:
 def best_fit(free: dict[str, list[Gpu]], want: int, lo: int) -> tuple[str, int] | None:
     """The node for a job of ``want`` GPUs: the one with the fewest free GPUs that still holds it
     (one node, best fit); else the freest node if it holds at least ``lo``; else None."""
-    fitting = [(len(g), name) for name, g in free.items() if len(g) >= want]
-    if fitting:
-        return min(fitting)[1], want
-    most = max(((len(g), name) for name, g in free.items()), default=(0, ""))
-    return (most[1], most[0]) if most[0] >= lo and most[0] > 0 else None
+    return _Buckets(free).best_fit(want, lo)
+
+
+class _Buckets:
+    """Node names by their number of free GPUs, for best fit without scanning every node."""
+
+    def __init__(self, free: dict[str, list[Gpu]]) -> None:
+        self.top = max((len(g) for g in free.values()), default=0)
+        self.by_count: list[set[str]] = [set() for _ in range(self.top + 1)]
+        for name, gpus in free.items():
+            self.by_count[len(gpus)].add(name)
+
+    def best_fit(self, want: int, lo: int) -> tuple[str, int] | None:
+        for count in range(max(want, 1), self.top + 1):
+            if self.by_count[count]:
+                return min(self.by_count[count]), want
+        for count in range(min(want, self.top + 1) - 1, max(lo, 1) - 1, -1):
+            if self.by_count[count]:
+                return min(self.by_count[count]), count
+        return None
+
+    def move(self, name: str, before: int, after: int) -> None:
+        self.by_count[before].discard(name)
+        self.by_count[after].add(name)
 
 
 def place_exclusive(
@@ -40,13 +59,15 @@ def place_exclusive(
     that did not fit even at their minimum come back second."""
     placed: list[Placed] = []
     left: list[Job] = []
+    buckets = _Buckets(free)
     for job, want, lo in wants:
-        spot = best_fit(free, want, lo)
+        spot = buckets.best_fit(want, lo)
         if spot is None:
             left.append(job)
             continue
         node, count = spot
         gpus, free[node] = free[node][:count], free[node][count:]
+        buckets.move(node, count + len(free[node]), len(free[node]))
         placed.append(Placed(job, node, tuple(gpus)))
     return placed, left
 

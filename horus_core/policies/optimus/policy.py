@@ -12,7 +12,8 @@ pairs well with (:mod:`.place`).
 Remaining time on ``w`` GPUs = steps left / rate(w), plus ``restart_s`` for a running job whose
 count would change (what the resize costs it). Steps left: ``total_steps - step`` when the spec
 gives ``total_steps``, else the fitted loss curve's convergence step minus the step
-(:mod:`.fit`); with no fit yet a job is assumed to have as many steps left as done, at least
+(:mod:`.fit`, refitted once the history has grown by :data:`REFIT_POINTS` points or an
+eighth); with no fit yet a job is assumed to have as many steps left as done, at least
 :data:`UNKNOWN_STEPS`. rate(w): the speed model fitted to the interference model's solo
 throughputs of the job type at 1/2/4/8 GPUs on the cluster's most common GPU type; ideal
 scaling when the type was never measured. A non-elastic spec is the range ``gpus..gpus``.
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
+from horus_core.validation import MAX_GPUS_PER_JOB
 from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState, Preempt, Wait
 from horus_core.policies.base import arrival_order
 from horus_core.policies.optimus.allocate import Demand, allocate
@@ -37,7 +39,8 @@ REPLAN_S = 600.0
 RESTART_S = 30.0
 UNKNOWN_STEPS = 1000.0
 MEASURED_COUNTS = (1, 2, 4, 8)
-SHARE_LOOKAHEAD = 8  # waiting jobs tried for a shared placement per round
+SHARE_LOOKAHEAD = 8
+REFIT_POINTS = 4  # refit a loss curve once its history has this many new points (or 1/8 more)  # waiting jobs tried for a shared placement per round
 
 
 @dataclass
@@ -51,11 +54,19 @@ class OptimusPolicy:
     last_plan: float = -math.inf
     targets: dict[str, int] = field(default_factory=dict)
     _fits: dict[str, tuple[int, LossCurve | None]] = field(default_factory=dict, repr=False)
-    _speeds: dict[tuple[str, str], SpeedModel] = field(default_factory=dict, repr=False)
+    _rates: dict[tuple[str, str], tuple[float, ...]] = field(default_factory=dict, repr=False)
+    _sigs: dict[str, str] = field(default_factory=dict, repr=False)
+    _pairs: dict[tuple[str, str, str], tuple[float, float]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not (self.replan_s >= 0 and self.restart_s >= 0):
             raise ValueError("replan_s and restart_s must not be negative")
+
+    def _forget(self, keep: set[str]) -> None:
+        self.book.forget(keep)
+        for cache in (self._fits, self._sigs):
+            for job_id in [k for k in cache if k not in keep]:
+                del cache[job_id]
 
     def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
         self.book.record(job_id, step, loss)
@@ -67,7 +78,7 @@ class OptimusPolicy:
             return []
         if replan:
             self.last_plan = now
-            self.book.forget({j.id for j in snapshot.jobs})
+            self._forget({j.id for j in snapshot.jobs})
         nodes = [n for n in snapshot.nodes if n.state is NodeState.READY]
         gpus = {n.name: sorted((g for g in n.gpus if g.healthy), key=lambda g: g.index) for n in nodes}
         if not any(gpus.values()):
@@ -93,8 +104,8 @@ class OptimusPolicy:
         if target is not None:
             lo = hi = min(max(target, lo), hi)
         steps = self.steps_left(job)
-        speed = self._speed(job.spec.job_type, gpu_type)
-        times = [math.inf] + [_time(steps, speed.rate(w)) for w in range(1, hi + 1)]
+        rates = self._rates_of(job.spec.job_type, gpu_type)
+        times = [math.inf] + [steps / r if r > 0 else math.inf for r in rates[1 : hi + 1]]
         if current:
             times = [t if w == current else t + self.restart_s for w, t in enumerate(times)]
         return Demand(job.id, lo, hi, tuple(times))
@@ -116,20 +127,21 @@ class OptimusPolicy:
         if history is None:
             return None
         cached = self._fits.get(job_id)
-        if cached is None or cached[0] != history.version:
+        if cached is None or history.version - cached[0] >= max(REFIT_POINTS, cached[0] // 8):
             cached = (history.version, fit_loss_curve(history.steps, history.losses))
             self._fits[job_id] = cached
         return cached[1]
 
-    def _speed(self, job_type: str, gpu_type: str) -> SpeedModel:
+    def _rates_of(self, job_type: str, gpu_type: str) -> tuple[float, ...]:
+        """Steps/s of the fitted speed model on 0..MAX_GPUS_PER_JOB GPUs (memoised per type)."""
         key = (job_type, gpu_type)
-        model = self._speeds.get(key)
-        if model is None:
+        rates = self._rates.get(key)
+        if rates is None:
             counts = [w for w in MEASURED_COUNTS if self.model.solo_throughput(job_type, w, gpu_type)]
-            rates = [self.model.solo_throughput(job_type, w, gpu_type) or 0.0 for w in counts]
-            model = fit_speed(counts, rates) or SpeedModel(1.0, 0.0, 0.0)
-            self._speeds[key] = model
-        return model
+            measured = [self.model.solo_throughput(job_type, w, gpu_type) or 0.0 for w in counts]
+            model = fit_speed(counts, measured) or SpeedModel(1.0, 0.0, 0.0)
+            rates = self._rates[key] = tuple(model.rate(w) for w in range(MAX_GPUS_PER_JOB + 1))
+        return rates
 
     # -------------------------------------------------------------------------- actions
 
@@ -183,9 +195,18 @@ class OptimusPolicy:
         return out
 
     def _pair(self, resident: Job, job: Job, gpu: Gpu) -> tuple[float, float]:
-        sigs = (self.model.signature(resident.spec), self.model.signature(job.spec))
-        theirs, mine = self.model.co_speeds(sigs, gpu.gpu_type)
-        return theirs, mine
+        key = (self._sig(resident), self._sig(job), gpu.gpu_type)
+        pair = self._pairs.get(key)
+        if pair is None:
+            theirs, mine = self.model.co_speeds(key[:2], gpu.gpu_type)
+            pair = self._pairs[key] = (theirs, mine)
+        return pair
+
+    def _sig(self, job: Job) -> str:
+        sig = self._sigs.get(job.id)
+        if sig is None:
+            sig = self._sigs[job.id] = self.model.signature(job.spec)
+        return sig
 
 
 def _range(job: Job, largest: int) -> tuple[int, int]:
@@ -193,10 +214,6 @@ def _range(job: Job, largest: int) -> tuple[int, int]:
     if spec.gpus_max > 0:
         return spec.gpus_min, min(spec.gpus_max, largest)
     return spec.gpus, min(spec.gpus, largest)
-
-
-def _time(steps: float, rate: float) -> float:
-    return steps / rate if rate > 0 else math.inf
 
 
 def _overlap(active: Sequence[Job]) -> int:
