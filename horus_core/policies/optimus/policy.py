@@ -27,20 +27,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.validation import MAX_GPUS_PER_JOB
 from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState, Preempt, Wait
 from horus_core.policies.base import arrival_order
 from horus_core.policies.optimus.allocate import Demand, allocate
 from horus_core.policies.optimus.fit import LossCurve, SpeedModel, fit_loss_curve, fit_speed
 from horus_core.policies.optimus.history import ProgressBook
 from horus_core.policies.optimus.place import Placed, place_exclusive, place_shared
+from horus_core.validation import MAX_GPUS_PER_JOB
 
 REPLAN_S = 600.0
 RESTART_S = 30.0
 UNKNOWN_STEPS = 1000.0
 MEASURED_COUNTS = (1, 2, 4, 8)
-SHARE_LOOKAHEAD = 8
-REFIT_POINTS = 4  # refit a loss curve once its history has this many new points (or 1/8 more)  # waiting jobs tried for a shared placement per round
+SHARE_LOOKAHEAD = 8  # waiting jobs tried for a shared placement per round
+REFIT_POINTS = 4  # refit a loss curve once its history has this many new points (or 1/8 more)
 
 
 @dataclass
