@@ -77,6 +77,7 @@ def summarize(result: SimResult, slow_threshold: float = SLOW_THRESHOLD) -> Metr
         "migrations": result.counters.get("migrations", 0),
         "evictions": result.counters.get("evictions", 0),
         "dropped": result.counters.get("dropped", 0),
+        "resizes": result.counters.get("resizes", 0),
         "decide_ms_mean": _mean(decide_ms),
         "decide_ms_p95": _pct(decide_ms, 95),
         "decide_ms_max": float(decide_ms.max()) if decide_ms.size else 0.0,

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +15,7 @@ import pytest
 from horus_core.interference import default_model
 from horus_core.model import Action, Assign, ClusterSnapshot
 from horus_core.policies.optimus import OptimusPolicy
-from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
+from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster, summarize
 from horus_core.sim.elastic import speed_table
 from horus_core.sim.rates import RateCache
 
@@ -77,6 +80,7 @@ def test_optimus_resizes_an_elastic_job_and_the_resize_costs_the_restart(restart
     sim = _two_jobs(restart)
     a, b = sim.result.records  # type: ignore[attr-defined]
     assert sim.counters["resizes"] >= 2  # a shrinks for b, grows back when b is done
+    assert summarize(sim.result)["resizes"] == sim.counters["resizes"]  # type: ignore[attr-defined]
     assert a.preemptions == sim.counters["resizes"] and b.preemptions == 0
     assert a.finish is not None and b.finish is not None and b.finish < a.finish
     # Alone on 8 GPUs all the way it would finish sooner than it did.
@@ -105,3 +109,19 @@ def test_elastic_fraction_is_seeded_and_bounded() -> None:
     assert count[0] == count[1] and 5 < count[0] < 35
     with pytest.raises(ValueError, match="elastic"):
         SimConfig(elastic=1.5)
+
+
+def test_the_bench_prints_one_line_per_measurement_and_a_ratio() -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "optimus_time.py"), "--sizes", "32", "--repeat", "1"],
+        cwd=root, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(x) for x in done.stdout.splitlines() if x.strip()]
+    calls = {(x["policy"], x["call"]) for x in lines if "policy" in x}
+    assert calls == {("optimus", "first"), ("optimus", "replan"), ("optimus", "between"), ("horus", "first")}
+    assert all(
+        x["bench"] == "policy_time" and x["jobs"] == 32 and x["gpus"] == 16 for x in lines if "policy" in x
+    )
+    assert all(x["ms"] > 0 for x in lines if "ms" in x) and lines[-1]["ratio"] == "optimus_replan/horus"
