@@ -42,6 +42,8 @@ def test_admission_is_shortest_first_and_fixed_jobs_keep_their_count() -> None:
     short = Demand("short", 2, 2, (INF, INF, 50.0))
     kept = Demand("kept", 1, 8, (INF,) * 9, fixed=3)
     assert allocate([long, short, kept], 5) == {"kept": 3, "short": 2}
+    running = Demand("running", 2, 2, (INF, INF, 500.0), keep=True)  # re-planned, never sent back to wait
+    assert allocate([short, running], 2) == {"running": 2}
 
 
 def test_no_gain_leaves_gpus_free() -> None:

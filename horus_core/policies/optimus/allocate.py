@@ -1,7 +1,9 @@
 """Optimus's allocation (pure): how many GPUs each job gets, one GPU at a time.
 
 Every job is first admitted with its minimum (running jobs that keep their allocation are fixed;
-the others are admitted shortest remaining time first while GPUs last), then the next GPU goes
+then the jobs marked ``keep``, which must not be left waiting: running jobs being re-planned
+and jobs stopped to be resized; then the rest, shortest remaining time first, while GPUs
+last), then the next GPU goes
 to the job whose remaining time drops the most by it, until no job gains or no GPU is left.
 """
 
@@ -16,13 +18,15 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Demand:
     """One job's options. ``times[w]`` is its estimated remaining time (s) on ``w`` GPUs for
-    ``w`` in ``0..hi`` (``times[0]`` is unused). ``fixed``: it keeps this count (not re-planned)."""
+    ``w`` in ``0..hi`` (``times[0]`` is unused). ``fixed``: it keeps this count (not re-planned);
+    ``keep``: admitted before the jobs that are not."""
 
     key: str
     lo: int
     hi: int
     times: tuple[float, ...]
     fixed: int | None = None
+    keep: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.lo <= self.hi or len(self.times) != self.hi + 1:
@@ -38,7 +42,7 @@ def allocate(demands: Sequence[Demand], capacity: int) -> dict[str, int]:
             alloc[d.key] = d.fixed
             free -= d.fixed
     free = max(free, 0)
-    variable = sorted((d for d in demands if d.fixed is None), key=lambda d: (d.times[d.lo], d.key))
+    variable = sorted((d for d in demands if d.fixed is None), key=lambda d: (not d.keep, d.times[d.lo], d.key))
     heap: list[tuple[float, str, int]] = []
     by_key = {d.key: d for d in variable}
     for d in variable:

@@ -101,14 +101,14 @@ class OptimusPolicy:
         if current and not replan:
             return Demand(job.id, lo, hi, (math.inf,) * (hi + 1), fixed=current)
         target = self.targets.get(job.id) if not current and not replan else None
-        if target is not None:
+        if target is not None:  # stopped to be resized (or planned at the last re-plan)
             lo = hi = min(max(target, lo), hi)
         steps = self.steps_left(job)
         rates = self._rates_of(job.spec.job_type, gpu_type)
         times = [math.inf] + [steps / r if r > 0 else math.inf for r in rates[1 : hi + 1]]
         if current:
             times = [t if w == current else t + self.restart_s for w, t in enumerate(times)]
-        return Demand(job.id, lo, hi, tuple(times))
+        return Demand(job.id, lo, hi, tuple(times), keep=bool(current) or target is not None)
 
     def steps_left(self, job: Job) -> float:
         """Estimated steps to the target: ``total_steps`` or the fitted convergence (module doc)."""
