@@ -17,6 +17,7 @@ from horus_core.policies import make_policy
 from horus_core.policies.checks import check_actions
 from horus_core.policies.optimus import OptimusPolicy
 from horus_core.policies.optimus.allocate import Demand, allocate
+from horus_core.policies.optimus.place import feasible_resizes
 from horus_core.sim.elastic import synthetic_curve
 from horus_core.validation import validate_spec
 
@@ -150,6 +151,16 @@ def test_fewest_nodes_best_fit() -> None:
     policy.last_plan = 0.0
     (assign,) = policy.decide(ClusterSnapshot((node("n0"), node("n1")), (busy, fixed)), 1.0)
     assert isinstance(assign, Assign) and assign.node == "n0" and len(assign.gpus) == 3
+
+
+def test_resizes_only_where_one_node_will_hold_the_new_count() -> None:
+    running = {"a": ("n0", 4), "b": ("n0", 4), "c": ("n1", 2), "d": ("n1", 2)}
+    # a shrinks to 2 (n0 gets 2 back); c can grow to 4 on its own node (2 free there + its own 2);
+    # b wants 8: n0 holds its 4 + the 2 a gives = 6 only, so it grows to 6.
+    out = feasible_resizes(running, {"a": 2, "b": 8, "c": 4}, {"n1": 2})
+    assert out == {"a": 2, "b": 6, "c": 4}
+    # Nothing frees up: d cannot grow at all, so it is not stopped for nothing.
+    assert feasible_resizes(running, {"d": 8}, {}) == {}
 
 
 def test_unknown_length_comes_from_the_loss_fit() -> None:

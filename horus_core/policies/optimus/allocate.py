@@ -42,7 +42,9 @@ def allocate(demands: Sequence[Demand], capacity: int) -> dict[str, int]:
             alloc[d.key] = d.fixed
             free -= d.fixed
     free = max(free, 0)
-    variable = sorted((d for d in demands if d.fixed is None), key=lambda d: (not d.keep, d.times[d.lo], d.key))
+    variable = sorted(
+        (d for d in demands if d.fixed is None), key=lambda d: (not d.keep, d.times[d.lo], d.key)
+    )
     heap: list[tuple[float, str, int]] = []
     by_key = {d.key: d for d in variable}
     for d in variable:

@@ -95,3 +95,32 @@ def place_shared(
     chosen = tuple(alone[node][i][0] for i in sorted(picks))
     alone[node] = [p for i, p in enumerate(alone[node]) if i not in set(picks)]
     return Placed(job, node, chosen)
+
+
+def feasible_resizes(
+    running: dict[str, tuple[str, int]], wants: dict[str, int], free: dict[str, int]
+) -> dict[str, int]:
+    """The resizes worth a restart: job id -> new count, from ``running`` (job -> (node, count)),
+    the planned ``wants`` and the free GPUs per node. A shrink always fits (its own node); a job
+    grows only to a count one node will hold once the shrinks are done and the job's own GPUs
+    are back, biggest first; a grow that no node can give is dropped (no restart for nothing)."""
+    pool = dict(free)
+    out: dict[str, int] = {}
+    for job_id, want in wants.items():
+        node, count = running[job_id]
+        if want < count:
+            out[job_id] = want
+            pool[node] = pool.get(node, 0) + count - want
+    grows = sorted((w, j) for j, w in wants.items() if w > running[j][1])
+    for want, job_id in reversed(grows):
+        node, count = running[job_id]
+        pool[node] = pool.get(node, 0) + count
+        fits = [(n, name) for name, n in pool.items() if n >= want]
+        best = min(fits) if fits else max((n, name) for name, n in pool.items())
+        got = min(want, best[0])
+        if got <= count:
+            pool[node] -= count  # stays where it is
+            continue
+        out[job_id] = got
+        pool[best[1]] -= got
+    return out

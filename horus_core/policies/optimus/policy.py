@@ -4,7 +4,9 @@ Every ``replan_s`` seconds (default 600, Optimus's 10 minutes) it re-plans all j
 job is admitted with its minimum (running jobs first, then shortest remaining time first), then
 GPUs go one at a time to the job whose remaining time drops most (:mod:`.allocate`). A running
 job whose count changes is resized: ``Preempt`` now, ``Assign`` with the new count in the next
-round once its GPUs are free (the simulator and the master re-plan about a second later). Between
+round once its GPUs are free (the simulator and the master re-plan about a second later); a
+job is stopped to grow only to a count one node will have free once the shrinks are done
+(:func:`.place.feasible_resizes`), so no restart ends on the old count. Between
 re-plans running jobs keep their GPUs and only pending jobs are given free GPUs. Jobs go to the
 fewest nodes (one, best fit); a job that finds no free GPUs may share GPUs whose one resident it
 pairs well with (:mod:`.place`).
@@ -32,7 +34,7 @@ from horus_core.policies.base import arrival_order
 from horus_core.policies.optimus.allocate import Demand, allocate
 from horus_core.policies.optimus.fit import LossCurve, SpeedModel, fit_loss_curve, fit_speed
 from horus_core.policies.optimus.history import ProgressBook
-from horus_core.policies.optimus.place import Placed, place_exclusive, place_shared
+from horus_core.policies.optimus.place import Placed, feasible_resizes, place_exclusive, place_shared
 from horus_core.validation import MAX_GPUS_PER_JOB
 
 REPLAN_S = 600.0
@@ -153,21 +155,18 @@ class OptimusPolicy:
         replan: bool,
         gpu_type: str,
     ) -> list[Action]:
-        actions: list[Action] = []
-        stopping: set[str] = set()
-        if replan:
-            self.targets = {k: v for k, v in alloc.items()}
-            for job in snapshot.active():
-                want = alloc.get(job.id, len(job.gpus))
-                if want != len(job.gpus):
-                    stopping.add(job.id)
-                    actions.append(Preempt(job.id, f"optimus: resize {len(job.gpus)} -> {want} GPUs"))
-        free, alone = _free_gpus(snapshot, gpus, stopping)
+        free, alone = _free_gpus(snapshot, gpus)
         pending = arrival_order(snapshot.pending())
         wants = [(j, alloc[j.id], _range(j, 1 << 30)[0]) for j in pending if j.id in alloc]
         wants.sort(key=lambda w: -w[1])
         placed, _ = place_exclusive(wants, free)
         done = {p.job.id for p in placed}
+        actions: list[Action] = []
+        if replan:
+            self.targets = dict(alloc)
+            actions += self._resizes(snapshot, alloc, {n: len(g) for n, g in free.items()})
+            stopping = {a.job_id for a in actions}
+            alone = {n: [(g, r) for g, r in gs if r.id not in stopping] for n, gs in alone.items()}
         waiting = [j for j in pending if j.id not in done]
         if self.share and waiting:
             placed += self._share(waiting, alone, gpu_type, snapshot)
@@ -177,6 +176,18 @@ class OptimusPolicy:
             actions.append(Assign(p.job.id, p.node, tuple(g.uuid for g in p.gpus)))
         actions += [Wait(j.id, _wait_reason(j, alloc)) for j in pending if j.id not in done]
         return actions
+
+    def _resizes(
+        self, snapshot: ClusterSnapshot, alloc: dict[str, int], free: dict[str, int]
+    ) -> list[Action]:
+        """Preempts of the running jobs whose planned count differs and fits (see module doc)."""
+        running = {j.id: (j.node, len(j.gpus)) for j in snapshot.active()}
+        wants = {k: alloc[k] for k in running if alloc.get(k, running[k][1]) != running[k][1]}
+        out: list[Action] = []
+        for job_id, want in feasible_resizes(running, wants, free).items():
+            self.targets[job_id] = want
+            out.append(Preempt(job_id, f"optimus: resize {running[job_id][1]} -> {want} GPUs"))
+        return out
 
     def _share(
         self,
@@ -223,9 +234,9 @@ def _overlap(active: Sequence[Job]) -> int:
 
 
 def _free_gpus(
-    snapshot: ClusterSnapshot, gpus: dict[str, list[Gpu]], stopping: set[str]
+    snapshot: ClusterSnapshot, gpus: dict[str, list[Gpu]]
 ) -> tuple[dict[str, list[Gpu]], dict[str, list[tuple[Gpu, Job]]]]:
-    """GPUs with no staying resident, and GPUs with exactly one shareable staying resident."""
+    """GPUs with no resident, and GPUs with exactly one resident that may share."""
     holders: dict[str, list[Job]] = {}
     for job in snapshot.active():
         for uuid in job.gpus:
@@ -235,8 +246,6 @@ def _free_gpus(
     for node, gs in gpus.items():
         for g in gs:
             held = holders.get(g.uuid, [])
-            if any(j.id in stopping for j in held):
-                continue  # frees up once the stop is done; nothing else goes there this round
             if not held:
                 free.setdefault(node, []).append(g)
             elif len(held) == 1 and not held[0].spec.exclusive:
