@@ -125,3 +125,19 @@ def test_the_bench_prints_one_line_per_measurement_and_a_ratio() -> None:
         x["bench"] == "policy_time" and x["jobs"] == 32 and x["gpus"] == 16 for x in lines if "policy" in x
     )
     assert all(x["ms"] > 0 for x in lines if "ms" in x) and lines[-1]["ratio"] == "optimus_replan/horus"
+
+
+def test_the_batch_bench_runs_every_policy_to_the_end() -> None:
+    root = Path(__file__).resolve().parents[2]
+    args = ["--jobs", "6", "--cluster", "v100:8", "--policies", "optimus", "fifo"]
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "optimus_batch.py"), *args],
+        cwd=root, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(x) for x in done.stdout.splitlines() if x.strip()]
+    runs = {x["policy"]: x for x in lines if "policy" in x}
+    assert set(runs) == {"optimus", "fifo"} and all(r["unfinished"] == 0 for r in runs.values())
+    assert runs["fifo"]["resizes"] == 0 and lines[-1]["ratio"] == "fifo/optimus"
+    ratio = runs["fifo"]["makespan_h"] / runs["optimus"]["makespan_h"]
+    assert lines[-1]["makespan_h"] == pytest.approx(ratio, abs=0.002)
