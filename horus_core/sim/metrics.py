@@ -42,6 +42,7 @@ METRIC_KEYS = (
     "migrations",
     "evictions",
     "dropped",
+    "resizes",
     "decide_ms_mean",
     "decide_ms_p95",
     "decide_ms_max",
