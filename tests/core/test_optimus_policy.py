@@ -206,3 +206,55 @@ def test_good_elastic_range_and_node_bound() -> None:
     assert validate_spec(spec, max_gpus_per_node=8) is spec and spec.gpu_range() == (1, 16)
     with pytest.raises(InvalidArgument, match="largest node"):
         validate_spec(JobSpec(("t",), gpus=12, gpus_min=12, gpus_max=16), max_gpus_per_node=8)
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> tuple[ClusterSnapshot, float]:
+    cluster = tuple(node(f"n{i}", draw(st.integers(1, 8))) for i in range(draw(st.integers(1, 3))))
+    free = [g for n in cluster for g in n.gpus]
+    jobs: list[Job] = []
+    for i in range(draw(st.integers(0, 12))):
+        lo = draw(st.integers(1, 4))
+        gpus = draw(st.integers(lo, 8))
+        hi = draw(st.sampled_from([0, gpus, 8]))
+        spec = JobSpec(
+            ("t",),
+            gpus=gpus,
+            job_type=draw(
+                st.sampled_from([R50, "ResNet-18 (batch size 16)", "Transformer (batch size 128)"])
+            ),
+            total_steps=draw(st.integers(0, 10**6)),
+            gpus_min=lo if hi else 0,
+            gpus_max=hi,
+            exclusive=draw(st.booleans()),
+        )
+        job = Job(f"j{i}", spec, JobState.PENDING, submitted_at=float(i))
+        count = draw(st.integers(lo if hi else gpus, hi or gpus))
+        same_node = free[:count] and all(g.node == free[0].node for g in free[:count])
+        if draw(st.booleans()) and len(free) >= count and same_node:
+            held, free = free[:count], free[count:]
+            job = replace(job, state=JobState.RUNNING, node=held[0].node, gpus=tuple(g.uuid for g in held))
+        jobs.append(job)
+    return ClusterSnapshot(cluster, tuple(jobs)), draw(st.sampled_from([0.0, 1.0, 700.0]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(snapshots())
+def test_every_action_passes_the_masters_checks_and_respects_ranges(
+    case: tuple[ClusterSnapshot, float],
+) -> None:
+    snap, now = case
+    policy = OptimusPolicy(MODEL)
+    policy.last_plan = 0.0 if now == 1.0 else -INF  # 1.0: a round between re-plans
+    actions = policy.decide(snap, now)
+    plan = check_actions(snap, actions)
+    assert not plan.dropped
+    by_id = {j.id: j for j in snap.jobs}
+    for a in plan.assigns:
+        lo, hi = by_id[a.job_id].spec.gpu_range()
+        assert lo <= len(a.gpus) <= hi
+    pending = {j.id for j in snap.pending()}
+    acted = {a.job_id for a in actions if isinstance(a, Assign | Wait)}
+    assert acted == pending  # every pending job is started or told why it waits
+    if now == 1.0:
+        assert not plan.preempts  # between re-plans running jobs keep their GPUs
