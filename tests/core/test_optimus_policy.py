@@ -172,6 +172,8 @@ def test_unknown_length_comes_from_the_loss_fit() -> None:
         policy.observe_progress("a", float(k), curve.loss(k) * (1 + 0.02 * rng.standard_normal()), 0.0)
     assert policy.steps_left(job) == pytest.approx(400_000 - 150_000, rel=0.3)
     assert OptimusPolicy(MODEL).steps_left(job) == 1000.0  # nothing known yet
+    policy.observe_progress("a", 600_000.0, None, 0.0)  # past the fitted end and still training
+    assert policy.steps_left(job) == pytest.approx(60_000.0)  # a tenth of its steps done
 
 
 def test_a_full_cluster_waits_with_a_reason() -> None:

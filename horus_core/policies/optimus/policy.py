@@ -14,11 +14,13 @@ pairs well with (:mod:`.place`).
 Remaining time on ``w`` GPUs = steps left / rate(w), plus ``restart_s`` for a running job whose
 count would change (what the resize costs it). Steps left: ``total_steps - step`` when the spec
 gives ``total_steps``, else the fitted loss curve's convergence step minus the step
-(:mod:`.fit`, refitted once the history has grown by :data:`REFIT_POINTS` points or an
-eighth); with no fit yet a job is assumed to have as many steps left as done, at least
-:data:`UNKNOWN_STEPS`. rate(w): the speed model fitted to the interference model's solo
-throughputs of the job type at 1/2/4/8 GPUs on the cluster's most common GPU type; ideal
-scaling when the type was never measured. A non-elastic spec is the range ``gpus..gpus``.
+(:mod:`.fit`; refitted once the history has grown by :data:`REFIT_POINTS` points or an
+eighth), but at least :data:`PAST_END_FRACTION` of the steps done (a fit that ran a little
+short must not shrink a job that is still training to its minimum); with no fit yet a job is
+assumed to have as many steps left as done, at least :data:`UNKNOWN_STEPS`. rate(w): the
+speed model fitted to the interference model's solo throughputs of the job type at 1/2/4/8
+GPUs on the cluster's most common GPU type; ideal scaling when the type was never measured.
+A non-elastic spec is the range ``gpus..gpus``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ RESTART_S = 30.0
 UNKNOWN_STEPS = 1000.0
 MEASURED_COUNTS = (1, 2, 4, 8)
 SHARE_LOOKAHEAD = 8  # waiting jobs tried for a shared placement per round
+PAST_END_FRACTION = 0.1  # a fitted job has at least this fraction of its steps done left
 REFIT_POINTS = 4  # refit a loss curve once its history has this many new points (or 1/8 more)
 
 
@@ -121,7 +124,7 @@ class OptimusPolicy:
         curve = self._curve(job.id)
         end = curve.converge_step() if curve is not None else math.inf
         if math.isfinite(end):
-            return max(end - done, 1.0)
+            return max(end - done, PAST_END_FRACTION * done, 1.0)
         return max(done, UNKNOWN_STEPS)
 
     def _curve(self, job_id: str) -> LossCurve | None:
