@@ -6,7 +6,10 @@ actions: ``Assign`` starts the next attempt, ``Preempt`` stops a job and re-queu
 progress (less :attr:`SimConfig.restart_cost_s` of work) and asks for a follow-up round
 :attr:`SimConfig.poke_s` later, ``Wait`` changes nothing. Actions pass the master's own checks
 (:func:`~horus_core.policies.checks.check_actions`): what the master would drop is dropped here
-too. A preempted job that restarts on other GPUs counts as a migration. Between rounds jobs
+too. A preempted job that restarts on other GPUs counts as a migration. Elastic jobs
+(:mod:`horus_core.sim.elastic`, ``SimConfig.elastic``) run at the speed of the GPU count they
+are assigned, and a restart with another count counts as a resize; a policy that implements
+``observe_progress`` hears every running job's step and loss before each round. Between rounds jobs
 progress at the rates :class:`~horus_core.sim.world.World` computes.
 """
 
@@ -192,7 +195,7 @@ class Simulator:
 
     def _round(self, t: float) -> None:
         if self.observer is not None:
-            self._report_progress(t)
+            self._report_progress(self.observer, t)
         snapshot = ClusterSnapshot(self.world.nodes, tuple(self.live.values()))
         started = time.perf_counter()
         actions = self.policy.decide(snapshot, t)
@@ -212,14 +215,13 @@ class Simulator:
             follow = t + self.config.poke_s
             self.deferred = follow if self.deferred is None else min(self.deferred, follow)
 
-    def _report_progress(self, t: float) -> None:
+    def _report_progress(self, observer: ProgressObserver, t: float) -> None:
         """What the live master hears from running jobs: their step and (elastic) loss."""
-        assert self.observer is not None
         for view in self.live.values():
             if view.state.active:
                 job = self.by_id[view.id]
                 job.settle(t, self.config.slow_threshold)
-                self.observer.observe_progress(job.id, job.done_steps, self.losses.loss(job), t)
+                observer.observe_progress(job.id, job.done_steps, self.losses.loss(job), t)
 
     def _drop(self, action: object, problem: str) -> None:
         message = f"policy {self.policy.name!r} at t={self.now:.3f}: {action!r} dropped: {problem}"
