@@ -181,6 +181,10 @@ def test_a_full_cluster_waits_with_a_reason() -> None:
     hog = replace(hog, spec=replace(hog.spec, gpus=8, gpus_min=0, gpus_max=0, exclusive=True))
     actions = OptimusPolicy(MODEL).decide(ClusterSnapshot((node(),), (hog, elastic("b"))), 0.0)
     assert [type(a) for a in actions] == [Wait] and actions[0].job_id == "b"
+    assert "every GPU is allocated; re-planned every 10 min" in actions[0].reason
+    huge = Job("h", JobSpec(("t",), gpus=8, job_type=R50), JobState.PENDING)
+    (wait,) = OptimusPolicy(MODEL).decide(ClusterSnapshot((node(per=4),), (huge,)), 0.0)
+    assert isinstance(wait, Wait) and "needs 8 GPUs on one node; the largest ready node has 4" in wait.reason
 
 
 # ----------------------------------------------------------------- spec and checks

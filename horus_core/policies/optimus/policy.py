@@ -177,7 +177,9 @@ class OptimusPolicy:
         for p in placed:
             self.targets.pop(p.job.id, None)
             actions.append(Assign(p.job.id, p.node, tuple(g.uuid for g in p.gpus)))
-        actions += [Wait(j.id, _wait_reason(j, alloc)) for j in pending if j.id not in done]
+        largest = max(map(len, gpus.values()))
+        why = [(j, _wait_reason(j, alloc, largest, self.replan_s)) for j in pending if j.id not in done]
+        actions += [Wait(j.id, reason) for j, reason in why]
         return actions
 
     def _resizes(
@@ -256,10 +258,14 @@ def _free_gpus(
     return free, alone
 
 
-def _wait_reason(job: Job, alloc: dict[str, int]) -> str:
+def _wait_reason(job: Job, alloc: dict[str, int], largest: int, replan_s: float) -> str:
+    lo = _range(job, 1 << 30)[0]
+    if lo > largest:
+        return f"optimus: needs {lo} GPUs on one node; the largest ready node has {largest}"
     if job.id in alloc:
         return f"optimus: waiting for {alloc[job.id]} GPUs on one node"
-    return "optimus: every GPU is allocated; re-planned every 10 minutes or when a job ends"
+    every = f"{replan_s / 60:g} min"
+    return f"optimus: every GPU is allocated; re-planned every {every}, freed GPUs go to waiting jobs"
 
 
 def make(model: InterferenceModel | None) -> OptimusPolicy:
