@@ -94,7 +94,7 @@ class OptimusPolicy:
         demands = [self._demand(j, gpu_type, largest, replan) for j in (*active, *arrival_order(pending))]
         capacity = sum(map(len, gpus.values())) + _overlap(active)
         alloc = allocate([d for d in demands if d is not None], capacity)
-        return self._actions(snapshot, gpus, alloc, replan, gpu_type)
+        return self._actions(snapshot, gpus, alloc, replan)
 
     # ------------------------------------------------------------------------ estimates
 
@@ -151,16 +151,12 @@ class OptimusPolicy:
     # -------------------------------------------------------------------------- actions
 
     def _actions(
-        self,
-        snapshot: ClusterSnapshot,
-        gpus: dict[str, list[Gpu]],
-        alloc: dict[str, int],
-        replan: bool,
-        gpu_type: str,
+        self, snapshot: ClusterSnapshot, gpus: dict[str, list[Gpu]], alloc: dict[str, int], replan: bool
     ) -> list[Action]:
+        """Resizes (on a re-plan), then Assigns for the pending jobs that fit, Waits for the rest."""
         free, alone = _free_gpus(snapshot, gpus)
         pending = arrival_order(snapshot.pending())
-        wants = [(j, alloc[j.id], _range(j, 1 << 30)[0]) for j in pending if j.id in alloc]
+        wants = [(j, alloc[j.id], _minimum(j)) for j in pending if j.id in alloc]
         wants.sort(key=lambda w: -w[1])
         placed, _ = place_exclusive(wants, free)
         done = {p.job.id for p in placed}
@@ -172,7 +168,7 @@ class OptimusPolicy:
             alone = {n: [(g, r) for g, r in gs if r.id not in stopping] for n, gs in alone.items()}
         waiting = [j for j in pending if j.id not in done]
         if self.share and waiting:
-            placed += self._share(waiting, alone, gpu_type, snapshot)
+            placed += self._share(waiting, alone)
             done = {p.job.id for p in placed}
         for p in placed:
             self.targets.pop(p.job.id, None)
@@ -194,18 +190,13 @@ class OptimusPolicy:
             out.append(Preempt(job_id, f"optimus: resize {running[job_id][1]} -> {want} GPUs"))
         return out
 
-    def _share(
-        self,
-        waiting: Sequence[Job],
-        alone: dict[str, list[tuple[Gpu, Job]]],
-        gpu_type: str,
-        snap: ClusterSnapshot,
-    ) -> list[Placed]:
+    def _share(self, waiting: Sequence[Job], alone: dict[str, list[tuple[Gpu, Job]]]) -> list[Placed]:
+        """Shared placements for the first waiting jobs, at their minimum (see :mod:`.place`)."""
         out = []
         for job in waiting[:SHARE_LOOKAHEAD]:
             if job.spec.exclusive:
                 continue
-            spot = place_shared(job, _range(job, 1 << 30)[0], alone, self._pair)
+            spot = place_shared(job, _minimum(job), alone, self._pair)
             if spot is not None:
                 out.append(spot)
         return out
@@ -225,11 +216,14 @@ class OptimusPolicy:
         return sig
 
 
+def _minimum(job: Job) -> int:
+    return job.spec.gpu_range()[0]
+
+
 def _range(job: Job, largest: int) -> tuple[int, int]:
-    spec = job.spec
-    if spec.gpus_max > 0:
-        return spec.gpus_min, min(spec.gpus_max, largest)
-    return spec.gpus, min(spec.gpus, largest)
+    """The job's GPU range with the maximum capped to the largest node."""
+    lo, hi = job.spec.gpu_range()
+    return lo, min(hi, largest)
 
 
 def _overlap(active: Sequence[Job]) -> int:
@@ -259,7 +253,7 @@ def _free_gpus(
 
 
 def _wait_reason(job: Job, alloc: dict[str, int], largest: int, replan_s: float) -> str:
-    lo = _range(job, 1 << 30)[0]
+    lo = _minimum(job)
     if lo > largest:
         return f"optimus: needs {lo} GPUs on one node; the largest ready node has {largest}"
     if job.id in alloc:
