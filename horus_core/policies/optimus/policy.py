@@ -90,11 +90,11 @@ class OptimusPolicy:
             return [Wait(j.id, "optimus: no ready GPU") for j in pending]
         gpu_type = Counter(g.gpu_type for gs in gpus.values() for g in gs).most_common(1)[0][0]
         largest = max(len(g) for g in gpus.values())
-        active = snapshot.active()
-        demands = [self._demand(j, gpu_type, largest, replan) for j in (*active, *arrival_order(pending))]
+        active, queue = snapshot.active(), arrival_order(pending)
+        demands = [self._demand(j, gpu_type, largest, replan) for j in (*active, *queue)]
         capacity = sum(map(len, gpus.values())) + _overlap(active)
         alloc = allocate([d for d in demands if d is not None], capacity)
-        return self._actions(snapshot, gpus, alloc, replan)
+        return self._actions(active, queue, gpus, alloc, replan)
 
     # ------------------------------------------------------------------------ estimates
 
@@ -151,11 +151,15 @@ class OptimusPolicy:
     # -------------------------------------------------------------------------- actions
 
     def _actions(
-        self, snapshot: ClusterSnapshot, gpus: dict[str, list[Gpu]], alloc: dict[str, int], replan: bool
+        self,
+        active: Sequence[Job],
+        pending: Sequence[Job],
+        gpus: dict[str, list[Gpu]],
+        alloc: dict[str, int],
+        replan: bool,
     ) -> list[Action]:
         """Resizes (on a re-plan), then Assigns for the pending jobs that fit, Waits for the rest."""
-        free, alone = _free_gpus(snapshot, gpus)
-        pending = arrival_order(snapshot.pending())
+        free, alone = _free_gpus(active, gpus)
         wants = [(j, alloc[j.id], _minimum(j)) for j in pending if j.id in alloc]
         wants.sort(key=lambda w: -w[1])
         placed, _ = place_exclusive(wants, free)
@@ -163,7 +167,7 @@ class OptimusPolicy:
         actions: list[Action] = []
         if replan:
             self.targets = dict(alloc)
-            actions += self._resizes(snapshot, alloc, {n: len(g) for n, g in free.items()})
+            actions += self._resizes(active, alloc, {n: len(g) for n, g in free.items()})
             stopping = {a.job_id for a in actions}
             alone = {n: [(g, r) for g, r in gs if r.id not in stopping] for n, gs in alone.items()}
         waiting = [j for j in pending if j.id not in done]
@@ -178,11 +182,9 @@ class OptimusPolicy:
         actions += [Wait(j.id, reason) for j, reason in why]
         return actions
 
-    def _resizes(
-        self, snapshot: ClusterSnapshot, alloc: dict[str, int], free: dict[str, int]
-    ) -> list[Action]:
+    def _resizes(self, active: Sequence[Job], alloc: dict[str, int], free: dict[str, int]) -> list[Action]:
         """Preempts of the running jobs whose planned count differs and fits (see module doc)."""
-        running = {j.id: (j.node, len(j.gpus)) for j in snapshot.active()}
+        running = {j.id: (j.node, len(j.gpus)) for j in active}
         wants = {k: alloc[k] for k in running if alloc.get(k, running[k][1]) != running[k][1]}
         out: list[Action] = []
         for job_id, want in feasible_resizes(running, wants, free).items():
@@ -233,11 +235,11 @@ def _overlap(active: Sequence[Job]) -> int:
 
 
 def _free_gpus(
-    snapshot: ClusterSnapshot, gpus: dict[str, list[Gpu]]
+    active: Sequence[Job], gpus: dict[str, list[Gpu]]
 ) -> tuple[dict[str, list[Gpu]], dict[str, list[tuple[Gpu, Job]]]]:
     """GPUs with no resident, and GPUs with exactly one resident that may share."""
     holders: dict[str, list[Job]] = {}
-    for job in snapshot.active():
+    for job in active:
         for uuid in job.gpus:
             holders.setdefault(uuid, []).append(job)
     free: dict[str, list[Gpu]] = {}
