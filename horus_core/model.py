@@ -66,6 +66,18 @@ class JobSpec:
     memory_mib: int = 0  # container memory limit, 0 = none
     mounts: tuple[str, ...] = ()  # "host:container[:ro]", only where the operator allow-lists the host path
     total_steps: int = 0  # known work (simulator / progress), 0 = unknown
+    # Elastic range (Optimus): the job runs on any count in [gpus_min, gpus_max] and learns it at
+    # each start; ``gpus`` is the count it asks for first. Both 0: not elastic (``gpus`` only).
+    gpus_min: int = 0
+    gpus_max: int = 0
+
+    @property
+    def elastic(self) -> bool:
+        return self.gpus_max > 0
+
+    def gpu_range(self) -> tuple[int, int]:
+        """The GPU counts an attempt may have: ``(gpus_min, gpus_max)``, or ``(gpus, gpus)``."""
+        return (self.gpus_min, self.gpus_max) if self.elastic else (self.gpus, self.gpus)
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,7 @@ def validate_spec(
     """
     _check_command(spec.command)
     _check_gpus(spec.gpus, max_gpus_per_node)
+    _check_elastic(spec)
     for field_name in ("name", "owner", "job_type"):
         _check_text(field_name, getattr(spec, field_name), MAX_NAME_LEN)
     if spec.image and not _IMAGE.match(spec.image):
@@ -124,6 +125,21 @@ def _check_gpus(gpus: int, max_gpus_per_node: int | None) -> None:
         raise InvalidArgument("gpus", f"at most {MAX_GPUS_PER_JOB}, got {gpus}")
     if max_gpus_per_node is not None and gpus > max_gpus_per_node:
         raise InvalidArgument("gpus", f"asks for {gpus} GPUs but the largest node has {max_gpus_per_node}")
+
+
+def _check_elastic(spec: JobSpec) -> None:
+    """An elastic range (both bounds 0: none) holds ``gpus``: 1 <= gpus_min <= gpus <= gpus_max
+    <= MAX_GPUS_PER_JOB; ``gpus`` (so the minimum) must fit on the largest node, the maximum need
+    not (the policy caps it to the node)."""
+    lo, hi = spec.gpus_min, spec.gpus_max
+    if lo == 0 and hi == 0:
+        return
+    if not 1 <= lo <= spec.gpus <= hi <= MAX_GPUS_PER_JOB:
+        raise InvalidArgument(
+            "gpus",
+            f"an elastic range needs 1 <= gpus_min <= gpus <= gpus_max <= {MAX_GPUS_PER_JOB}, "
+            f"got {lo} <= {spec.gpus} <= {hi}",
+        )
 
 
 def _check_text(field: str, value: str, limit: int) -> None:

@@ -162,8 +162,10 @@ def _assign_problem(action: Assign, job: Job, occ: _Occupancy) -> str:
     look = occ.base
     if not look.node_ready(action.node):
         return f"node {action.node!r} is not ready"
-    if len(action.gpus) != job.spec.gpus or len(set(action.gpus)) != len(action.gpus):
-        return f"needs {job.spec.gpus} distinct GPUs, got {list(action.gpus)}"
+    lo, hi = job.spec.gpu_range()
+    if not lo <= len(action.gpus) <= hi or len(set(action.gpus)) != len(action.gpus):
+        want = f"{lo}" if lo == hi else f"{lo} to {hi}"
+        return f"needs {want} distinct GPUs, got {list(action.gpus)}"
     for uuid in action.gpus:
         if not look.healthy_gpu(action.node, uuid):
             return f"GPU {uuid} is not a healthy GPU of {action.node}"

@@ -51,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-event-rounds", action="store_true", help="schedule on periodic rounds only")
     p.add_argument("--skip-idle-rounds", action="store_true", help="no event round while nothing is pending")
     p.add_argument("--restart-cost-s", type=float, default=RESTART_COST_S, help="work lost per preemption")
+    p.add_argument("--elastic", type=float, default=0.0, help="fraction of jobs made elastic (0..1)")
+    p.add_argument("--elastic-seed", type=int, default=0, help="seed of the elastic draw and loss curves")
+    p.add_argument(
+        "--elastic-unknown-steps", action="store_true", help="elastic jobs hide total_steps from policies"
+    )
     p.add_argument("--strict", action="store_true", help="fail on an action the master would drop")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a TTY")
     p.add_argument("--no-plots", action="store_true")
@@ -99,6 +104,9 @@ def _config(args: argparse.Namespace) -> SimConfig:
             idle_rounds=not args.skip_idle_rounds,
             restart_cost_s=args.restart_cost_s,
             strict=args.strict,
+            elastic=args.elastic,
+            elastic_seed=args.elastic_seed,
+            elastic_known_steps=not args.elastic_unknown_steps,
         )
     except ValueError as exc:
         raise InvalidArgument("options", str(exc)) from None

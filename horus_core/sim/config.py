@@ -43,12 +43,19 @@ class SimConfig:
     slow_threshold: float = SLOW_THRESHOLD
     max_time_s: float | None = None  # stop the clock here (jobs still running stay unfinished)
     timeline: bool = True  # record cluster state at every event time (for plots)
+    # Elastic jobs (sim/elastic.py): the seeded fraction of jobs made elastic, and whether the
+    # specs policies see keep total_steps (False: only the loss curves tell the lengths).
+    elastic: float = 0.0
+    elastic_seed: int = 0
+    elastic_known_steps: bool = True
 
     def __post_init__(self) -> None:
         if self.round_s is not None and self.round_s <= 0:
             raise ValueError("round_s must be positive (or None for no periodic rounds)")
         if self.min_gap_s < 0 or self.restart_cost_s < 0 or self.poke_s <= 0:
             raise ValueError("min_gap_s and restart_cost_s must not be negative, poke_s must be positive")
+        if not 0.0 <= self.elastic <= 1.0:
+            raise ValueError("elastic must be a fraction within [0, 1]")
         if not self.event_rounds and self.round_s is None:
             raise ValueError("no rounds at all: enable event_rounds or set round_s")
 

@@ -6,7 +6,10 @@ actions: ``Assign`` starts the next attempt, ``Preempt`` stops a job and re-queu
 progress (less :attr:`SimConfig.restart_cost_s` of work) and asks for a follow-up round
 :attr:`SimConfig.poke_s` later, ``Wait`` changes nothing. Actions pass the master's own checks
 (:func:`~horus_core.policies.checks.check_actions`): what the master would drop is dropped here
-too. A preempted job that restarts on other GPUs counts as a migration. Between rounds jobs
+too. A preempted job that restarts on other GPUs counts as a migration. Elastic jobs
+(:mod:`horus_core.sim.elastic`, ``SimConfig.elastic``) run at the speed of the GPU count they
+are assigned, and a restart with another count counts as a resize; a policy that implements
+``observe_progress`` hears every running job's step and loss before each round. Between rounds jobs
 progress at the rates :class:`~horus_core.sim.world.World` computes.
 """
 
@@ -20,7 +23,9 @@ from collections.abc import Callable, Sequence
 from horus_core.model import Assign, ClusterSnapshot, Job, Node, Preempt
 from horus_core.policies.base import Policy
 from horus_core.policies.checks import check_actions
+from horus_core.policies.optimus.history import ProgressObserver
 from horus_core.sim.config import SimConfig, SimResult, Timeline
+from horus_core.sim.elastic import LossReporter, make_elastic
 from horus_core.sim.lookup import SimLookup
 from horus_core.sim.prepare import prepare_jobs
 from horus_core.sim.rates import RateCache, RateModel, SimulationError
@@ -72,6 +77,18 @@ class Simulator:
             ("rounds", "events", "preemptions", "migrations", "evictions", "waits", "dropped"), 0
         )
         self.counters.update(capped_node=prepared.capped_node, capped_measured=prepared.capped_measured)
+        self.observer = policy if isinstance(policy, ProgressObserver) else None
+        self.losses = LossReporter(self.config.elastic_seed)
+        self.counters["resizes"] = 0
+        if self.config.elastic > 0:
+            self.counters["elastic"] = self._make_elastic(nodes)
+
+    def _make_elastic(self, nodes: Sequence[Node]) -> int:
+        cfg = self.config
+        types = sorted({g.gpu_type for n in nodes for g in n.gpus})
+        largest = max(len(n.gpus) for n in nodes)
+        args = (cfg.elastic, cfg.elastic_seed, cfg.elastic_known_steps)
+        return make_elastic(self.jobs, self.rates, types, largest, *args)
 
     # ------------------------------------------------------------------------------ main loop
 
@@ -177,6 +194,8 @@ class Simulator:
         self.finished += 1
 
     def _round(self, t: float) -> None:
+        if self.observer is not None:
+            self._report_progress(self.observer, t)
         snapshot = ClusterSnapshot(self.world.nodes, tuple(self.live.values()))
         started = time.perf_counter()
         actions = self.policy.decide(snapshot, t)
@@ -196,6 +215,14 @@ class Simulator:
             follow = t + self.config.poke_s
             self.deferred = follow if self.deferred is None else min(self.deferred, follow)
 
+    def _report_progress(self, observer: ProgressObserver, t: float) -> None:
+        """What the live master hears from running jobs: their step and (elastic) loss."""
+        for view in self.live.values():
+            if view.state.active:
+                job = self.by_id[view.id]
+                job.settle(t, self.config.slow_threshold)
+                observer.observe_progress(job.id, job.done_steps, self.losses.loss(job), t)
+
     def _drop(self, action: object, problem: str) -> None:
         message = f"policy {self.policy.name!r} at t={self.now:.3f}: {action!r} dropped: {problem}"
         if self.config.strict:
@@ -207,6 +234,9 @@ class Simulator:
     def _assign(self, job: SimJob, action: Assign, gpus: tuple[int, ...], t: float) -> None:
         if job.resume_from and job.resume_from != gpus:
             self.counters["migrations"] += 1
+        if job.solo_at is not None:
+            self.counters["resizes"] += bool(job.resume_from) and len(job.resume_from) != len(gpus)
+            job.solo = job.solo_at[len(gpus)]
         job.status, job.gpus, job.node, job.resume_from = ACTIVE, gpus, action.node, ()
         job.attempt += 1
         job.last = job.started_at = t
@@ -223,6 +253,8 @@ class Simulator:
         job.preemptions += 1
         job.resume_from = job.gpus
         self.counters["preemptions"] += 1
+        if self.observer is not None:
+            self.observer.observe_progress(job.id, job.done_steps, None, t)
         self._requeue(job, t, action.reason)
 
     def _requeue(self, job: SimJob, t: float, reason: str) -> None:

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from horus_core.model import Job, JobSpec, JobState
+from horus_core.policies.optimus.fit import LossCurve
 
 FUTURE, PENDING, ACTIVE, DONE = 0, 1, 2, 3
 
@@ -41,6 +42,9 @@ class SimJob:
     preemptions: int = 0
     evictions: int = 0
     view: Job | None = field(default=None, repr=False)  # the frozen Job policies see
+    # Elastic jobs (sim/elastic.py): solo steps/s by GPU count, and the loss curve they report.
+    solo_at: dict[int, dict[str, float]] | None = field(default=None, repr=False)
+    curve: LossCurve | None = field(default=None, repr=False)
 
     def settle(self, now: float, slow_threshold: float) -> None:
         """Account for the time since ``last`` at the current rate."""
