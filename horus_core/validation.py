@@ -32,6 +32,7 @@ MAX_ENV_VALUE = 8192
 MAX_GPUS_PER_JOB = 64
 MAX_PRIORITY = 1000
 MAX_REQUEST_ID = 128
+MIN_CPUS = 0.001
 MAX_CPUS = 4096.0
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
@@ -107,6 +108,8 @@ def validate_spec(
     check_finite("cpus", spec.cpus)
     if not 0 <= spec.cpus <= MAX_CPUS:
         raise InvalidArgument("cpus", f"must be within [0, {MAX_CPUS:g}], got {spec.cpus}")
+    if 0 < spec.cpus < MIN_CPUS:  # (Docker's finest CPU quota; smaller values would not read back)
+        raise InvalidArgument("cpus", f"must be 0 (no limit) or at least {MIN_CPUS:g}, got {spec.cpus}")
     if spec.memory_mib < 0 or spec.total_steps < 0:
         raise InvalidArgument("resources", "memory_mib and total_steps must not be negative")
     _check_hints(spec)

@@ -73,6 +73,7 @@ class LocalCluster:
         assert self.master is not None
         self.master.kill()
         self.master.wait(timeout=10)
+        close_pipes(self.master)
 
     def hctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
@@ -111,6 +112,14 @@ class LocalCluster:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait(timeout=10)
+            close_pipes(p)
+
+
+def close_pipes(p: subprocess.Popen[str]) -> None:
+    """Close what the test read of a process (its stdout pipe), so no file is left to the GC."""
+    if p.stdout is not None:
+        p.stdout.close()
 
 
 def workload_cmd(seconds: float, steps: int = 20, extra: Sequence[str] = ()) -> list[str]:

@@ -28,7 +28,11 @@ async def master(tmp_path: pathlib.Path) -> AsyncIterator[Master]:
     tokens = tmp_path / "tokens"
     tokens.write_text("tok-alice alice\ntok-bob bob\ntok-root root admin\n")
     cfg = MasterConfig(
-        db_path=tmp_path / "h.db", listen="127.0.0.1:0", auth_tokens=tokens, shutdown_grace_s=0.2
+        db_path=tmp_path / "h.db",
+        listen="127.0.0.1:0",
+        auth_tokens=tokens,
+        join_token="jt",
+        shutdown_grace_s=0.2,
     )
     async with Master(cfg, clock=FakeClock(), http_listen="127.0.0.1:0") as m:
         yield m

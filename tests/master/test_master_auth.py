@@ -145,3 +145,5 @@ def test_the_master_says_at_start_which_worker_credential_is_in_force(tmp_path: 
     finally:
         proc.terminate()
         proc.wait(20)
+        if proc.stderr is not None:
+            proc.stderr.close()

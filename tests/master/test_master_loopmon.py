@@ -110,7 +110,7 @@ async def test_the_master_serves_its_monitors_lag(tmp_path: pathlib.Path) -> Non
 async def test_server_stats_are_for_admins_when_auth_is_on(tmp_path: pathlib.Path) -> None:
     tokens = tmp_path / "tokens"
     tokens.write_text("tok-alice alice\ntok-root root admin\n")
-    async with running_master(tmp_path, auth_tokens=tokens) as m, client_for(m) as stub:
+    async with running_master(tmp_path, auth_tokens=tokens, join_token="jt") as m, client_for(m) as stub:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.GetServerStats(
                 cpb.GetServerStatsRequest(), metadata=(("authorization", "Bearer tok-alice"),)
