@@ -11,7 +11,7 @@ from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, NodeState
 from master.app import Master
-from master.services.nodes import NodeEntry
+from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.scheduler import SLOW_PASS_S, rest_after
 from master.services.session import Session
 from master.store.rows import JobRow
@@ -118,3 +118,25 @@ async def test_a_session_whose_worker_does_not_read_is_closed() -> None:
     assert not s.send(kill(3))
     assert s.closed and "send queue full" in s.close_reason
     assert await s.next() is None
+
+
+def test_heartbeat_health_changes_reach_the_node_model_and_max_gpus_follows_put() -> None:
+    reg = NodeRegistry()
+    e = entry()
+    reg.put(e)
+    first = reg.schedulable()
+    assert first == () and reg.max_gpus_per_node() == 3  # no stream: nothing schedulable
+    model = e.model()
+
+    def hb(healthy: bool) -> wpb.Heartbeat:
+        return wpb.Heartbeat(gpus=[pb.GpuStats(uuid="GPU-1", healthy=healthy)])
+
+    reg.record_heartbeat(e, hb(True), now=6.0)  # same health: same GPU objects
+    assert e.model().gpus is model.gpus and e.model().last_seen == 6.0
+    reg.record_heartbeat(e, hb(False), now=7.0)  # the stats dict changes in place
+    assert [g.healthy for g in e.model().gpus] == [True, False, False]
+    reg.record_heartbeat(e, hb(True), now=8.0)
+    assert [g.healthy for g in e.model().gpus] == [True, True, False]
+    big = NodeEntry("n0", tuple(Gpu(f"G{i}", "n0", i, "V100", 1) for i in range(8)), NodeState.READY, 0.0)
+    reg.put(big)
+    assert reg.max_gpus_per_node() == 8 and [x.name for x in reg.all()] == ["n0", "n1"]
