@@ -6,10 +6,12 @@ import asyncio
 
 from master_fakes import FakeWorker, client_for, spec
 
+from horus_core import wire
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, NodeState
+from master.api.views import NodeViews
 from master.app import Master
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.scheduler import SLOW_PASS_S, rest_after
@@ -140,3 +142,16 @@ def test_heartbeat_health_changes_reach_the_node_model_and_max_gpus_follows_put(
     big = NodeEntry("n0", tuple(Gpu(f"G{i}", "n0", i, "V100", 1) for i in range(8)), NodeState.READY, 0.0)
     reg.put(big)
     assert reg.max_gpus_per_node() == 8 and [x.name for x in reg.all()] == ["n0", "n1"]
+
+
+def test_node_views_match_a_fresh_conversion_as_nodes_change() -> None:
+    views, e = NodeViews(), entry()
+    first = views.node(e.model())
+    assert first == wire.node_to_pb(e.model())
+    e.last_heard = 9.0  # a heartbeat: same GPUs, new last_seen
+    assert views.node(e.model()) is first and first.last_seen == 9.0
+    e.gpu_stats = {"GPU-0": pb.GpuStats(uuid="GPU-0", healthy=False)}
+    e.state = NodeState.LOST
+    changed = views.node(e.model())
+    assert changed == wire.node_to_pb(e.model())
+    assert [g.healthy for g in changed.gpus] == [False, True, False] and changed.state == pb.NODE_STATE_LOST
