@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 from master_fakes import FakeWorker, client_for, spec
 
@@ -13,6 +14,7 @@ from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, NodeState
 from master.api.views import NodeViews
 from master.app import Master
+from master.gctune import freeze_startup_objects
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.scheduler import SLOW_PASS_S, rest_after
 from master.services.session import Session
@@ -155,3 +157,14 @@ def test_node_views_match_a_fresh_conversion_as_nodes_change() -> None:
     changed = views.node(e.model())
     assert changed == wire.node_to_pb(e.model())
     assert [g.healthy for g in changed.gpus] == [False, True, False] and changed.state == pb.NODE_STATE_LOST
+
+
+def test_startup_objects_leave_the_collectors_full_passes() -> None:
+    before = gc.get_freeze_count()
+    kept = {"a live row": [1, 2, 3]}
+    try:
+        frozen = freeze_startup_objects()
+        assert frozen == gc.get_freeze_count() > before
+        assert not any(o is kept for o in gc.get_objects(generation=2))  # a full pass skips it
+    finally:
+        gc.unfreeze()
