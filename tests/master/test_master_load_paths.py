@@ -12,9 +12,9 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, NodeState
+from master import gctune
 from master.api.views import NodeViews
 from master.app import Master
-from master.gctune import freeze_startup_objects
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.scheduler import SLOW_PASS_S, rest_after
 from master.services.session import Session
@@ -160,11 +160,13 @@ def test_node_views_match_a_fresh_conversion_as_nodes_change() -> None:
 
 
 def test_startup_objects_leave_the_collectors_full_passes() -> None:
-    before = gc.get_freeze_count()
+    before, thresholds = gc.get_freeze_count(), gc.get_threshold()
     kept = {"a live row": [1, 2, 3]}
     try:
-        frozen = freeze_startup_objects()
+        frozen = gctune.tune()
         assert frozen == gc.get_freeze_count() > before
         assert not any(o is kept for o in gc.get_objects(generation=2))  # a full pass skips it
+        assert gc.get_threshold() == (gctune.YOUNG_THRESHOLD, *thresholds[1:])
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
