@@ -10,6 +10,7 @@ import signal
 import sys
 
 from horus_core.policies import policy_names
+from master import gctune
 from master.app import Master
 from master.auth import TokenTable
 from master.config import OPEN_WORKER_PLANE, MasterConfig, timeout_problem
@@ -113,6 +114,7 @@ async def serve(
 ) -> None:
     master = Master(config, tokens=tokens, http_listen=http, metrics_listen=metrics)
     await master.start()
+    gctune.tune()  # (the process's settings, not the Master's: in-process tests keep theirs)
     open_plane = config.join_token is None and config.tls_client_ca is None
     log.log(
         logging.WARNING if open_plane else logging.INFO,

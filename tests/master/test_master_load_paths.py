@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 from master_fakes import FakeWorker, client_for, spec
 
+from horus_core import wire
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, NodeState
+from master import gctune
+from master.api.views import NodeViews
 from master.app import Master
-from master.services.nodes import NodeEntry
+from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.scheduler import SLOW_PASS_S, rest_after
 from master.services.session import Session
 from master.store.rows import JobRow
@@ -118,3 +122,51 @@ async def test_a_session_whose_worker_does_not_read_is_closed() -> None:
     assert not s.send(kill(3))
     assert s.closed and "send queue full" in s.close_reason
     assert await s.next() is None
+
+
+def test_heartbeat_health_changes_reach_the_node_model_and_max_gpus_follows_put() -> None:
+    reg = NodeRegistry()
+    e = entry()
+    reg.put(e)
+    first = reg.schedulable()
+    assert first == () and reg.max_gpus_per_node() == 3  # no stream: nothing schedulable
+    model = e.model()
+
+    def hb(healthy: bool) -> wpb.Heartbeat:
+        return wpb.Heartbeat(gpus=[pb.GpuStats(uuid="GPU-1", healthy=healthy)])
+
+    reg.record_heartbeat(e, hb(True), now=6.0)  # same health: same GPU objects
+    assert e.model().gpus is model.gpus and e.model().last_seen == 6.0
+    reg.record_heartbeat(e, hb(False), now=7.0)  # the stats dict changes in place
+    assert [g.healthy for g in e.model().gpus] == [True, False, False]
+    reg.record_heartbeat(e, hb(True), now=8.0)
+    assert [g.healthy for g in e.model().gpus] == [True, True, False]
+    big = NodeEntry("n0", tuple(Gpu(f"G{i}", "n0", i, "V100", 1) for i in range(8)), NodeState.READY, 0.0)
+    reg.put(big)
+    assert reg.max_gpus_per_node() == 8 and [x.name for x in reg.all()] == ["n0", "n1"]
+
+
+def test_node_views_match_a_fresh_conversion_as_nodes_change() -> None:
+    views, e = NodeViews(), entry()
+    first = views.node(e.model())
+    assert first == wire.node_to_pb(e.model())
+    e.last_heard = 9.0  # a heartbeat: same GPUs, new last_seen
+    assert views.node(e.model()) is first and first.last_seen == 9.0
+    e.gpu_stats = {"GPU-0": pb.GpuStats(uuid="GPU-0", healthy=False)}
+    e.state = NodeState.LOST
+    changed = views.node(e.model())
+    assert changed == wire.node_to_pb(e.model())
+    assert [g.healthy for g in changed.gpus] == [False, True, False] and changed.state == pb.NODE_STATE_LOST
+
+
+def test_startup_objects_leave_the_collectors_full_passes() -> None:
+    before, thresholds = gc.get_freeze_count(), gc.get_threshold()
+    kept = {"a live row": [1, 2, 3]}
+    try:
+        frozen = gctune.tune()
+        assert frozen == gc.get_freeze_count() > before
+        assert not any(o is kept for o in gc.get_objects(generation=2))  # a full pass skips it
+        assert gc.get_threshold() == (gctune.YOUNG_THRESHOLD, *thresholds[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
