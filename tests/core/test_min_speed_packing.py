@@ -69,7 +69,7 @@ def test_a_floor_of_0_9_refuses_a_pair_the_default_accepts() -> None:
     policy = make_policy("horus-paper")  # shares whatever fits in memory
 
     def decide(floor: float) -> list[object]:
-        queued = Job("q", JobSpec(("x",), job_type=b_type, min_speed=floor), JobState.PENDING)
+        queued = Job(f"q{floor}", JobSpec(("x",), job_type=b_type, min_speed=floor), JobState.PENDING)
         return list(policy.decide(ClusterSnapshot((Node("n0", (gpu,)),), (running, queued)), 0.0))
 
     placed = decide(0.0)
