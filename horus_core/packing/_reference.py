@@ -66,7 +66,9 @@ class _Cluster:
             after += speed
         params = self.params
         floors = self.p.floors()
-        low = any(sp < max(params.min_speed, float(floors[a])) for a, sp in zip(everyone, speeds, strict=True))
+        low = any(
+            sp < max(params.min_speed, float(floors[a])) for a, sp in zip(everyone, speeds, strict=True)
+        )
         return not low and after >= before + params.min_gain
 
     def cost(self, t: int, cap: int, used: int, util: float, n: int) -> float:

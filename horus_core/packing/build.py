@@ -91,7 +91,9 @@ def build_problem(
     return problem, layout
 
 
-def _floor_by_sig(snapshot: ClusterSnapshot, queue: Sequence[Job], model: InterferenceModel) -> dict[str, float]:
+def _floor_by_sig(
+    snapshot: ClusterSnapshot, queue: Sequence[Job], model: InterferenceModel
+) -> dict[str, float]:
     """The highest ``min_speed`` per signature over the active jobs and the queue."""
     out: dict[str, float] = {}
     for job in [*(j for j in snapshot.jobs if j.state.active), *queue]:

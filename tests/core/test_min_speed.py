@@ -56,7 +56,23 @@ def test_job_file_round_trip_and_errors() -> None:
 def test_hctl_submit_min_speed_reaches_the_master_and_hctl_job_shows_it(
     server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["--master", server.address, "submit", "--gpus", "1", "--min-speed", "0.8", "--", "python", "t.py"]) == 0
+    assert (
+        main(
+            [
+                "--master",
+                server.address,
+                "submit",
+                "--gpus",
+                "1",
+                "--min-speed",
+                "0.8",
+                "--",
+                "python",
+                "t.py",
+            ]
+        )
+        == 0
+    )
     job_id = capsys.readouterr().out.strip()
     assert server.call(lambda: server.fake.jobs[job_id].spec.min_speed) == 0.8
     assert main(["--master", server.address, "job", job_id]) == 0
@@ -65,7 +81,9 @@ def test_hctl_submit_min_speed_reaches_the_master_and_hctl_job_shows_it(
     assert json.loads(capsys.readouterr().out)["min_speed"] == 0.8
 
 
-def test_hctl_submit_refuses_a_bad_floor_locally(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_hctl_submit_refuses_a_bad_floor_locally(
+    server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--master", server.address, "submit", "--gpus", "1", "--min-speed", "2", "--", "x"]) == 2
     assert "min_speed" in capsys.readouterr().err
     assert server.call(lambda: len(server.fake.jobs)) == 0

@@ -9,7 +9,9 @@ from horus_core.model import Job, JobSpec, JobState
 
 def job(jid: str, gpus: tuple[str, ...], started: float, floor: float = 0.0, attempt: int = 1) -> Job:
     spec = JobSpec(("x",), min_speed=floor)
-    return Job(jid, spec, JobState.RUNNING, attempt=attempt, started_at=started, submitted_at=started, gpus=gpus)
+    return Job(
+        jid, spec, JobState.RUNNING, attempt=attempt, started_at=started, submitted_at=started, gpus=gpus
+    )
 
 
 def test_the_floor_is_broken_only_after_enough_low_readings_over_the_window() -> None:

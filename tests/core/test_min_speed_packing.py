@@ -46,7 +46,9 @@ def _speed_on(problem: Problem, d: int, others: list[int], t: int) -> float:
 
 @FAST
 @given(floored(), params_st)
-def test_no_one_on_a_gpu_that_got_a_new_job_falls_below_their_floor(problem: Problem, params: PackParams) -> None:
+def test_no_one_on_a_gpu_that_got_a_new_job_falls_below_their_floor(
+    problem: Problem, params: PackParams
+) -> None:
     out = place(problem, params)
     floors = problem.floors()
     residents = [list(problem.gpu_res[d, : problem.gpu_nres[d]]) for d in range(problem.n_gpus)]
@@ -84,7 +86,9 @@ def test_a_floor_of_0_9_refuses_a_pair_the_default_accepts() -> None:
 
 @SLOW
 @given(snapshots(), st.randoms(use_true_random=False))
-def test_assemble_computes_the_class_floors_build_problem_computes(snap: ClusterSnapshot, rnd: Random) -> None:
+def test_assemble_computes_the_class_floors_build_problem_computes(
+    snap: ClusterSnapshot, rnd: Random
+) -> None:
     jobs = tuple(replace(j, spec=replace(j.spec, min_speed=rnd.choice(FLOORS))) for j in snap.jobs)
     snap = ClusterSnapshot(snap.nodes, jobs)
     model = warm_model()

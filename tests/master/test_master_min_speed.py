@@ -69,7 +69,9 @@ async def test_a_job_slowed_below_its_floor_gets_its_co_runner_preempted(
 
         async def report(job_id: str, steps: range, rate: float) -> None:
             for s in steps:
-                await w.send(progress=wpb.AttemptProgress(job_id=job_id, attempt=1, step=s, samples_per_s=rate))
+                await w.send(
+                    progress=wpb.AttemptProgress(job_id=job_id, attempt=1, step=s, samples_per_s=rate)
+                )
             await w.barrier()
 
         async def solo_known() -> bool:
