@@ -97,7 +97,7 @@ PREDICT: dict[str, Predictor] = {"model": by_model, "known_mean": by_known_mean,
 def shares(speeds: Speeds) -> bool:
     """The ``horus`` policy's verdict on two jobs sharing an otherwise empty GPU."""
     s = np.array([[[1.0, speeds[0]], [speeds[1], 1.0]]])
-    return bool(gpu_stage(s, MIN_SPEED, MIN_GAIN, 0, 0, 1, 1, 1) == ST_OK)
+    return bool(gpu_stage(s, np.zeros(2), MIN_SPEED, MIN_GAIN, 0, 0, 1, 1, 1) == ST_OK)
 
 
 def evaluate(table: ThroughputTable, gpu: str, fraction: float, seeds: int) -> list[dict[str, object]]:

@@ -128,8 +128,8 @@ FIELDS: dict[str, Field] = {
     "memory_mib": Field(_int, "memory_mib"),
     "mounts": Field(_strings, "mounts"),
     "total_steps": Field(_int, "total_steps"),
+    "min_speed": Field(_float, "min_speed"),
     # Specified by other issues, not in JobSpec yet: one line each to add when they exist.
-    "min_speed": Field(_float, None),
     "queue": Field(_text, None),
 }
 _SECTIONS = {"resources", "hints"}
@@ -228,7 +228,7 @@ def to_dict(spec: JobSpec) -> dict[str, Any]:
         out["envs"] = dict(spec.env)
     is_shell = len(spec.command) == 3 and spec.command[:2] == SHELL
     out["run"] = spec.command[2] if is_shell else list(spec.command)
-    for attr in ("job_type", "exclusive", "priority", "cpus", "memory_mib", "total_steps"):
+    for attr in ("job_type", "exclusive", "priority", "cpus", "memory_mib", "total_steps", "min_speed"):
         if getattr(spec, attr) != getattr(default, attr):
             out[attr] = getattr(spec, attr)
     if spec.mounts:

@@ -70,6 +70,10 @@ class JobSpec:
     # each start; ``gpus`` is the count it asks for first. Both 0: not elastic (``gpus`` only).
     gpus_min: int = 0
     gpus_max: int = 0
+    # Speed floor (issue 10): the lowest predicted/measured normalised speed (1.0 = solo) this
+    # job accepts while sharing a GPU; 0 = the cluster default (filled in by the master at
+    # submission, by the simulator at arrival). See docs/policies.md.
+    min_speed: float = 0.0
 
     @property
     def elastic(self) -> bool:

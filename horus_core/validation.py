@@ -113,6 +113,7 @@ def validate_spec(
     if spec.memory_mib < 0 or spec.total_steps < 0:
         raise InvalidArgument("resources", "memory_mib and total_steps must not be negative")
     _check_hints(spec)
+    check_min_speed(spec.min_speed)
     _check_mounts(spec.mounts, allow_mounts)
     if exec_size(spec) > MAX_EXEC_BYTES:
         raise InvalidArgument("command", f"command and env exceed {MAX_EXEC_BYTES} bytes (execve limit)")
@@ -128,6 +129,13 @@ def _check_gpus(gpus: int, max_gpus_per_node: int | None) -> None:
         raise InvalidArgument("gpus", f"at most {MAX_GPUS_PER_JOB}, got {gpus}")
     if max_gpus_per_node is not None and gpus > max_gpus_per_node:
         raise InvalidArgument("gpus", f"asks for {gpus} GPUs but the largest node has {max_gpus_per_node}")
+
+
+def check_min_speed(value: float) -> None:
+    """A speed floor (per job or the cluster default) is a finite number in [0, 1]."""
+    check_finite("min_speed", value)
+    if not 0.0 <= value <= 1.0:
+        raise InvalidArgument("min_speed", f"must be within [0, 1] (1.0 = solo speed), got {value:g}")
 
 
 def _check_elastic(spec: JobSpec) -> None:

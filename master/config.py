@@ -51,6 +51,9 @@ class MasterConfig:
     tls_client_ca: pathlib.Path | None = None  # mutual TLS: clients and workers need a cert from this CA
     allow_mounts: tuple[str, ...] = ()  # host path prefixes a job spec may mount (checked at submit)
     extra_server_options: tuple[tuple[str, int], ...] = field(default_factory=tuple)
+    # Speed floor (issue 10) of a job submitted without one (min_speed 0), filled in at
+    # submission; also what the floor enforcement checks measured speeds against. 0: none.
+    min_speed: float = 0.0
 
     def __post_init__(self) -> None:
         problem = timeout_problem(
@@ -60,6 +63,8 @@ class MasterConfig:
             raise ValueError(problem)
         if self.auth_tokens is not None and self.join_token is None and self.tls_client_ca is None:
             raise ValueError(OPEN_WORKER_PLANE)
+        if not (math.isfinite(self.min_speed) and 0.0 <= self.min_speed <= 1.0):
+            raise ValueError(f"min_speed must be within [0, 1], got {self.min_speed}")
 
     @property
     def kill_grace(self) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import pathlib
 import signal
 import sys
@@ -66,6 +67,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=4096,
         help="bound on in-flight RPCs, every worker stream and watcher included (default 4096)",
     )
+    p.add_argument(
+        "--min-speed",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="cluster default speed floor in [0, 1] for jobs submitted without one (0: none)",
+    )
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
@@ -84,6 +92,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(problem)
     if args.auth_tokens is not None and args.join_token is None and args.tls_client_ca is None:
         p.error(OPEN_WORKER_PLANE)
+    if not (math.isfinite(args.min_speed) and 0.0 <= args.min_speed <= 1.0):
+        p.error(f"--min-speed must be within [0, 1], got {args.min_speed}")
     return args
 
 
@@ -106,6 +116,7 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
         allow_mounts=tuple(args.allow_mount),
+        min_speed=args.min_speed,
     )
 
 

@@ -28,6 +28,7 @@ def job_record(job: Job) -> Record:
         "gpus_requested": spec.gpus,
         "exclusive": spec.exclusive,
         "priority": spec.priority,
+        "min_speed": spec.min_speed,
         "reason": job.reason,
         "predicted_slowdown": job.predicted_slowdown,
         "submitted_at": job.submitted_at,

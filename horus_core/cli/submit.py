@@ -32,6 +32,14 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", default="")
     p.add_argument("--exclusive", action="store_true", help="never share its GPUs")
     p.add_argument("--priority", type=int, default=0)
+    p.add_argument(
+        "--min-speed",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="speed floor in [0, 1]: never share a GPU where this job would run below this fraction "
+        "of its solo speed (0: the cluster default)",
+    )
     p.add_argument("--util-avg", type=float, metavar="PCT", help="expected average GPU utilisation, %%")
     p.add_argument("--util-peak", type=float, metavar="PCT", help="expected peak GPU utilisation, %%")
     p.add_argument("--mem-mib", type=int, metavar="MIB", help="expected GPU memory use")
@@ -66,6 +74,7 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         cpus=args.cpus,
         memory_mib=args.memory_mib,
         mounts=tuple(args.mounts),
+        min_speed=args.min_speed,
     )
     return validate_spec(spec)
 

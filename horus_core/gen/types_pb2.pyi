@@ -142,6 +142,7 @@ class JobSpec(_message.Message):
     MEMORY_MIB_FIELD_NUMBER: _builtins.int
     MOUNTS_FIELD_NUMBER: _builtins.int
     TOTAL_STEPS_FIELD_NUMBER: _builtins.int
+    MIN_SPEED_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     name: _builtins.str
     owner: _builtins.str
@@ -156,6 +157,8 @@ class JobSpec(_message.Message):
     cpus: _builtins.float
     memory_mib: _builtins.int
     total_steps: _builtins.int
+    min_speed: _builtins.float
+    """speed floor in [0, 1] (1.0 = solo); 0 = the cluster default"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -182,10 +185,11 @@ class JobSpec(_message.Message):
         memory_mib: _builtins.int = ...,
         mounts: _abc.Iterable[_builtins.str] | None = ...,
         total_steps: _builtins.int = ...,
+        min_speed: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hints", b"hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpus", b"gpus", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "mounts", b"mounts", "name", b"name", "owner", b"owner", "priority", b"priority", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpus", b"gpus", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "owner", b"owner", "priority", b"priority", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -64,10 +64,13 @@ def gpu_cost(mode: int, mem: int, peak: float, cap: int, used: int, util: float,
 
 
 @numba.njit(cache=True, inline="always")
-def gpu_stage(s: F64, min_speed: float, min_gain: float, t: int, k: int, n: int, r0: int, r1: int) -> int:
+def gpu_stage(
+    s: F64, floor: F64, min_speed: float, min_gain: float, t: int, k: int, n: int, r0: int, r1: int
+) -> int:
     """Interference check of job class t next to residents r0 <= r1 (memory already fits):
-    every pair may share, nobody drops below ``min_speed`` and the GPU's summed normalised
-    speed grows by at least ``min_gain`` (speeds in a triple: products of pair speeds)."""
+    every pair may share, nobody of class c drops below ``max(min_speed, floor[c])`` and the
+    GPU's summed normalised speed grows by at least ``min_gain`` (speeds in a triple: products
+    of pair speeds)."""
     if n == 0:
         return ST_OK
     own = s[k, t, r0]
@@ -84,11 +87,11 @@ def gpu_stage(s: F64, min_speed: float, min_gain: float, t: int, k: int, n: int,
         own = own * own2
         first = first * s[k, r0, r1]
         second = second * s[k, r1, r0]
-        if second < min_speed:
+        if second < max(min_speed, floor[r1]):
             return ST_INTERFERENCE
         before = s[k, r0, r1] + s[k, r1, r0]
         after = own + first + second
-    if own < min_speed or first < min_speed or after < before + min_gain:
+    if own < max(min_speed, floor[t]) or first < max(min_speed, floor[r0]) or after < before + min_gain:
         return ST_INTERFERENCE
     return ST_OK
 
@@ -96,8 +99,8 @@ def gpu_stage(s: F64, min_speed: float, min_gain: float, t: int, k: int, n: int,
 @numba.njit(cache=True, inline="always")
 def score_classes(
     ci: I32, cused: I64, cutil: F64, act: I32, ctr: I64, mtag: I32, mstage: I8, mcost: F64,
-    kind_cap: I64, cls_mem: I64, cls_peak: F64, speed: F64, mode: int, min_speed: float, min_gain: float,
-    reserve: int, t: int, exclusive: bool, cst: I8, ccost: F64, heap: I32, gcls: I32,
+    kind_cap: I64, cls_mem: I64, cls_peak: F64, speed: F64, floor: F64, mode: int, min_speed: float,
+    min_gain: float, reserve: int, t: int, exclusive: bool, cst: I8, ccost: F64, heap: I32, gcls: I32,
 ) -> tuple[int, int]:  # fmt: skip
     """Stage and cost of job class t on every non-empty state class into cst/ccost.
 
@@ -118,7 +121,9 @@ def score_classes(
             k = ci[c, C_KIND]
             stage = ST_MEMORY
             if kind_cap[k] - cused[c] - cls_mem[t] > reserve:
-                stage = gpu_stage(speed, min_speed, min_gain, t, k, ci[c, C_N], ci[c, C_R0], ci[c, C_R1])
+                stage = gpu_stage(
+                    speed, floor, min_speed, min_gain, t, k, ci[c, C_N], ci[c, C_R0], ci[c, C_R1]
+                )
             cost = 0.0
             if stage == ST_OK:
                 cost = gpu_cost(mode, cls_mem[t], cls_peak[t], kind_cap[k], cused[c], cutil[c], ci[c, C_N])
@@ -216,7 +221,7 @@ def gang_rows(
 @numba.njit(cache=True, nogil=True)  # the master's loop runs meanwhile
 def place_kernel(
     node_start: I32, gpu_kind: I32, gpu_nres: I32, gpu_res: I32, gpu_excl: B,
-    kind_cap: I64, cls_mem: I64, cls_util: F64, cls_peak: F64, speed: F64,
+    kind_cap: I64, cls_mem: I64, cls_util: F64, cls_peak: F64, speed: F64, cls_floor: F64,
     mode: int, max_per_gpu: int, min_speed: float, min_gain: float, reserve: int, lookahead: int,
     job_cls: I32, job_gpus: I32, job_excl: B, job_off: I64, memo_limit: int,
     out_node: I32, out_gpus: I32, out_speed: F64, out_reason: I32, out_detail: I32,
@@ -263,7 +268,7 @@ def place_kernel(
         t, g, ex = job_cls[j], job_gpus[j], job_excl[j]
         chosen = out_gpus[job_off[j] : job_off[j] + g]
         top, single = score_classes(
-            ci, cused, cutil, act, ctr, mtag, mstage, mcost, kind_cap, cls_mem, cls_peak, speed,
+            ci, cused, cutil, act, ctr, mtag, mstage, mcost, kind_cap, cls_mem, cls_peak, speed, cls_floor,
             mode, min_speed, min_gain, reserve, t, ex, cst, ccost, heap, gcls,
         )  # fmt: skip
         largest = 0

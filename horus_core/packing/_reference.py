@@ -65,7 +65,11 @@ class _Cluster:
         for speed in speeds:
             after += speed
         params = self.params
-        return min(speeds) >= params.min_speed and after >= before + params.min_gain
+        floors = self.p.floors()
+        low = any(
+            sp < max(params.min_speed, float(floors[a])) for a, sp in zip(everyone, speeds, strict=True)
+        )
+        return not low and after >= before + params.min_gain
 
     def cost(self, t: int, cap: int, used: int, util: float, n: int) -> float:
         mem = int(self.p.cls_mem[t])

@@ -27,7 +27,7 @@ def place(problem: Problem, params: PackParams | None = None, *, memo_limit: int
     p = problem
     place_kernel(
         p.node_start, p.gpu_kind, p.gpu_nres, p.gpu_res, p.gpu_excl,
-        p.kind_cap, p.cls_mem, p.cls_util, p.cls_peak, p.speed,
+        p.kind_cap, p.cls_mem, p.cls_util, p.cls_peak, p.speed, p.floors(),
         int(params.mode), int(params.max_per_gpu), float(params.min_speed), float(params.min_gain),
         int(params.reserve_mib),
         int(params.lookahead), p.job_cls, p.job_gpus, p.job_excl, offsets, int(memo_limit),

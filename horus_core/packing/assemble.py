@@ -57,5 +57,17 @@ def assemble(
         job_cls=job_cls,
         job_gpus=np.maximum(table.gpus[q_slot], 1),
         job_excl=table.excl[q_slot],
+        cls_floor=_floors(live, q_slot, codes),
     )
     return problem, keys
+
+
+def _floors(live: Live, q_slot: Ix, codes: NDArray[np.int64]) -> NDArray[np.float64]:
+    """:func:`~horus_core.packing.build.class_floors`: the highest floor per signature code
+    over the active jobs and the queue, for each class."""
+    table = live.table
+    slots = np.concatenate([live.a_slot, q_slot])
+    by_code = np.zeros(len(table.sigs.names), np.float64)
+    np.maximum.at(by_code, table.code[slots], table.floor[slots])
+    out: NDArray[np.float64] = by_code[codes]
+    return out

@@ -78,6 +78,7 @@ def build_problem(
         job_cls=job_cls,
         job_gpus=np.array([max(1, j.spec.gpus) for j in queue], np.int32),
         job_excl=np.array([j.spec.exclusive for j in queue], np.bool_),
+        cls_floor=class_floors(keys, _floor_by_sig(snapshot, queue, model)),
     )
     layout = Layout(
         node_names=tuple(n.name for n in nodes),
@@ -88,6 +89,25 @@ def build_problem(
         largest_node=max(sizes, default=0),
     )
     return problem, layout
+
+
+def _floor_by_sig(
+    snapshot: ClusterSnapshot, queue: Sequence[Job], model: InterferenceModel
+) -> dict[str, float]:
+    """The highest ``min_speed`` per signature over the active jobs and the queue."""
+    out: dict[str, float] = {}
+    for job in [*(j for j in snapshot.jobs if j.state.active), *queue]:
+        if job.spec.min_speed > 0.0:
+            sig = model.signature(job.spec)
+            out[sig] = max(out.get(sig, 0.0), job.spec.min_speed)
+    return out
+
+
+def class_floors(keys: Sequence[tuple[str, int]], by_sig: dict[str, float]) -> NDArray[np.float64]:
+    """Speed floor per job class: the kernel knows jobs by class, so a class takes the highest
+    floor of its signature's live jobs (a floor is never broken; a job may be refused a share
+    that only a stricter job of the same workload needed to refuse). docs/policies.md."""
+    return np.array([by_sig.get(sig, 0.0) for sig, _ in keys], np.float64)
 
 
 def _residents(

@@ -138,6 +138,7 @@ class JobTable:
         self.excl: B = np.empty(cap, np.bool_)
         self.prio: I64 = np.empty(cap, np.int64)
         self.steps: I64 = np.empty(cap, np.int64)
+        self.floor: F64 = np.empty(cap, np.float64)  # spec.min_speed
         self.hint: I32 = np.empty(cap, np.int32)  # job_type + hints (model.profile may register them)
         self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
         self.odd: B = np.empty(cap, np.bool_)  # a number too large for the arrays: exact path
@@ -220,7 +221,7 @@ class JobTable:
         return claimed, overwrote
 
     def _grow(self) -> None:
-        for name in ("code", "tcode", "gpus", "excl", "prio", "steps", "hint", "odd"):
+        for name in ("code", "tcode", "gpus", "excl", "prio", "steps", "floor", "hint", "odd"):
             old = getattr(self, name)
             new = np.empty(2 * len(old), old.dtype)
             new[: len(old)] = old
@@ -248,6 +249,7 @@ class JobTable:
         self.prio[at] = prio
         self.steps[at] = steps
         self.excl[at] = [sp.exclusive for sp in specs]
+        self.floor[at] = [sp.min_speed for sp in specs]
 
     def speeds(
         self,

@@ -48,6 +48,14 @@ class Problem:
     job_cls: I32  # [jobs] in queue order
     job_gpus: I32
     job_excl: B
+    # Speed floor per job class (issue 10): nobody of class c may drop below
+    # max(PackParams.min_speed, cls_floor[c]). None: no floors. See class_floors.
+    cls_floor: F64 | None = None
+
+    def floors(self) -> F64:
+        if self.cls_floor is not None:
+            return self.cls_floor
+        return np.zeros(self.cls_mem.shape[0], np.float64)
 
     @property
     def n_jobs(self) -> int:

@@ -56,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--elastic-unknown-steps", action="store_true", help="elastic jobs hide total_steps from policies"
     )
+    p.add_argument(
+        "--min-speed",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="speed floor of every job in [0, 1], as the master's --min-speed default (0: none)",
+    )
     p.add_argument("--strict", action="store_true", help="fail on an action the master would drop")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a TTY")
     p.add_argument("--no-plots", action="store_true")
@@ -107,6 +114,7 @@ def _config(args: argparse.Namespace) -> SimConfig:
             elastic=args.elastic,
             elastic_seed=args.elastic_seed,
             elastic_known_steps=not args.elastic_unknown_steps,
+            min_speed=args.min_speed,
         )
     except ValueError as exc:
         raise InvalidArgument("options", str(exc)) from None

@@ -48,12 +48,16 @@ class SimConfig:
     elastic: float = 0.0
     elastic_seed: int = 0
     elastic_known_steps: bool = True
+    # Speed floor (issue 10) of every trace job, as the master's --min-speed default: 0 = none.
+    min_speed: float = 0.0
 
     def __post_init__(self) -> None:
         if self.round_s is not None and self.round_s <= 0:
             raise ValueError("round_s must be positive (or None for no periodic rounds)")
         if self.min_gap_s < 0 or self.restart_cost_s < 0 or self.poke_s <= 0:
             raise ValueError("min_gap_s and restart_cost_s must not be negative, poke_s must be positive")
+        if not 0.0 <= self.min_speed <= 1.0:  # (NaN fails too)
+            raise ValueError("min_speed must be a speed floor within [0, 1]")
         if not 0.0 <= self.elastic <= 1.0:
             raise ValueError("elastic must be a fraction within [0, 1]")
         if not self.event_rounds and self.round_s is None:

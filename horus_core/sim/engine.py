@@ -53,7 +53,7 @@ class Simulator:
         self.config = config or SimConfig()
         self.policy = policy
         self.rates = RateCache(model)
-        prepared = prepare_jobs(trace, nodes, self.rates)
+        prepared = prepare_jobs(trace, nodes, self.rates, self.config.min_speed)
         self.jobs = prepared.jobs
         self.warnings = tuple(prepared.warnings)
         self.world = World(nodes, self.rates, self.config.slow_threshold)

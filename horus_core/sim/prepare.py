@@ -31,8 +31,11 @@ class Prepared:
     warnings: list[str] = field(default_factory=list)
 
 
-def prepare_jobs(trace: Sequence[TraceJob], nodes: Sequence[Node], rates: RateCache) -> Prepared:
-    """Simulator jobs in arrival order (ties keep trace order), ids ``j000000``, ``j000001``, ..."""
+def prepare_jobs(
+    trace: Sequence[TraceJob], nodes: Sequence[Node], rates: RateCache, min_speed: float = 0.0
+) -> Prepared:
+    """Simulator jobs in arrival order (ties keep trace order), ids ``j000000``, ``j000001``, ...;
+    each with the speed floor ``min_speed`` (the cluster default, as the master fills it in)."""
     max_node = max((len(n.gpus) for n in nodes), default=0)
     if max_node == 0:
         raise InvalidArgument("cluster", "the cluster has no GPU")
@@ -56,6 +59,7 @@ def prepare_jobs(trace: Sequence[TraceJob], nodes: Sequence[Node], rates: RateCa
             job_type=tj.job_type,
             priority=tj.priority,
             total_steps=tj.total_steps,
+            min_speed=min_speed,
         )
         job_id = f"j{idx:0{width}d}"
         signature = rates.model.signature(spec)

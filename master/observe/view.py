@@ -129,6 +129,9 @@ async def _speeds(core: Core, active: list[Job]) -> dict[str, float]:
     return out
 
 
+measured_speeds = _speeds  # (public name: master.services.floor reads it too)
+
+
 async def gather(core: Core, *, queue: bool = False) -> ClusterView:
     """The view; ``queue``: with every pending job (one read of all live jobs), else the pending
     jobs are only counted by reason (a cheap aggregate: what the metrics and most pages need)."""

@@ -81,6 +81,8 @@ class JobService:
             spec = dataclasses.replace(spec, owner=owner)
         max_gpus = core.registry.max_gpus_per_node()
         validate_spec(spec, max_gpus_per_node=max_gpus, allow_mounts=core.config.allow_mounts)
+        if spec.min_speed == 0.0 and core.config.min_speed > 0.0:  # the cluster default, stored
+            spec = dataclasses.replace(spec, min_speed=core.config.min_speed)
         env = strip_reserved_env(spec.env)
         if env != spec.env:
             spec = dataclasses.replace(spec, env=env)

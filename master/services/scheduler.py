@@ -19,6 +19,7 @@ from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
 from master.services import transitions as tr
 from master.services.core import Core
+from master.services.floor import FloorEnforcer
 from master.store.jobs import Change, Transition
 from master.store.live import IndexLookup
 
@@ -62,6 +63,7 @@ class Scheduler:
         # Called after each pass with its duration (s) and result (the metrics); must not block.
         self.observers: list[Callable[[float, PassResult], None]] = []
         self._rest_s = 0.0
+        self.floor = FloorEnforcer(core)  # speed floors: co-runners to move (issue 10)
 
     async def run(self) -> None:
         """Forever (until cancelled): wait for a poke or the tick, then liveness + a pass."""
@@ -115,6 +117,7 @@ class Scheduler:
         snapshot = ClusterSnapshot(nodes=nodes, jobs=core.live.jobs())
         t1 = time.perf_counter()
         actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
+        actions = [*actions, *await self.floor.preempts()]
         t2 = time.perf_counter()
         plan = check_actions(snapshot, list(actions), IndexLookup(core.live, nodes))
         plan.assigns = self._not_stopping(plan.assigns)

@@ -104,7 +104,7 @@ def _error(text: str) -> InvalidArgument:
     [
         ("run: x\nsetup: pip install\n", "setup", ["unknown field", "line 2"]),
         ("run: x\nresources:\n  cloud: aws\n", "resources.cloud", ["unknown field", "line 3"]),
-        ("run: x\nmin_speed: 0.8\n", "min_speed", ["not supported yet", "line 2"]),
+        ("run: x\nmin_speed: 1.5\n", "min_speed", ["within [0, 1]"]),
         ("run: x\nqueue: batch\n", "queue", ["not supported yet", "line 2"]),
         ("run: x\nnum_nodes: 2\n", "num_nodes", ["multi-node", "line 2"]),
         ("run: x\nresources: {accelerators: 'V100:two'}\n", "resources.accelerators", ["V100:2"]),

@@ -82,7 +82,10 @@ def place_shared(
         scored = []
         for i, (gpu, resident) in enumerate(gpus):
             theirs, mine = speeds(resident, job, gpu)
-            if min(theirs, mine) >= MIN_SPEED and theirs + mine >= 1.0 + MIN_GAIN:
+            floors_ok = theirs >= max(MIN_SPEED, resident.spec.min_speed) and mine >= max(
+                MIN_SPEED, job.spec.min_speed
+            )
+            if floors_ok and theirs + mine >= 1.0 + MIN_GAIN:
                 scored.append((theirs + mine, i))
         if len(scored) >= count:
             top = sorted(scored, reverse=True)[:count]

@@ -1,0 +1,92 @@
+"""Speed-floor enforcement after placement (issue 10), as pure decisions: which running job has
+stayed below its floor long enough, and which co-runner to move for it.
+
+A job's floor is sustained-broken when at least :data:`READINGS` consecutive measured speeds
+(measured samples/s over its solo samples/s, 1.0 = solo) are all below its floor and the first
+and last of them lie at least :data:`WINDOW_S` seconds apart; one reading at or above the floor
+(or a new attempt) starts the count again. The
+co-runner moved is the youngest other active job on any of its GPUs (latest ``started_at``,
+then latest submission, then the larger id): the one that has lost the least work. The master
+(``master/services/floor.py``) preempts it with :func:`move_reason`. docs/policies.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from horus_core.model import Job
+
+READINGS = 3  # consecutive readings below the floor ...
+WINDOW_S = 60.0  # ... spanning at least this long
+
+
+def effective_floor(job: Job, default: float) -> float:
+    """The job's own floor, else the cluster default (0: none)."""
+    return job.spec.min_speed if job.spec.min_speed > 0.0 else default
+
+
+@dataclass
+class FloorWatch:
+    """Per (job, attempt): its run of readings below its floor as [first time, last time, count]."""
+
+    readings: int = READINGS
+    window_s: float = WINDOW_S
+    _low: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+
+    def observe(self, job: Job, at: float, speed: float, floor: float) -> bool:
+        """Record one reading; True when the job's floor is now sustained-broken."""
+        key = (job.id, job.attempt)
+        if floor <= 0.0 or speed >= floor:
+            self._low.pop(key, None)
+            return False
+        run = self._low.get(key)
+        if run is None:
+            run = self._low[key] = [at, at, 1.0]
+        elif at > run[1]:  # (the same time again is not a new reading)
+            run[1], run[2] = at, run[2] + 1.0
+        return run[2] >= self.readings and run[1] - run[0] >= self.window_s
+
+    def forget(self, keep: Iterable[tuple[str, int]]) -> None:
+        """Drop the counts of attempts no longer running."""
+        alive = set(keep)
+        for key in [k for k in self._low if k not in alive]:
+            del self._low[key]
+
+    def reset(self, job: Job) -> None:
+        self._low.pop((job.id, job.attempt), None)
+
+
+def co_runner_to_move(job: Job, active: Sequence[Job]) -> Job | None:
+    """The youngest other active job sharing one of ``job``'s GPUs, or None."""
+    mine = set(job.gpus)
+    others = [j for j in active if j.id != job.id and j.state.active and mine.intersection(j.gpus)]
+    if not others:
+        return None
+    return max(others, key=lambda j: (j.started_at or 0.0, j.submitted_at, j.id))
+
+
+def move_reason(slow: Job, speed: float, floor: float) -> str:
+    return (
+        f"moved: job {slow.id} sharing its GPU ran at {speed:.2f}x of solo, below its "
+        f"speed floor {floor:g}x, for {READINGS} readings in a row"
+    )
+
+
+def decide_moves(
+    watch: FloorWatch, active: Sequence[Job], speeds: Mapping[str, float], at: float, default: float
+) -> list[tuple[Job, str]]:
+    """Feed this round's measured speeds to ``watch``; the co-runners to move, with reasons (one
+    per co-runner; a job whose co-runner is moved starts its count again)."""
+    moves: dict[str, tuple[Job, str]] = {}
+    watch.forget((j.id, j.attempt) for j in active)
+    for job in active:
+        speed = speeds.get(job.id)
+        floor = effective_floor(job, default)
+        if speed is None or not watch.observe(job, at, speed, floor):
+            continue
+        victim = co_runner_to_move(job, active)
+        if victim is not None and victim.id not in moves:
+            moves[victim.id] = (victim, move_reason(job, speed, floor))
+            watch.reset(job)
+    return list(moves.values())

@@ -1,0 +1,42 @@
+"""The master side of speed-floor enforcement (issue 10): every reading round it hands the running
+jobs' measured speeds to :mod:`horus_core.floor` and turns the co-runners it names into Preempts
+for the scheduling pass (which re-queues them; the policy places them again, elsewhere when the
+learned pair speed now breaks the floor). docs/policies.md."""
+
+from __future__ import annotations
+
+import logging
+
+from horus_core.floor import FloorWatch, decide_moves
+from horus_core.model import Job, Preempt
+from master.observe.view import measured_speeds
+from master.services.core import Core
+
+log = logging.getLogger(__name__)
+READING_S = 20.0  # one measured-speed reading per running job this often (master clock)
+
+
+class FloorEnforcer:
+    def __init__(self, core: Core, *, reading_s: float = READING_S) -> None:
+        self.core = core
+        self.reading_s = reading_s
+        self.watch = FloorWatch()
+        self._last = float("-inf")
+
+    def _watched(self, active: list[Job]) -> bool:
+        return self.core.config.min_speed > 0.0 or any(j.spec.min_speed > 0.0 for j in active)
+
+    async def preempts(self) -> list[Preempt]:
+        """This round's co-runner moves (none between reading rounds)."""
+        now = self.core.clock.now()
+        if now - self._last < self.reading_s:
+            return []
+        self._last = now
+        active = [j for j in self.core.live.jobs() if j.state.active]
+        if not self._watched(active):
+            return []
+        speeds = await measured_speeds(self.core, active)
+        moves = decide_moves(self.watch, active, speeds, now, self.core.config.min_speed)
+        for victim, reason in moves:
+            log.info("preempting %s: %s", victim.id, reason)
+        return [Preempt(victim.id, reason) for victim, reason in moves]
