@@ -70,6 +70,9 @@ class JobSpec:
     # each start; ``gpus`` is the count it asks for first. Both 0: not elastic (``gpus`` only).
     gpus_min: int = 0
     gpus_max: int = 0
+    # GPU types the job accepts, lowercase families as in ``Gpu.gpu_type`` ("v100", "a100");
+    # empty = any type. Every policy places the job only on GPUs of these types.
+    gpu_types: tuple[str, ...] = ()
 
     @property
     def elastic(self) -> bool:
@@ -78,6 +81,10 @@ class JobSpec:
     def gpu_range(self) -> tuple[int, int]:
         """The GPU counts an attempt may have: ``(gpus_min, gpus_max)``, or ``(gpus, gpus)``."""
         return (self.gpus_min, self.gpus_max) if self.elastic else (self.gpus, self.gpus)
+
+    def accepts_type(self, gpu_type: str) -> bool:
+        """Whether the job may run on a GPU of family ``gpu_type`` (empty list: any)."""
+        return not self.gpu_types or gpu_type in self.gpu_types
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,6 +73,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         memory_mib=spec.memory_mib,
         mounts=list(spec.mounts),
         total_steps=spec.total_steps,
+        gpu_types=list(spec.gpu_types),
     )
 
 
@@ -98,6 +99,7 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         memory_mib=msg.memory_mib,
         mounts=tuple(msg.mounts),
         total_steps=msg.total_steps,
+        gpu_types=tuple(msg.gpu_types),
     )
 
 

@@ -140,6 +140,7 @@ def job_fields(job: Job) -> list[tuple[str, object]]:
         ("Command", shlex.join(spec.command)),
         ("Image", spec.image or "(none: runs as a process)"),
         ("Requested", f"{spec.gpus} GPU(s), {share}, priority {spec.priority}"),
+        ("GPU types", ", ".join(spec.gpu_types) or "(any)"),
         ("Hints", hints_text(job)),
         ("Node", job.node),
         ("GPUs", ", ".join(job.gpus)),

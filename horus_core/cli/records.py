@@ -28,6 +28,7 @@ def job_record(job: Job) -> Record:
         "gpus_requested": spec.gpus,
         "exclusive": spec.exclusive,
         "priority": spec.priority,
+        "gpu_types": list(spec.gpu_types),
         "reason": job.reason,
         "predicted_slowdown": job.predicted_slowdown,
         "submitted_at": job.submitted_at,

@@ -32,6 +32,13 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", default="")
     p.add_argument("--exclusive", action="store_true", help="never share its GPUs")
     p.add_argument("--priority", type=int, default=0)
+    p.add_argument(
+        "--gpu-type",
+        dest="gpu_types",
+        default="",
+        metavar="TYPES",
+        help="GPU types the job accepts, comma-separated, e.g. v100,a100 (default: any)",
+    )
     p.add_argument("--util-avg", type=float, metavar="PCT", help="expected average GPU utilisation, %%")
     p.add_argument("--util-peak", type=float, metavar="PCT", help="expected peak GPU utilisation, %%")
     p.add_argument("--mem-mib", type=int, metavar="MIB", help="expected GPU memory use")
@@ -66,8 +73,14 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         cpus=args.cpus,
         memory_mib=args.memory_mib,
         mounts=tuple(args.mounts),
+        gpu_types=parse_gpu_types(args.gpu_types),
     )
     return validate_spec(spec)
+
+
+def parse_gpu_types(text: str) -> tuple[str, ...]:
+    """``"V100, a100"`` -> ``("v100", "a100")``; empty: any type."""
+    return tuple(t.strip().lower() for t in text.split(",") if t.strip())
 
 
 def parse_env(item: str) -> tuple[str, str]:

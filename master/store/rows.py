@@ -93,6 +93,7 @@ def spec_to_json(spec: JobSpec) -> str:
         "memory_mib": spec.memory_mib,
         "mounts": list(spec.mounts),
         "total_steps": spec.total_steps,
+        "gpu_types": list(spec.gpu_types),
     }
     return json.dumps(doc, separators=(",", ":"), allow_nan=False)  # SQLite's JSON has no NaN
 
@@ -136,6 +137,7 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         memory_mib=int(d.get("memory_mib", 0)),
         mounts=_strings(d.get("mounts", [])),
         total_steps=int(d.get("total_steps", 0)),
+        gpu_types=_strings(d.get("gpu_types", [])),
     )
 
 

@@ -1,0 +1,188 @@
+"""Which GPU types a pending job may use, and the wrapper that makes any policy honour it.
+
+A job may run on a GPU type when its spec accepts the type (``JobSpec.gpu_types``, empty: any)
+and the interference table does not say it cannot run there (solo throughput 0). With
+``hetero`` on (heterogeneity-aware packing), a job is also kept off a type where it runs at
+less than ``slow_ratio`` of its speed on the best type present in the cluster, until it has
+queued ``max_wait_s`` seconds: the rule that judges whether a better type frees up "soon".
+
+:class:`TypeGate` wraps a policy: jobs every type suits go to it as they are; each group of jobs
+with the same narrower set is decided in a later pass on a snapshot where every other GPU is
+hidden (marked unhealthy), with the earlier passes' assignments counted as running there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from horus_core.interference import InterferenceModel
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Wait
+from horus_core.packing.cluster import gpu_type
+from horus_core.policies.base import Policy
+
+FAST_RATIO = 0.9  # a job's own fast types: within 10 % of its best
+SLOW_RATIO = 0.5  # "much slower": below half the speed on the job's best type in the cluster
+MAX_WAIT_S = 4 * 3600.0  # how long a job waits for a fast type before it takes a slow one
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The types a job may use now, best tier first (None: every type), or why it may use none.
+
+    A job is tried on ``tiers[0]``; if it does not fit there, on ``tiers[1]``, and so on."""
+
+    tiers: tuple[frozenset[str] | None, ...]
+    reason: str = ""
+
+    @property
+    def none(self) -> bool:
+        return not self.tiers
+
+
+@dataclass(frozen=True)
+class HeteroRule:
+    """Heterogeneity-aware placement: tried first on the types where the job runs at least
+    ``fast_ratio`` of its best speed, then on those above ``slow_ratio``; below that only
+    after ``max_wait_s`` seconds in the queue (a faster type did not free up soon enough)."""
+
+    fast_ratio: float = FAST_RATIO
+    slow_ratio: float = SLOW_RATIO
+    max_wait_s: float = MAX_WAIT_S
+
+
+def cluster_types(snapshot: ClusterSnapshot) -> frozenset[str]:
+    return frozenset(gpu_type(g) for g in snapshot.ready_gpus())
+
+
+def allowed_types(
+    job: Job,
+    present: frozenset[str],
+    model: InterferenceModel | None,
+    now: float,
+    rule: HeteroRule | None = None,
+) -> Allowed:
+    """The GPU types of ``present`` that ``job`` may be placed on now, in tiers (pure)."""
+    spec = job.spec
+    usable = frozenset(t for t in present if spec.accepts_type(t))
+    if not usable:
+        return Allowed((), f"no GPU of type {', '.join(spec.gpu_types)} in the cluster")
+    speed = _solo_speeds(job, usable, model)
+    zero = sorted(t for t, s in speed.items() if s is not None and s <= 0.0)
+    usable -= set(zero)
+    if not usable:
+        return Allowed((), f"cannot run on {', '.join(zero)} (throughput 0 in the table)")
+    tiers = [usable]
+    if rule is not None:
+        tiers = [_fast_types(usable, speed, rule.fast_ratio), _fast_types(usable, speed, rule.slow_ratio)]
+        if now - job.submitted_at >= rule.max_wait_s:
+            tiers.append(usable)
+    out: list[frozenset[str] | None] = []
+    for tier in tiers:
+        t = None if tier == present else tier
+        if not out or out[-1] != t:
+            out.append(t)
+    return Allowed(tuple(out))
+
+
+def _solo_speeds(job: Job, types: frozenset[str], model: InterferenceModel | None) -> dict[str, float | None]:
+    if model is None:
+        return {}
+    sig = model.signature(job.spec)
+    return {t: model.solo_throughput(sig, max(1, job.spec.gpus), t) for t in types}
+
+
+def _fast_types(usable: frozenset[str], speed: dict[str, float | None], ratio: float) -> frozenset[str]:
+    """The types where the job runs at least ``ratio`` of its best known speed (unknown: kept)."""
+    known = {t: s for t, s in speed.items() if t in usable and s is not None}
+    if not known:
+        return usable
+    best = max(known.values())
+    return frozenset(t for t in usable if t not in known or known[t] >= ratio * best)
+
+
+Group = dict[frozenset[str] | None, list[Job]]
+
+
+@dataclass
+class TypeGate:
+    """Any policy, made to honour each job's allowed GPU types (see the module doc)."""
+
+    inner: Policy
+    model: InterferenceModel | None = None
+    hetero: HeteroRule | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.inner.name
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "inner":
+            raise AttributeError(attr)
+        return getattr(self.inner, attr)
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        pending = snapshot.pending()
+        if self.hetero is None and not any(j.spec.gpu_types for j in pending):
+            return self.inner.decide(snapshot, now)
+        present = cluster_types(snapshot)
+        allowed = {j.id: allowed_types(j, present, self.model, now, self.hetero) for j in pending}
+        if all(a.tiers == (None,) for a in allowed.values()):
+            return self.inner.decide(snapshot, now)  # every job may use every type
+        out: dict[str, Action] = {j: Wait(j, a.reason) for j, a in allowed.items() if a.none}
+        active = [j for j in snapshot.jobs if j.state.active]
+        level, todo = 0, [j for j in pending if not allowed[j.id].none]
+        while todo:
+            groups: Group = {}
+            for job in todo:
+                groups.setdefault(allowed[job.id].tiers[level], []).append(job)
+            actions = self._passes(snapshot, groups, active, now)
+            out.update({a.job_id: a for a in actions})
+            level += 1
+            todo = [j for j in todo if isinstance(out.get(j.id), Wait) and len(allowed[j.id].tiers) > level]
+        waits = [a for a in out.values() if isinstance(a, Wait)]
+        return [a for a in out.values() if not isinstance(a, Wait)] + waits
+
+    def _passes(
+        self, snapshot: ClusterSnapshot, groups: Group, active: list[Job], now: float
+    ) -> list[Action]:
+        """One policy pass per group, each on its types; ``active`` grows with what is assigned."""
+        out: list[Action] = []
+        for types, jobs in groups.items():
+            view = ClusterSnapshot(_only(snapshot.nodes, types), tuple(active) + tuple(jobs))
+            actions = [
+                a for a in self.inner.decide(view, now) if not (isinstance(a, Assign) and _outside(view, a))
+            ]
+            out += actions
+            active += _as_running(jobs, actions)
+        return out
+
+
+def _only(nodes: Sequence[Node], types: frozenset[str] | None) -> tuple[Node, ...]:
+    """The nodes with every GPU not of ``types`` marked unhealthy (None: as they are)."""
+    if types is None:
+        return tuple(nodes)
+    return tuple(
+        dataclasses.replace(
+            n,
+            gpus=tuple(g if gpu_type(g) in types else dataclasses.replace(g, healthy=False) for g in n.gpus),
+        )
+        for n in nodes
+    )
+
+
+def _outside(view: ClusterSnapshot, action: Assign) -> bool:
+    ok = {g.uuid for n in view.nodes if n.name == action.node for g in n.gpus if g.healthy}
+    return not set(action.gpus) <= ok
+
+
+def _as_running(jobs: Sequence[Job], actions: Sequence[Action]) -> list[Job]:
+    """The jobs this pass assigned, as the next pass must see them: on their GPUs."""
+    by_id = {j.id: j for j in jobs}
+    return [
+        dataclasses.replace(by_id[a.job_id], state=JobState.ASSIGNED, node=a.node, gpus=a.gpus)
+        for a in actions
+        if isinstance(a, Assign) and a.job_id in by_id
+    ]
