@@ -6,22 +6,21 @@ and the interference table does not say it cannot run there (solo throughput 0).
 less than ``slow_ratio`` of its speed on the best type present in the cluster, until it has
 queued ``max_wait_s`` seconds: the rule that judges whether a better type frees up "soon".
 
-:class:`TypeGate` wraps a policy: jobs every type suits go to it as they are; each group of jobs
-with the same narrower set is decided in a later pass on a snapshot where every other GPU is
-hidden (marked unhealthy), with the earlier passes' assignments counted as running there.
+:class:`TypeGate` sits in front of a policy's ``decide``: jobs every type suits go to it as they
+are; each group of jobs with the same narrower set is decided in a pass on a snapshot where
+every other GPU is hidden (marked unhealthy), earlier passes' assignments counted as running.
+Jobs a tier leaves waiting are tried on their next tier in a later pass.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Wait
 from horus_core.packing.cluster import gpu_type
-from horus_core.policies.base import Policy
 
 FAST_RATIO = 0.9  # a job's own fast types: within 10 % of its best
 SLOW_RATIO = 0.5  # "much slower": below half the speed on the job's best type in the cluster
@@ -66,6 +65,8 @@ def allowed_types(
 ) -> Allowed:
     """The GPU types of ``present`` that ``job`` may be placed on now, in tiers (pure)."""
     spec = job.spec
+    if not present:
+        return Allowed((None,))  # no ready GPU at all: the policy says so itself
     usable = frozenset(t for t in present if spec.accepts_type(t))
     if not usable:
         return Allowed((), f"no GPU of type {', '.join(spec.gpu_types)} in the cluster")
@@ -106,31 +107,26 @@ def _fast_types(usable: frozenset[str], speed: dict[str, float | None], ratio: f
 Group = dict[frozenset[str] | None, list[Job]]
 
 
+Decide = Callable[[ClusterSnapshot, float], list[Action]]
+
+
 @dataclass
 class TypeGate:
-    """Any policy, made to honour each job's allowed GPU types (see the module doc)."""
+    """Makes a policy's ``decide`` honour each job's allowed GPU types (see the module doc)."""
 
-    inner: Policy
-    model: InterferenceModel | None = None
     hetero: HeteroRule | None = None
-    name: str = ""
 
-    def __post_init__(self) -> None:
-        self.name = self.name or self.inner.name
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr == "inner":
-            raise AttributeError(attr)
-        return getattr(self.inner, attr)
-
-    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+    def decide(
+        self, snapshot: ClusterSnapshot, now: float, inner: Decide, model: InterferenceModel | None
+    ) -> list[Action]:
+        """``inner``'s actions, run once per group of jobs on the types they may use now."""
         pending = snapshot.pending()
         if self.hetero is None and not any(j.spec.gpu_types for j in pending):
-            return self.inner.decide(snapshot, now)
+            return inner(snapshot, now)
         present = cluster_types(snapshot)
-        allowed = {j.id: allowed_types(j, present, self.model, now, self.hetero) for j in pending}
+        allowed = {j.id: allowed_types(j, present, model, now, self.hetero) for j in pending}
         if all(a.tiers == (None,) for a in allowed.values()):
-            return self.inner.decide(snapshot, now)  # every job may use every type
+            return inner(snapshot, now)  # every job may use every type
         out: dict[str, Action] = {j: Wait(j, a.reason) for j, a in allowed.items() if a.none}
         active = [j for j in snapshot.jobs if j.state.active]
         level, todo = 0, [j for j in pending if not allowed[j.id].none]
@@ -138,26 +134,25 @@ class TypeGate:
             groups: Group = {}
             for job in todo:
                 groups.setdefault(allowed[job.id].tiers[level], []).append(job)
-            actions = self._passes(snapshot, groups, active, now)
+            actions = _passes(snapshot, groups, active, now, inner)
             out.update({a.job_id: a for a in actions})
             level += 1
             todo = [j for j in todo if isinstance(out.get(j.id), Wait) and len(allowed[j.id].tiers) > level]
         waits = [a for a in out.values() if isinstance(a, Wait)]
         return [a for a in out.values() if not isinstance(a, Wait)] + waits
 
-    def _passes(
-        self, snapshot: ClusterSnapshot, groups: Group, active: list[Job], now: float
-    ) -> list[Action]:
-        """One policy pass per group, each on its types; ``active`` grows with what is assigned."""
-        out: list[Action] = []
-        for types, jobs in groups.items():
-            view = ClusterSnapshot(_only(snapshot.nodes, types), tuple(active) + tuple(jobs))
-            actions = [
-                a for a in self.inner.decide(view, now) if not (isinstance(a, Assign) and _outside(view, a))
-            ]
-            out += actions
-            active += _as_running(jobs, actions)
-        return out
+
+def _passes(
+    snapshot: ClusterSnapshot, groups: Group, active: list[Job], now: float, inner: Decide
+) -> list[Action]:
+    """One policy pass per group, each on its types; ``active`` grows with what is assigned."""
+    out: list[Action] = []
+    for types, jobs in groups.items():
+        view = ClusterSnapshot(_only(snapshot.nodes, types), tuple(active) + tuple(jobs))
+        actions = [a for a in inner(view, now) if not (isinstance(a, Assign) and _outside(view, a))]
+        out += actions
+        active += _as_running(jobs, actions)
+    return out
 
 
 def _only(nodes: Sequence[Node], types: frozenset[str] | None) -> tuple[Node, ...]:

@@ -39,6 +39,7 @@ from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import util_positions
 from horus_core.policies._packing import Ix, Packer
+from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.reasons import interference_text
 
 MIN_SPEED = 0.3
@@ -54,6 +55,7 @@ class HorusPolicy:
     min_gain: float = MIN_GAIN
     lookahead: int = LOOKAHEAD
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
+    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
 
     @property
     def params(self) -> PackParams:
@@ -66,6 +68,9 @@ class HorusPolicy:
         )
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return self.gate.decide(snapshot, now, self._decide, self.model)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         refused = interference_text(self.min_speed, self.min_gain)
         return self.packer.pack(snapshot, self.model, self.params, refused, self._order)
 
@@ -74,7 +79,7 @@ class HorusPolicy:
 
 
 def make(model: InterferenceModel | None) -> HorusPolicy:
-    return HorusPolicy(model or default_model())
+    return HorusPolicy(model or default_model(), gate=TypeGate(HeteroRule()))
 
 
 def make_paper(model: InterferenceModel | None) -> HorusPolicy:
