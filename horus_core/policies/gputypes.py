@@ -88,6 +88,14 @@ def allowed_types(
     return Allowed(tuple(out))
 
 
+def _any_zero(pending: Sequence[Job], present: frozenset[str], model: InterferenceModel | None) -> bool:
+    """Whether the table gives any pending job's kind throughput 0 on a type here."""
+    if model is None:
+        return False
+    kinds = {(model.signature(j.spec), max(1, j.spec.gpus)) for j in pending}
+    return any(model.solo_throughput(k, g, t) == 0.0 for k, g in kinds for t in present)
+
+
 def _solo_speeds(job: Job, types: frozenset[str], model: InterferenceModel | None) -> dict[str, float | None]:
     if model is None:
         return {}
@@ -121,9 +129,10 @@ class TypeGate:
     ) -> list[Action]:
         """``inner``'s actions, run once per group of jobs on the types they may use now."""
         pending = snapshot.pending()
-        if self.hetero is None and not any(j.spec.gpu_types for j in pending):
-            return inner(snapshot, now)
         present = cluster_types(snapshot)
+        plain = self.hetero is None and not any(j.spec.gpu_types for j in pending)
+        if plain and not _any_zero(pending, present, model):
+            return inner(snapshot, now)
         allowed = {j.id: allowed_types(j, present, model, now, self.hetero) for j in pending}
         if all(a.tiers == (None,) for a in allowed.values()):
             return inner(snapshot, now)  # every job may use every type
