@@ -130,7 +130,8 @@ class TypeGate:
         """``inner``'s actions, run once per group of jobs on the types they may use now."""
         pending = snapshot.pending()
         present = cluster_types(snapshot)
-        plain = self.hetero is None and not any(j.spec.gpu_types for j in pending)
+        # One type (or no hetero rule) and no lists: only a throughput-0 type could restrict.
+        plain = (self.hetero is None or len(present) < 2) and not any(j.spec.gpu_types for j in pending)
         if plain and not _any_zero(pending, present, model):
             return inner(snapshot, now)
         allowed = {j.id: allowed_types(j, present, model, now, self.hetero) for j in pending}
