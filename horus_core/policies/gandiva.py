@@ -22,7 +22,7 @@ from horus_core.packing.cluster import gpu_type
 from horus_core.policies._order import arrival_positions
 from horus_core.policies._packing import Packer
 from horus_core.policies.base import busy_gpu_uuids
-from horus_core.policies.gputypes import TypeGate
+from horus_core.policies.gputypes import HeteroRule, TypeGate
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = "every GPU with enough memory runs a job it was split from before (or that it does not fit next to)"
@@ -83,4 +83,4 @@ def _started(job: Job) -> tuple[float, str]:
 
 
 def make(model: InterferenceModel | None) -> GandivaPolicy:
-    return GandivaPolicy(model or default_model())
+    return GandivaPolicy(model or default_model(), gate=TypeGate(HeteroRule()))  # heterogeneity-aware

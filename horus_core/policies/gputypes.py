@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from horus_core.interference import InterferenceModel
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait
 from horus_core.packing.cluster import gpu_type
 
 FAST_RATIO = 0.9  # a job's own fast types: within 10 % of its best
@@ -139,12 +139,13 @@ class TypeGate:
             return inner(snapshot, now)  # every job may use every type
         out: dict[str, Action] = {j: Wait(j, a.reason) for j, a in allowed.items() if a.none}
         active = [j for j in snapshot.jobs if j.state.active]
+        running = {j.id for j in active}
         level, todo = 0, [j for j in pending if not allowed[j.id].none]
         while todo:
             groups: Group = {}
             for job in todo:
                 groups.setdefault(allowed[job.id].tiers[level], []).append(job)
-            actions = _passes(snapshot, groups, active, now, inner)
+            actions = [a for a in _passes(snapshot, groups, active, now, inner) if _real(a, running)]
             out.update({a.job_id: a for a in actions})
             level += 1
             todo = [j for j in todo if isinstance(out.get(j.id), Wait) and len(allowed[j.id].tiers) > level]
@@ -163,6 +164,11 @@ def _passes(
         out += actions
         active += _as_running(jobs, actions)
     return out
+
+
+def _real(action: Action, running: set[str]) -> bool:
+    """False for a Preempt of a job an earlier pass of this call assigned (not running yet)."""
+    return not isinstance(action, Preempt) or action.job_id in running
 
 
 def _only(nodes: Sequence[Node], types: frozenset[str] | None) -> tuple[Node, ...]:

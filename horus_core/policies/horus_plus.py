@@ -22,7 +22,7 @@ from horus_core.packing import PackParams, codes
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import util_positions
 from horus_core.policies._packing import Ix, Packer
-from horus_core.policies.gputypes import TypeGate
+from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.horus import LOOKAHEAD, MIN_GAIN, MIN_SPEED
 from horus_core.policies.kmeans import choose_k
 from horus_core.policies.reasons import interference_text
@@ -93,4 +93,4 @@ def _credit(submitted: NDArray[np.float64], now: float) -> float:
 
 
 def make(model: InterferenceModel | None) -> HorusPlusPolicy:
-    return HorusPlusPolicy(model or default_model())
+    return HorusPlusPolicy(model or default_model(), gate=TypeGate(HeteroRule()))  # heterogeneity-aware

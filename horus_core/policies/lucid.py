@@ -24,7 +24,7 @@ from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import work_positions
 from horus_core.policies._packing import Ix, Packer
-from horus_core.policies.gputypes import TypeGate
+from horus_core.policies.gputypes import HeteroRule, TypeGate
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = (
@@ -64,4 +64,4 @@ class LucidPolicy:
 
 
 def make(model: InterferenceModel | None) -> LucidPolicy:
-    return LucidPolicy(model or default_model())
+    return LucidPolicy(model or default_model(), gate=TypeGate(HeteroRule()))  # heterogeneity-aware

@@ -138,8 +138,9 @@ def test_tiers_put_the_fast_type_first_and_the_slow_one_after_the_wait() -> None
     assert allowed_types(job("a"), present, model, 10.0, None).tiers == (None,)
 
 
-def test_horus_prefers_the_fast_type_and_waits_for_it_while_it_frees_soon() -> None:
-    policy = make_policy("horus")
+@pytest.mark.parametrize("name", ["horus", "horus+", "lucid", "gandiva"])
+def test_hetero_policies_prefer_the_fast_type_and_wait_for_it_while_it_frees_soon(name: str) -> None:
+    policy = make_policy(name)
     free = by_id(policy.decide(ClusterSnapshot(CLUSTER, (job("a"),)), 10.0))["a"]
     assert isinstance(free, Assign) and TYPE_OF[free.gpus[0]] == "v100"
     busy = tuple(on(f"r{i}", (f"vg{i}",)) for i in range(4))
