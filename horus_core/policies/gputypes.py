@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait
@@ -25,6 +25,7 @@ from horus_core.packing.cluster import gpu_type
 FAST_RATIO = 0.9  # a job's own fast types: within 10 % of its best
 SLOW_RATIO = 0.5  # "much slower": below half the speed on the job's best type in the cluster
 MAX_WAIT_S = 4 * 3600.0  # how long a job waits for a fast type before it takes a slow one
+_MEMO = 4096  # memoised kinds per gate
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,23 @@ class TypeGate:
     """Makes a policy's ``decide`` honour each job's allowed GPU types (see the module doc)."""
 
     hetero: HeteroRule | None = None
+    # allowed_types by what it reads: (job_type, hints, gpus, gpu_types, present, waited long).
+    _memo: dict[tuple[object, ...], Allowed] = field(default_factory=dict, repr=False, compare=False)
+    _views: _Views = field(default_factory=dict, repr=False, compare=False)
+
+    def allowed(
+        self, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
+    ) -> Allowed:
+        """:func:`allowed_types`, memoised: a job's kind decides it, not the job."""
+        spec, rule = job.spec, self.hetero
+        waited = rule is not None and now - job.submitted_at >= rule.max_wait_s
+        key = (spec.job_type, spec.hints, spec.gpus, spec.gpu_types, present, waited)
+        hit = self._memo.get(key)
+        if hit is None:
+            if len(self._memo) > _MEMO:
+                self._memo.clear()
+            hit = self._memo[key] = allowed_types(job, present, model, now, rule)
+        return hit
 
     def decide(
         self, snapshot: ClusterSnapshot, now: float, inner: Decide, model: InterferenceModel | None
@@ -134,7 +152,7 @@ class TypeGate:
         plain = (self.hetero is None or len(present) < 2) and not any(j.spec.gpu_types for j in pending)
         if plain and not _any_zero(pending, present, model):
             return inner(snapshot, now)
-        allowed = {j.id: allowed_types(j, present, model, now, self.hetero) for j in pending}
+        allowed = {j.id: self.allowed(j, present, model, now) for j in pending}
         if all(a.tiers == (None,) for a in allowed.values()):
             return inner(snapshot, now)  # every job may use every type
         out: dict[str, Action] = {j: Wait(j, a.reason) for j, a in allowed.items() if a.none}
@@ -145,7 +163,9 @@ class TypeGate:
             groups: Group = {}
             for job in todo:
                 groups.setdefault(allowed[job.id].tiers[level], []).append(job)
-            actions = [a for a in _passes(snapshot, groups, active, now, inner) if _real(a, running)]
+            actions = [
+                a for a in _passes(snapshot, groups, active, now, inner, self._views) if _real(a, running)
+            ]
             out.update({a.job_id: a for a in actions})
             level += 1
             todo = [j for j in todo if isinstance(out.get(j.id), Wait) and len(allowed[j.id].tiers) > level]
@@ -154,12 +174,12 @@ class TypeGate:
 
 
 def _passes(
-    snapshot: ClusterSnapshot, groups: Group, active: list[Job], now: float, inner: Decide
+    snapshot: ClusterSnapshot, groups: Group, active: list[Job], now: float, inner: Decide, views: _Views
 ) -> list[Action]:
     """One policy pass per group, each on its types; ``active`` grows with what is assigned."""
     out: list[Action] = []
     for types, jobs in groups.items():
-        view = ClusterSnapshot(_only(snapshot.nodes, types), tuple(active) + tuple(jobs))
+        view = ClusterSnapshot(_only(snapshot.nodes, types, views), tuple(active) + tuple(jobs))
         actions = [a for a in inner(view, now) if not (isinstance(a, Assign) and _outside(view, a))]
         out += actions
         active += _as_running(jobs, actions)
@@ -171,17 +191,25 @@ def _real(action: Action, running: set[str]) -> bool:
     return not isinstance(action, Preempt) or action.job_id in running
 
 
-def _only(nodes: Sequence[Node], types: frozenset[str] | None) -> tuple[Node, ...]:
+# (id of a node, types) -> (that node, its view): the same view object while the node is
+# unchanged, so the policies' per-node caches keep hitting across passes and calls.
+_Views = dict[tuple[int, frozenset[str] | None], tuple[Node, Node]]
+
+
+def _only(nodes: Sequence[Node], types: frozenset[str] | None, views: _Views) -> tuple[Node, ...]:
     """The nodes with every GPU not of ``types`` marked unhealthy (None: as they are)."""
     if types is None:
         return tuple(nodes)
-    return tuple(
-        dataclasses.replace(
-            n,
-            gpus=tuple(g if gpu_type(g) in types else dataclasses.replace(g, healthy=False) for g in n.gpus),
-        )
-        for n in nodes
-    )
+    if len(views) > _MEMO:
+        views.clear()
+    out = []
+    for n in nodes:
+        hit = views.get((id(n), types))
+        if hit is None or hit[0] is not n:
+            gpus = tuple(g if gpu_type(g) in types else dataclasses.replace(g, healthy=False) for g in n.gpus)
+            hit = views[(id(n), types)] = (n, dataclasses.replace(n, gpus=gpus))
+        out.append(hit[1])
+    return tuple(out)
 
 
 def _outside(view: ClusterSnapshot, action: Assign) -> bool:
