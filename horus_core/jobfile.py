@@ -19,7 +19,7 @@ from horus_core.model import JobSpec, ProfileHints
 from horus_core.validation import validate_spec
 
 SHELL = ("sh", "-c")  # a ``run:`` string runs through the shell, as in SkyPilot and dstack
-_ACCEL = re.compile(r"^(?:(?P<type>[A-Za-z][A-Za-z0-9_-]*):)?(?P<count>[0-9]+)$")
+_ACCEL = re.compile(r"^(?:(?P<type>[A-Za-z][A-Za-z0-9_-]*(?:,[A-Za-z][A-Za-z0-9_-]*)*):)?(?P<count>[0-9]+)$")
 
 
 @dataclass(frozen=True)
@@ -156,17 +156,14 @@ def _flatten(node: yaml.MappingNode, prefix: str = "") -> list[tuple[str, yaml.N
     return out
 
 
-def _accelerators(node: yaml.Node, warnings: list[str]) -> int:
+def _accelerators(node: yaml.Node) -> tuple[int, tuple[str, ...]]:
+    """``COUNT`` or ``TYPE:COUNT`` -> (gpus, gpu_types); ``TYPE`` may list several: ``V100,A100:2``."""
     text = _scalar("resources.accelerators", node).strip()
     match = _ACCEL.match(text)
     if match is None:
         raise _bad("resources.accelerators", node, f"expected COUNT or TYPE:COUNT like V100:2, got {text!r}")
-    if match["type"]:
-        warnings.append(
-            f"resources.accelerators ({_where(node)}): GPU type {match['type']} is not a placement "
-            "constraint in Horus yet; the job may run on any GPU type"
-        )
-    return int(match["count"])
+    types = tuple(t.strip().lower() for t in match["type"].split(",")) if match["type"] else ()
+    return int(match["count"]), types
 
 
 def _value(path: str, key: yaml.Node, value: yaml.Node, warnings: list[str]) -> Any:
@@ -179,7 +176,7 @@ def _value(path: str, key: yaml.Node, value: yaml.Node, warnings: list[str]) -> 
     if field.attr is None:
         raise _bad(path, key, "not supported yet")
     if path == "resources.accelerators":
-        return _accelerators(value, warnings)
+        return _accelerators(value)
     return field.parse(path, value)
 
 
@@ -199,7 +196,9 @@ def load(text: str, *, max_gpus_per_node: int | None = None) -> JobFile:
         value = _value(path, key, node, warnings)
         if attr is None:
             continue
-        if attr.startswith("hints."):
+        if path == "resources.accelerators":
+            values["gpus"], values["gpu_types"] = value
+        elif attr.startswith("hints."):
             hints[attr.removeprefix("hints.")] = value
         else:
             values[attr] = value
@@ -218,7 +217,8 @@ def to_dict(spec: JobSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if spec.name:
         out["name"] = spec.name
-    out["resources"] = {"accelerators": spec.gpus}
+    types = ",".join(t.upper() for t in spec.gpu_types)
+    out["resources"] = {"accelerators": f"{types}:{spec.gpus}" if types else spec.gpus}
     out["num_nodes"] = 1
     if spec.image:
         out["image"] = spec.image

@@ -74,6 +74,9 @@ class JobSpec:
     # job accepts while sharing a GPU; 0 = the cluster default (filled in by the master at
     # submission, by the simulator at arrival). See docs/policies.md.
     min_speed: float = 0.0
+    # GPU types the job accepts, lowercase families as in ``Gpu.gpu_type`` ("v100", "a100");
+    # empty = any type. Every policy places the job only on GPUs of these types.
+    gpu_types: tuple[str, ...] = ()
 
     @property
     def elastic(self) -> bool:
@@ -82,6 +85,10 @@ class JobSpec:
     def gpu_range(self) -> tuple[int, int]:
         """The GPU counts an attempt may have: ``(gpus_min, gpus_max)``, or ``(gpus, gpus)``."""
         return (self.gpus_min, self.gpus_max) if self.elastic else (self.gpus, self.gpus)
+
+    def accepts_type(self, gpu_type: str) -> bool:
+        """Whether the job may run on a GPU of family ``gpu_type`` (empty list: any)."""
+        return not self.gpu_types or gpu_type in self.gpu_types
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,8 @@ MAX_PRIORITY = 1000
 MAX_REQUEST_ID = 128
 MIN_CPUS = 0.001
 MAX_CPUS = 4096.0
+MAX_GPU_TYPES = 16  # accepted GPU families per job
+_GPU_TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")  # a family key like "v100", "a10g", "h100"
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -96,6 +98,7 @@ def validate_spec(
     _check_command(spec.command)
     _check_gpus(spec.gpus, max_gpus_per_node)
     _check_elastic(spec)
+    check_gpu_types(spec.gpu_types)
     for field_name in ("name", "owner", "job_type"):
         _check_text(field_name, getattr(spec, field_name), MAX_NAME_LEN)
     if spec.image and not _IMAGE.match(spec.image):
@@ -151,6 +154,20 @@ def _check_elastic(spec: JobSpec) -> None:
             f"an elastic range needs 1 <= gpus_min <= gpus <= gpus_max <= {MAX_GPUS_PER_JOB}, "
             f"got {lo} <= {spec.gpus} <= {hi}",
         )
+
+
+def check_gpu_types(types: tuple[str, ...]) -> None:
+    """Accepted GPU families: at most :data:`MAX_GPU_TYPES`, each a lowercase key like "v100",
+    no duplicates."""
+    if len(types) > MAX_GPU_TYPES:
+        raise InvalidArgument("gpu_types", f"at most {MAX_GPU_TYPES} GPU types, got {len(types)}")
+    for name in types:
+        if not _GPU_TYPE.match(name):
+            raise InvalidArgument(
+                "gpu_types", f"{name[:40]!r} is not a GPU type; use lowercase families like v100, a100"
+            )
+    if len(set(types)) != len(types):
+        raise InvalidArgument("gpu_types", "a GPU type is listed twice")
 
 
 def _check_text(field: str, value: str, limit: int) -> None:

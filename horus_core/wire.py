@@ -74,6 +74,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         mounts=list(spec.mounts),
         total_steps=spec.total_steps,
         min_speed=spec.min_speed,
+        gpu_types=list(spec.gpu_types),
     )
 
 
@@ -100,6 +101,7 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         mounts=tuple(msg.mounts),
         total_steps=msg.total_steps,
         min_speed=msg.min_speed,
+        gpu_types=tuple(msg.gpu_types),
     )
 
 

@@ -141,6 +141,7 @@ def job_fields(job: Job) -> list[tuple[str, object]]:
         ("Image", spec.image or "(none: runs as a process)"),
         ("Requested", f"{spec.gpus} GPU(s), {share}, priority {spec.priority}"),
         ("Speed floor", f"{spec.min_speed:g}x of solo" if spec.min_speed > 0 else "(cluster default)"),
+        ("GPU types", ", ".join(spec.gpu_types) or "(any)"),
         ("Hints", hints_text(job)),
         ("Node", job.node),
         ("GPUs", ", ".join(job.gpus)),

@@ -29,6 +29,7 @@ def job_record(job: Job) -> Record:
         "exclusive": spec.exclusive,
         "priority": spec.priority,
         "min_speed": spec.min_speed,
+        "gpu_types": list(spec.gpu_types),
         "reason": job.reason,
         "predicted_slowdown": job.predicted_slowdown,
         "submitted_at": job.submitted_at,

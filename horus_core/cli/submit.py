@@ -40,6 +40,13 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="speed floor in [0, 1]: never share a GPU where this job would run below this fraction "
         "of its solo speed (0: the cluster default)",
     )
+    p.add_argument(
+        "--gpu-type",
+        dest="gpu_types",
+        default="",
+        metavar="TYPES",
+        help="GPU types the job accepts, comma-separated, e.g. v100,a100 (default: any)",
+    )
     p.add_argument("--util-avg", type=float, metavar="PCT", help="expected average GPU utilisation, %%")
     p.add_argument("--util-peak", type=float, metavar="PCT", help="expected peak GPU utilisation, %%")
     p.add_argument("--mem-mib", type=int, metavar="MIB", help="expected GPU memory use")
@@ -75,8 +82,14 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         memory_mib=args.memory_mib,
         mounts=tuple(args.mounts),
         min_speed=args.min_speed,
+        gpu_types=parse_gpu_types(args.gpu_types),
     )
     return validate_spec(spec)
+
+
+def parse_gpu_types(text: str) -> tuple[str, ...]:
+    """``"V100, a100"`` -> ``("v100", "a100")``; empty: any type."""
+    return tuple(t.strip().lower() for t in text.split(",") if t.strip())
 
 
 def parse_env(item: str) -> tuple[str, str]:

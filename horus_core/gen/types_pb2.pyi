@@ -142,6 +142,7 @@ class JobSpec(_message.Message):
     MEMORY_MIB_FIELD_NUMBER: _builtins.int
     MOUNTS_FIELD_NUMBER: _builtins.int
     TOTAL_STEPS_FIELD_NUMBER: _builtins.int
+    GPU_TYPES_FIELD_NUMBER: _builtins.int
     MIN_SPEED_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     name: _builtins.str
@@ -167,6 +168,10 @@ class JobSpec(_message.Message):
     def hints(self) -> Global___ProfileHints: ...
     @_builtins.property
     def mounts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def gpu_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """accepted GPU families, lowercase ("v100"); empty = any"""
+
     def __init__(
         self,
         *,
@@ -185,11 +190,12 @@ class JobSpec(_message.Message):
         memory_mib: _builtins.int = ...,
         mounts: _abc.Iterable[_builtins.str] | None = ...,
         total_steps: _builtins.int = ...,
+        gpu_types: _abc.Iterable[_builtins.str] | None = ...,
         min_speed: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hints", b"hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpus", b"gpus", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "owner", b"owner", "priority", b"priority", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "owner", b"owner", "priority", b"priority", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

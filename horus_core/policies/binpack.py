@@ -15,6 +15,7 @@ from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
 from horus_core.policies._order import arrival_positions
 from horus_core.policies._packing import Packer
+from horus_core.policies.gputypes import TypeGate
 from horus_core.policies.reasons import interference_text
 
 PARAMS = PackParams(mode=codes.MODE_BINPACK, max_per_gpu=3)
@@ -25,8 +26,12 @@ class BinpackPolicy:
     model: InterferenceModel
     name: str = "binpack"
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
+    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return self.gate.decide(snapshot, now, self._decide, self.model)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         return self.packer.pack(
             snapshot, self.model, PARAMS, interference_text(0.0),
             arrival_positions,

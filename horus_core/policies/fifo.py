@@ -6,17 +6,25 @@ served in arrival order; one that does not fit waits with a reason and later job
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Wait
 from horus_core.policies.base import arrival_order, busy_gpu_uuids, gpus_by_node
+from horus_core.policies.gputypes import TypeGate
 
 
 @dataclass
 class FifoPolicy:
     name: str = "fifo"
+    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
+    # Read only for the GPU types a job cannot run on (throughput 0 in the table).
+    model: InterferenceModel = field(default_factory=default_model, repr=False, compare=False)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return self.gate.decide(snapshot, now, self._decide, self.model)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         busy = busy_gpu_uuids(snapshot.jobs)
         free = {
             node: [g.uuid for g in gpus if g.uuid not in busy]

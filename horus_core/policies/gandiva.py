@@ -22,6 +22,7 @@ from horus_core.packing.cluster import gpu_type
 from horus_core.policies._order import arrival_positions
 from horus_core.policies._packing import Packer
 from horus_core.policies.base import busy_gpu_uuids
+from horus_core.policies.gputypes import HeteroRule, TypeGate
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = "every GPU with enough memory runs a job it was split from before (or that it does not fit next to)"
@@ -33,8 +34,12 @@ class GandivaPolicy:
     name: str = "gandiva"
     bad_pairs: set[frozenset[str]] = field(default_factory=set)
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
+    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return self.gate.decide(snapshot, now, self._decide, self.model)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         actions: list[Action] = list(self.split_bad_pairs(snapshot))
         actions += self.packer.pack(
             snapshot, self.model, PARAMS, REFUSED, arrival_positions, pair_filter=self.allowed
@@ -78,4 +83,4 @@ def _started(job: Job) -> tuple[float, str]:
 
 
 def make(model: InterferenceModel | None) -> GandivaPolicy:
-    return GandivaPolicy(model or default_model())
+    return GandivaPolicy(model or default_model(), gate=TypeGate(HeteroRule()))  # heterogeneity-aware

@@ -25,6 +25,10 @@ the simulator (``horus-sim``) (average JCT in hours, Philly-derived Gavel traces
 
 A fixed speed floor (the first idea, 0.8x) refuses too much on loaded clusters; the gain rule
 packs exactly the pairs that finish work faster together than apart.
+
+On mixed GPU types ``make`` adds the heterogeneity-aware tiers of :mod:`.gputypes` (a job's fast
+types first, much slower ones only after a bounded wait): 13.1 -> 8.0 h on 2869ce_cap with
+24 K80 + 24 P100 + 24 V100; a single-type cluster decides exactly as above.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import util_positions
 from horus_core.policies._packing import Ix, Packer
+from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.reasons import interference_text
 
 MIN_SPEED = 0.3
@@ -54,6 +59,7 @@ class HorusPolicy:
     min_gain: float = MIN_GAIN
     lookahead: int = LOOKAHEAD
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
+    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
 
     @property
     def params(self) -> PackParams:
@@ -66,6 +72,9 @@ class HorusPolicy:
         )
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return self.gate.decide(snapshot, now, self._decide, self.model)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         refused = interference_text(self.min_speed, self.min_gain)
         return self.packer.pack(snapshot, self.model, self.params, refused, self._order)
 
@@ -74,7 +83,7 @@ class HorusPolicy:
 
 
 def make(model: InterferenceModel | None) -> HorusPolicy:
-    return HorusPolicy(model or default_model())
+    return HorusPolicy(model or default_model(), gate=TypeGate(HeteroRule()))
 
 
 def make_paper(model: InterferenceModel | None) -> HorusPolicy:

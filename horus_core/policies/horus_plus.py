@@ -22,6 +22,7 @@ from horus_core.packing import PackParams, codes
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import util_positions
 from horus_core.policies._packing import Ix, Packer
+from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.horus import LOOKAHEAD, MIN_GAIN, MIN_SPEED
 from horus_core.policies.kmeans import choose_k
 from horus_core.policies.reasons import interference_text
@@ -36,8 +37,12 @@ class HorusPlusPolicy:
     lookahead: int = LOOKAHEAD
     seed: int = 0
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
+    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return self.gate.decide(snapshot, now, self._decide, self.model)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         params = PackParams(
             mode=codes.MODE_HORUS,
             max_per_gpu=3,
@@ -88,4 +93,4 @@ def _credit(submitted: NDArray[np.float64], now: float) -> float:
 
 
 def make(model: InterferenceModel | None) -> HorusPlusPolicy:
-    return HorusPlusPolicy(model or default_model())
+    return HorusPlusPolicy(model or default_model(), gate=TypeGate(HeteroRule()))  # heterogeneity-aware

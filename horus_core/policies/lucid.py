@@ -24,6 +24,7 @@ from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import work_positions
 from horus_core.policies._packing import Ix, Packer
+from horus_core.policies.gputypes import HeteroRule, TypeGate
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = (
@@ -48,8 +49,12 @@ class LucidPolicy:
     model: InterferenceModel
     name: str = "lucid"
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
+    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return self.gate.decide(snapshot, now, self._decide, self.model)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         return self.packer.pack(
             snapshot, self.model, PARAMS, REFUSED, self._order, split_by_gpus=True, pair_filter=lucid_filter
         )
@@ -59,4 +64,4 @@ class LucidPolicy:
 
 
 def make(model: InterferenceModel | None) -> LucidPolicy:
-    return LucidPolicy(model or default_model())
+    return LucidPolicy(model or default_model(), gate=TypeGate(HeteroRule()))  # heterogeneity-aware

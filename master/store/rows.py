@@ -94,6 +94,7 @@ def spec_to_json(spec: JobSpec) -> str:
         "mounts": list(spec.mounts),
         "total_steps": spec.total_steps,
         "min_speed": spec.min_speed,
+        "gpu_types": list(spec.gpu_types),
     }
     return json.dumps(doc, separators=(",", ":"), allow_nan=False)  # SQLite's JSON has no NaN
 
@@ -138,6 +139,7 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         mounts=_strings(d.get("mounts", [])),
         total_steps=int(d.get("total_steps", 0)),
         min_speed=_finite(d.get("min_speed", 0.0)),  # rows written before the field: the default
+        gpu_types=_strings(d.get("gpu_types", [])),
     )
 
 

@@ -44,7 +44,8 @@ def test_full_file_maps_every_field() -> None:
     assert spec.exclusive is True
     assert spec.priority == 5
     assert spec.hints == ProfileHints(util_avg=40.0, util_peak=None, mem_mib=4000)
-    assert len(parsed.warnings) == 1 and "V100" in parsed.warnings[0] and "line 3" in parsed.warnings[0]
+    assert spec.gpu_types == ("v100",)  # the type is a placement constraint now, not a warning
+    assert parsed.warnings == ()
 
 
 def test_minimal_file_and_argv_form() -> None:

@@ -34,6 +34,7 @@ class JobClass:
     gpus: int
     weight: float
     members: tuple[str, ...]  # job ids, in the order the jobs were given
+    gpu_types: tuple[str, ...] = ()  # the types its jobs accept (JobSpec.gpu_types; empty: any)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,11 @@ def job_throughputs(
     return [1.0 if (agnostic and v > 0) else v for v in row]
 
 
+def accepted_only(row: list[float], types: Sequence[str], accepted: tuple[str, ...]) -> list[float]:
+    """``row`` with 0 on every type the job does not accept (``accepted`` empty: any)."""
+    return [v if not accepted or t in accepted else 0.0 for v, t in zip(row, types, strict=True)]
+
+
 def build_problem(
     jobs: Sequence[Job],
     capacity: dict[str, int],
@@ -83,15 +89,21 @@ def build_problem(
     """Classes of ``jobs`` over the GPU types of ``capacity``. ``group=False`` makes one class
     per job (the ungrouped LP, for checking the grouping)."""
     types = tuple(sorted(capacity))
-    by_key: dict[tuple[str, int, float], list[Job]] = {}
+    by_key: dict[tuple[str, int, float, tuple[str, ...]], list[Job]] = {}
     for job in jobs:
-        key = (signature(job) if group else job.id, job.spec.gpus, weight_of(job.spec.priority))
+        sig = signature(job) if group else job.id
+        key = (sig, job.spec.gpus, weight_of(job.spec.priority), job.spec.gpu_types)
         by_key.setdefault(key, []).append(job)
     classes, rows = [], []
-    for (_, gpus, weight), members in by_key.items():
+    for (_, gpus, weight, accepted), members in by_key.items():
         first = members[0]
-        classes.append(JobClass(signature(first), gpus, weight, tuple(j.id for j in members)))
-        rows.append(job_throughputs(first.spec.job_type, gpus, types, solo, agnostic))
+        row = accepted_only(
+            job_throughputs(first.spec.job_type, gpus, types, solo, agnostic), types, accepted
+        )
+        if not any(row):
+            continue  # accepts no type here: outside the LP, it waits (see policy.type_waits)
+        classes.append(JobClass(signature(first), gpus, weight, tuple(j.id for j in members), accepted))
+        rows.append(row)
     matrix = np.array(rows, dtype=np.float64).reshape(len(classes), len(types))
     caps = np.array([capacity[t] for t in types], dtype=np.float64)
     return Problem(types, caps, tuple(classes), matrix)

@@ -29,6 +29,7 @@ from horus_core.policies.gavel.pairs import choose_pairs
 from horus_core.policies.gavel.placement import actions_for
 from horus_core.policies.gavel.rounds import Ledger, Slot, choose
 from horus_core.policies.gavel.shares import JobShare, job_shares
+from horus_core.policies.gputypes import allowed_types, cluster_types
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,10 @@ class GavelPolicy:
         self._rho: float | None = None  # finish-time fairness: the last round's ratio
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        snapshot, waits = type_waits(snapshot, self.model)
+        return waits + self._decide(snapshot, now)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         type_of = _gpu_types(snapshot)
         capacity: dict[str, int] = {}
         for t in type_of.values():
@@ -211,6 +216,24 @@ class GavelPolicy:
             if job.state is JobState.ASSIGNED and job.id not in plan and job.gpus:
                 plan[job.id] = Slot(type_of.get(job.gpus[0], ""))
         return plan
+
+
+def type_waits(snapshot: ClusterSnapshot, model: InterferenceModel) -> tuple[ClusterSnapshot, list[Action]]:
+    """The snapshot without the pending jobs no GPU type here suits (a type the spec does not
+    accept, or throughput 0 in the table), and a Wait saying so for each of them."""
+    pending = snapshot.pending()
+    if not any(j.spec.gpu_types for j in pending):  # the LP already zeroes types it cannot use
+        return snapshot, []
+    present = cluster_types(snapshot)
+    waits: list[Action] = []
+    for job in pending:
+        allowed = allowed_types(job, present, model, 0.0)
+        if allowed.none:
+            waits.append(Wait(job.id, allowed.reason))
+    if not waits:
+        return snapshot, []
+    gone = {w.job_id for w in waits}
+    return ClusterSnapshot(snapshot.nodes, tuple(j for j in snapshot.jobs if j.id not in gone)), waits
 
 
 def _gpu_types(snapshot: ClusterSnapshot) -> dict[str, str]:

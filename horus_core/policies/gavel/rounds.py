@@ -101,8 +101,9 @@ def choose(
     for job in jobs:  # what the allocation leaves idle: fastest type with room
         if job.id in plan:
             continue
-        for t in sorted(types, key=lambda t: -speeds[job.id].get(t, 0.0)):
-            if speeds[job.id].get(t, 0.0) > 0 and state.take(job, signature[job.id], t):
+        speed = speeds.get(job.id, {})  # none: outside the LP (accepts no type it can run on)
+        for t in sorted(types, key=lambda t: -speed.get(t, 0.0)):
+            if speed.get(t, 0.0) > 0 and state.take(job, signature[job.id], t):
                 plan[job.id] = Slot(t)
                 break
     return plan

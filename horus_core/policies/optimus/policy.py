@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState, Preempt, Wait
 from horus_core.policies.base import arrival_order
+from horus_core.policies.gputypes import TypeGate
 from horus_core.policies.optimus.allocate import Demand, allocate
 from horus_core.policies.optimus.fit import LossCurve, SpeedModel, fit_loss_curve, fit_speed
 from horus_core.policies.optimus.history import ProgressBook
@@ -56,6 +57,7 @@ class OptimusPolicy:
     restart_s: float = RESTART_S
     share: bool = True
     book: ProgressBook = field(default_factory=ProgressBook)
+    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
     last_plan: float = -math.inf
     targets: dict[str, int] = field(default_factory=dict)
     _fits: dict[str, tuple[int, LossCurve | None]] = field(default_factory=dict, repr=False)
@@ -77,6 +79,9 @@ class OptimusPolicy:
         self.book.record(job_id, step, loss)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return self.gate.decide(snapshot, now, self._decide, self.model)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         replan = now - self.last_plan >= self.replan_s
         pending = snapshot.pending()
         if not pending and not replan:

@@ -1,0 +1,227 @@
+"""Which GPU types a pending job may use, and the wrapper that makes any policy honour it.
+
+A job may run on a GPU type when its spec accepts the type (``JobSpec.gpu_types``, empty: any)
+and the interference table does not say it cannot run there (solo throughput 0). With
+``hetero`` on (heterogeneity-aware packing), a job is also kept off a type where it runs at
+less than ``slow_ratio`` of its speed on the best type present in the cluster, until it has
+queued ``max_wait_s`` seconds: the rule that judges whether a better type frees up "soon".
+
+:class:`TypeGate` sits in front of a policy's ``decide``: jobs every type suits go to it as they
+are; each group of jobs with the same narrower set is decided in a pass on a snapshot where
+every other GPU is hidden (marked unhealthy), earlier passes' assignments counted as running.
+Jobs a tier leaves waiting are tried on their next tier in a later pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from horus_core.interference import InterferenceModel
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait
+from horus_core.packing.cluster import gpu_type
+
+FAST_RATIO = 0.9  # a job's own fast types: within 10 % of its best
+SLOW_RATIO = 0.5  # "much slower": below half the speed on the job's best type in the cluster
+MAX_WAIT_S = 4 * 3600.0  # how long a job waits for a fast type before it takes a slow one
+_MEMO = 4096  # memoised kinds per gate
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The types a job may use now, best tier first (None: every type), or why it may use none.
+
+    A job is tried on ``tiers[0]``; if it does not fit there, on ``tiers[1]``, and so on."""
+
+    tiers: tuple[frozenset[str] | None, ...]
+    reason: str = ""
+
+    @property
+    def none(self) -> bool:
+        return not self.tiers
+
+
+@dataclass(frozen=True)
+class HeteroRule:
+    """Heterogeneity-aware placement: tried first on the types where the job runs at least
+    ``fast_ratio`` of its best speed, then on those above ``slow_ratio``; below that only
+    after ``max_wait_s`` seconds in the queue (a faster type did not free up soon enough)."""
+
+    fast_ratio: float = FAST_RATIO
+    slow_ratio: float = SLOW_RATIO
+    max_wait_s: float = MAX_WAIT_S
+
+
+def cluster_types(snapshot: ClusterSnapshot) -> frozenset[str]:
+    return frozenset(gpu_type(g) for g in snapshot.ready_gpus())
+
+
+def allowed_types(
+    job: Job,
+    present: frozenset[str],
+    model: InterferenceModel | None,
+    now: float,
+    rule: HeteroRule | None = None,
+) -> Allowed:
+    """The GPU types of ``present`` that ``job`` may be placed on now, in tiers (pure)."""
+    spec = job.spec
+    if not present:
+        return Allowed((None,))  # no ready GPU at all: the policy says so itself
+    usable = frozenset(t for t in present if spec.accepts_type(t))
+    if not usable:
+        return Allowed((), f"no GPU of type {', '.join(spec.gpu_types)} in the cluster")
+    speed = _solo_speeds(job, usable, model)
+    zero = sorted(t for t, s in speed.items() if s is not None and s <= 0.0)
+    usable -= set(zero)
+    if not usable:
+        return Allowed((), f"cannot run on {', '.join(zero)} (throughput 0 in the table)")
+    tiers = [usable]
+    if rule is not None:
+        tiers = [_fast_types(usable, speed, rule.fast_ratio), _fast_types(usable, speed, rule.slow_ratio)]
+        if now - job.submitted_at >= rule.max_wait_s:
+            tiers.append(usable)
+    out: list[frozenset[str] | None] = []
+    for tier in tiers:
+        t = None if tier == present else tier
+        if not out or out[-1] != t:
+            out.append(t)
+    return Allowed(tuple(out))
+
+
+def _any_zero(pending: Sequence[Job], present: frozenset[str], model: InterferenceModel | None) -> bool:
+    """Whether the table gives any pending job's kind throughput 0 on a type here."""
+    if model is None:
+        return False
+    kinds = {(model.signature(j.spec), max(1, j.spec.gpus)) for j in pending}
+    return any(model.solo_throughput(k, g, t) == 0.0 for k, g in kinds for t in present)
+
+
+def _solo_speeds(job: Job, types: frozenset[str], model: InterferenceModel | None) -> dict[str, float | None]:
+    if model is None:
+        return {}
+    sig = model.signature(job.spec)
+    return {t: model.solo_throughput(sig, max(1, job.spec.gpus), t) for t in types}
+
+
+def _fast_types(usable: frozenset[str], speed: dict[str, float | None], ratio: float) -> frozenset[str]:
+    """The types where the job runs at least ``ratio`` of its best known speed (unknown: kept)."""
+    known = {t: s for t, s in speed.items() if t in usable and s is not None}
+    if not known:
+        return usable
+    best = max(known.values())
+    return frozenset(t for t in usable if t not in known or known[t] >= ratio * best)
+
+
+Group = dict[frozenset[str] | None, list[Job]]
+
+
+Decide = Callable[[ClusterSnapshot, float], list[Action]]
+
+
+@dataclass
+class TypeGate:
+    """Makes a policy's ``decide`` honour each job's allowed GPU types (see the module doc)."""
+
+    hetero: HeteroRule | None = None
+    # allowed_types by what it reads: (job_type, hints, gpus, gpu_types, present, waited long).
+    _memo: dict[tuple[object, ...], Allowed] = field(default_factory=dict, repr=False, compare=False)
+    _views: _Views = field(default_factory=dict, repr=False, compare=False)
+
+    def allowed(
+        self, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
+    ) -> Allowed:
+        """:func:`allowed_types`, memoised: a job's kind decides it, not the job."""
+        spec, rule = job.spec, self.hetero
+        waited = rule is not None and now - job.submitted_at >= rule.max_wait_s
+        key = (spec.job_type, spec.hints, spec.gpus, spec.gpu_types, present, waited)
+        hit = self._memo.get(key)
+        if hit is None:
+            if len(self._memo) > _MEMO:
+                self._memo.clear()
+            hit = self._memo[key] = allowed_types(job, present, model, now, rule)
+        return hit
+
+    def decide(
+        self, snapshot: ClusterSnapshot, now: float, inner: Decide, model: InterferenceModel | None
+    ) -> list[Action]:
+        """``inner``'s actions, run once per group of jobs on the types they may use now."""
+        pending = snapshot.pending()
+        present = cluster_types(snapshot)
+        # One type (or no hetero rule) and no lists: only a throughput-0 type could restrict.
+        plain = (self.hetero is None or len(present) < 2) and not any(j.spec.gpu_types for j in pending)
+        if plain and not _any_zero(pending, present, model):
+            return inner(snapshot, now)
+        allowed = {j.id: self.allowed(j, present, model, now) for j in pending}
+        if all(a.tiers == (None,) for a in allowed.values()):
+            return inner(snapshot, now)  # every job may use every type
+        out: dict[str, Action] = {j: Wait(j, a.reason) for j, a in allowed.items() if a.none}
+        active = [j for j in snapshot.jobs if j.state.active]
+        running = {j.id for j in active}
+        level, todo = 0, [j for j in pending if not allowed[j.id].none]
+        while todo:
+            groups: Group = {}
+            for job in todo:
+                groups.setdefault(allowed[job.id].tiers[level], []).append(job)
+            actions = [
+                a for a in _passes(snapshot, groups, active, now, inner, self._views) if _real(a, running)
+            ]
+            out.update({a.job_id: a for a in actions})
+            level += 1
+            todo = [j for j in todo if isinstance(out.get(j.id), Wait) and len(allowed[j.id].tiers) > level]
+        waits = [a for a in out.values() if isinstance(a, Wait)]
+        return [a for a in out.values() if not isinstance(a, Wait)] + waits
+
+
+def _passes(
+    snapshot: ClusterSnapshot, groups: Group, active: list[Job], now: float, inner: Decide, views: _Views
+) -> list[Action]:
+    """One policy pass per group, each on its types; ``active`` grows with what is assigned."""
+    out: list[Action] = []
+    for types, jobs in groups.items():
+        view = ClusterSnapshot(_only(snapshot.nodes, types, views), tuple(active) + tuple(jobs))
+        actions = [a for a in inner(view, now) if not (isinstance(a, Assign) and _outside(view, a))]
+        out += actions
+        active += _as_running(jobs, actions)
+    return out
+
+
+def _real(action: Action, running: set[str]) -> bool:
+    """False for a Preempt of a job an earlier pass of this call assigned (not running yet)."""
+    return not isinstance(action, Preempt) or action.job_id in running
+
+
+# (id of a node, types) -> (that node, its view): the same view object while the node is
+# unchanged, so the policies' per-node caches keep hitting across passes and calls.
+_Views = dict[tuple[int, frozenset[str] | None], tuple[Node, Node]]
+
+
+def _only(nodes: Sequence[Node], types: frozenset[str] | None, views: _Views) -> tuple[Node, ...]:
+    """The nodes with every GPU not of ``types`` marked unhealthy (None: as they are)."""
+    if types is None:
+        return tuple(nodes)
+    if len(views) > _MEMO:
+        views.clear()
+    out = []
+    for n in nodes:
+        hit = views.get((id(n), types))
+        if hit is None or hit[0] is not n:
+            gpus = tuple(g if gpu_type(g) in types else dataclasses.replace(g, healthy=False) for g in n.gpus)
+            hit = views[(id(n), types)] = (n, dataclasses.replace(n, gpus=gpus))
+        out.append(hit[1])
+    return tuple(out)
+
+
+def _outside(view: ClusterSnapshot, action: Assign) -> bool:
+    ok = {g.uuid for n in view.nodes if n.name == action.node for g in n.gpus if g.healthy}
+    return not set(action.gpus) <= ok
+
+
+def _as_running(jobs: Sequence[Job], actions: Sequence[Action]) -> list[Job]:
+    """The jobs this pass assigned, as the next pass must see them: on their GPUs."""
+    by_id = {j.id: j for j in jobs}
+    return [
+        dataclasses.replace(by_id[a.job_id], state=JobState.ASSIGNED, node=a.node, gpus=a.gpus)
+        for a in actions
+        if isinstance(a, Assign) and a.job_id in by_id
+    ]
