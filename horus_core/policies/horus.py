@@ -37,8 +37,9 @@ from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
-from horus_core.policies._order import util_positions
+from horus_core.policies._order import las_positions, util_positions
 from horus_core.policies._packing import Ix, Packer
+from horus_core.policies.attained import Attained
 from horus_core.policies.reasons import interference_text
 
 MIN_SPEED = 0.3
@@ -53,6 +54,7 @@ class HorusPolicy:
     min_speed: float = MIN_SPEED
     min_gain: float = MIN_GAIN
     lookahead: int = LOOKAHEAD
+    las: Attained | None = None  # None: lowest predicted utilisation first (``horus-util``)
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
 
     @property
@@ -67,14 +69,24 @@ class HorusPolicy:
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         refused = interference_text(self.min_speed, self.min_gain)
-        return self.packer.pack(snapshot, self.model, self.params, refused, self._order)
+        if self.las is None:
+            return self.packer.pack(snapshot, self.model, self.params, refused, self._order)
+        self.las.observe(snapshot, now)
+        actions = self.packer.pack(snapshot, self.model, self.params, refused, self._order)
+        return [*self.las.preempts(snapshot, actions, now), *actions]
 
     def _order(self, live: Live, layout: ClusterLayout) -> Ix:
-        return util_positions(live)
+        if self.las is None:
+            return util_positions(live)
+        return las_positions(live, self.las.levels_of(live.p_ids))
 
 
 def make(model: InterferenceModel | None) -> HorusPolicy:
-    return HorusPolicy(model or default_model())
+    return HorusPolicy(model or default_model(), las=Attained())
+
+
+def make_util(model: InterferenceModel | None) -> HorusPolicy:
+    return HorusPolicy(model or default_model(), name="horus-util")
 
 
 def make_paper(model: InterferenceModel | None) -> HorusPolicy:
