@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.errors import InvalidArgument
-from horus_core.model import Action, ClusterSnapshot, Job, JobState, Preempt, Wait
+from horus_core.model import Action, ClusterSnapshot, Job, JobState, NodeState, Preempt, Wait
 
 # One GPU-hour: the scale of a short Philly job; levels grow 4x (1, 4, 16, 64 GPU-hours).
 BASE_GPU_S = 3600.0
@@ -77,26 +77,49 @@ class Attained:
         return np.fromiter((self.level(i) for i in ids), np.int64, len(ids))
 
     def preempts(self, snapshot: ClusterSnapshot, actions: list[Action], now: float) -> list[Preempt]:
-        """Stop running jobs of a lower class (priority, then level) than the first job left
-        waiting, most attained first, until the GPUs they free cover that job's gang."""
+        """Make room for the first job left waiting (lowest class: priority, then level; then
+        arrival): on the node where that takes the fewest, stop running jobs of a higher class
+        whose attempt has had its minimum slice, most attained first. None where no node can
+        be freed enough, or where room is already there (the job waits for another reason)."""
         waits = {a.job_id for a in actions if isinstance(a, Wait)}
         waiting = [j for j in snapshot.jobs if j.id in waits and j.state is JobState.PENDING]
         if not waiting:
             return []
         head = min(waiting, key=lambda j: (self._class(j), j.submitted_at, j.id))
-        victims = [j for j in snapshot.jobs if j.state is _RUNNING and self._class(j) > self._class(head)]
+        top = self._class(head)
+        victims = [j for j in snapshot.jobs if j.state is _RUNNING and self._class(j) > top]
         victims = [j for j in victims if now - self.since.get(j.id, (0, now))[1] >= self.min_slice_s]
         victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)
-        out: list[Preempt] = []
-        freed = 0
-        for job in victims:
-            if freed >= head.spec.gpus:
-                break
-            out.append(
-                Preempt(job.id, f"job {head.id} has attained less service (level {self.level(head.id)})")
-            )
-            freed += len(job.gpus)
-        return out
+        active = [j for j in snapshot.jobs if j.state.active]
+        best: list[Job] | None = None
+        for node in snapshot.nodes:
+            if node.state is NodeState.READY:
+                healthy = {g.uuid for g in node.gpus if g.healthy}
+                here = [v for v in victims if v.node == node.name]
+                chosen = _room(healthy, head.spec.gpus, here, [j for j in active if j.node == node.name])
+                if chosen is not None and (best is None or len(chosen) < len(best)):
+                    best = chosen
+        why = f"job {head.id} has attained less service (level {self.level(head.id)})"
+        return [Preempt(j.id, why) for j in best or []]
 
     def _class(self, job: Job) -> tuple[int, int]:
         return (-job.spec.priority, self.level(job.id))
+
+
+def _room(healthy: set[str], need: int, victims: list[Job], active: list[Job]) -> list[Job] | None:
+    """The fewest of ``victims`` (in their order) whose stopping leaves ``need`` of the node's
+    ``healthy`` GPUs with no job on them; None if even all of them would not."""
+    holders: dict[str, set[str]] = {}
+    for job in active:
+        for uuid in job.gpus:
+            holders.setdefault(uuid, set()).add(job.id)
+    free = {u for u in healthy if not holders.get(u)}
+    chosen: list[Job] = []
+    gone: set[str] = set()
+    for job in victims:
+        if len(free) >= need:
+            break
+        chosen.append(job)
+        gone.add(job.id)
+        free |= {u for u in job.gpus if u in healthy and holders[u] <= gone}
+    return chosen if len(free) >= need else None

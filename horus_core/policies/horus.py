@@ -1,8 +1,14 @@
-"""``horus`` and ``horus-paper``: interference-aware greedy packing (DESIGN §4.2).
+"""``horus``, ``horus-util`` and ``horus-paper``: interference-aware greedy packing (DESIGN §4.2).
 
-Both serve the queue lowest predicted utilisation first (priority first, arrival breaks ties)
-with a look-ahead of 5: after 6 jobs could not be placed the rest wait, so a big job is not
-passed forever. Each job goes to the GPU (a gang: the node) of lowest Horus cost
+``horus`` serves its queue least attained service first (Tiresias-style, no job lengths needed):
+priority first, then the job's level of GPU-seconds run so far (boundaries growing
+geometrically, :mod:`horus_core.policies.attained`), FIFO within a level; a running job of a
+higher level than the first job left waiting is preempted once its attempt has run 6 minutes.
+``horus-util`` and ``horus-paper`` serve it lowest predicted utilisation first (priority first,
+arrival breaks ties) and never preempt. All use a look-ahead of 5: after 6 jobs could not be
+placed the rest wait, so a big job is not passed forever.
+
+Each job goes to the GPU (a gang: the node) of lowest Horus cost
 
     1.3 * (used + mem) / capacity + util_cost / 100 + jobs_on(gpu),
     util_cost = 1.6 * over if over > 0 else -over,  over = util(gpu) + util_peak(job) - 100,
@@ -16,7 +22,8 @@ limited only by memory, and the cost steers jobs away from oversubscribed GPUs.
 ``horus`` (the default) also reads the pair table directly (triples: products of pair speeds):
 a job may join a GPU only if that raises the GPU's summed normalised speed by at least 0.15
 (co-location must beat taking turns by 15 %) and nobody there falls below 0.3x. Measured with
-the simulator (``horus-sim``) (average JCT in hours, Philly-derived Gavel traces, V100s):
+the simulator (``horus-sim``) (average JCT in hours, Philly-derived Gavel traces, V100s), with
+the utilisation order (now ``horus-util``; ``horus`` with LAS: docs/evaluation.md §11):
 
     trace / GPUs        horus-paper  floor 0.8x  horus  horus+  fifo  binpack  gandiva  lucid
     2869ce_cap / 16        56.8        18.7      13.7   14.6   29.0   138.1    14.6    14.2
