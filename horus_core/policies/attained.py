@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.errors import InvalidArgument
-from horus_core.model import Action, ClusterSnapshot, Job, JobState, NodeState, Preempt, Wait
+from horus_core.model import Action, ClusterSnapshot, Job, JobState, Node, NodeState, Preempt, Wait
 
 # One GPU-hour: the scale of a short Philly job; levels grow 4x (1, 4, 16, 64 GPU-hours).
 BASE_GPU_S = 3600.0
@@ -77,49 +77,72 @@ class Attained:
         return np.fromiter((self.level(i) for i in ids), np.int64, len(ids))
 
     def preempts(self, snapshot: ClusterSnapshot, actions: list[Action], now: float) -> list[Preempt]:
-        """Make room for the first job left waiting (lowest class: priority, then level; then
-        arrival): on the node where that takes the fewest, stop running jobs of a higher class
-        whose attempt has had its minimum slice, most attained first. None where no node can
-        be freed enough, or where room is already there (the job waits for another reason)."""
+        """Make room for the jobs left waiting, lowest class (priority, then level) first, then
+        by arrival: for each, on the node where that takes the fewest, stop running jobs of a
+        higher class whose attempt has had its minimum slice, most attained first; the GPUs so
+        freed are kept for that job. A job for which no node can be freed enough, or that has
+        room already (it waits for another reason), stops nobody."""
         waits = {a.job_id for a in actions if isinstance(a, Wait)}
         waiting = [j for j in snapshot.jobs if j.id in waits and j.state is JobState.PENDING]
-        if not waiting:
-            return []
-        head = min(waiting, key=lambda j: (self._class(j), j.submitted_at, j.id))
-        top = self._class(head)
-        victims = [j for j in snapshot.jobs if j.state is _RUNNING and self._class(j) > top]
+        waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
+        victims = [j for j in snapshot.jobs if j.state is _RUNNING]
         victims = [j for j in victims if now - self.since.get(j.id, (0, now))[1] >= self.min_slice_s]
         victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)
-        active = [j for j in snapshot.jobs if j.state.active]
-        best: list[Job] | None = None
-        for node in snapshot.nodes:
-            if node.state is NodeState.READY:
-                healthy = {g.uuid for g in node.gpus if g.healthy}
-                here = [v for v in victims if v.node == node.name]
-                chosen = _room(healthy, head.spec.gpus, here, [j for j in active if j.node == node.name])
-                if chosen is not None and (best is None or len(chosen) < len(best)):
-                    best = chosen
-        why = f"job {head.id} has attained less service (level {self.level(head.id)})"
-        return [Preempt(j.id, why) for j in best or []]
+        if not waiting or not victims or self._class(waiting[0]) >= self._class(victims[0]):
+            return []
+        rooms = [_Node(n, [j for j in snapshot.jobs if j.state.active]) for n in snapshot.nodes]
+        rooms = [r for r in rooms if r.ready]
+        out: list[Preempt] = []
+        for job in waiting:
+            top = self._class(job)
+            best: tuple[int, _Node, list[Job]] | None = None
+            for room in rooms:
+                here = [v for v in victims if v.node == room.name and self._class(v) > top]
+                chosen = room.free_for(job.spec.gpus, here)
+                if chosen is not None and (best is None or len(chosen) < best[0]):
+                    best = (len(chosen), room, chosen)
+            if best is not None:
+                best[1].take(job.spec.gpus, best[2])
+                why = f"job {job.id} has attained less service (level {self.level(job.id)})"
+                out += [Preempt(v.id, why) for v in best[2]]
+                victims = [v for v in victims if v not in best[2]]
+        return out
 
     def _class(self, job: Job) -> tuple[int, int]:
         return (-job.spec.priority, self.level(job.id))
 
 
-def _room(healthy: set[str], need: int, victims: list[Job], active: list[Job]) -> list[Job] | None:
-    """The fewest of ``victims`` (in their order) whose stopping leaves ``need`` of the node's
-    ``healthy`` GPUs with no job on them; None if even all of them would not."""
-    holders: dict[str, set[str]] = {}
-    for job in active:
-        for uuid in job.gpus:
-            holders.setdefault(uuid, set()).add(job.id)
-    free = {u for u in healthy if not holders.get(u)}
-    chosen: list[Job] = []
-    gone: set[str] = set()
-    for job in victims:
-        if len(free) >= need:
-            break
-        chosen.append(job)
-        gone.add(job.id)
-        free |= {u for u in job.gpus if u in healthy and holders[u] <= gone}
-    return chosen if len(free) >= need else None
+class _Node:
+    """One node's GPUs during :meth:`Attained.preempts`: who holds each, which are kept."""
+
+    def __init__(self, node: Node, active: list[Job]) -> None:
+        self.name, self.ready = node.name, node.state is NodeState.READY
+        self.healthy = {g.uuid for g in node.gpus if g.healthy}
+        self.holders: dict[str, set[str]] = {}
+        for job in active:
+            for uuid in job.gpus:
+                if job.node == node.name:
+                    self.holders.setdefault(uuid, set()).add(job.id)
+        self.kept: set[str] = set()  # freed (or free) GPUs promised to an earlier waiting job
+
+    def _free(self, gone: set[str]) -> set[str]:
+        return {u for u in self.healthy - self.kept if self.holders.get(u, set()) <= gone}
+
+    def free_for(self, need: int, victims: list[Job]) -> list[Job] | None:
+        """The fewest of ``victims`` (in their order) whose stopping leaves ``need`` GPUs with
+        no job on them; None if even all of them would not."""
+        chosen: list[Job] = []
+        gone: set[str] = set()
+        for job in victims:
+            if len(self._free(gone)) >= need:
+                break
+            chosen.append(job)
+            gone.add(job.id)
+        return chosen if len(self._free(gone)) >= need else None
+
+    def take(self, need: int, victims: list[Job]) -> None:
+        gone = {v.id for v in victims}
+        self.kept |= set(sorted(self._free(gone))[:need])
+        for v in victims:
+            for uuid in v.gpus:
+                self.holders.get(uuid, set()).discard(v.id)
