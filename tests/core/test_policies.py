@@ -306,3 +306,19 @@ def test_attained_service_counts_gpu_seconds_and_forgets_finished_jobs() -> None
 def test_bad_las_thresholds_are_refused(base: float, factor: float, levels: int) -> None:
     with pytest.raises(InvalidArgument, match="las"):
         Attained(base_gpu_s=base, factor=factor, levels=levels)
+
+
+def test_horus_frees_a_whole_node_for_a_waiting_gang_and_only_where_it_can() -> None:
+    policy = make_policy("horus")
+    a = running("a", R50_16, ("n0g0",), exclusive=True)
+    b = running("b", R50_16, ("n0g1",), exclusive=True)
+    c = running("c", R50_16, ("n1g0",), "n1", exclusive=True)
+    two = nodes(2, 2)
+    policy.decide(ClusterSnapshot(two, (a, b, c)), 0.0)
+    c_new = replace(c, attempt=2)  # c restarted just now: inside its min slice
+    gang = pending("gang", R18_16, gpus=2, at=10.0, exclusive=True)
+    acts = policy.decide(ClusterSnapshot(two, (a, b, c_new, gang)), 4000.0)
+    assert sorted(x.job_id for x in acts if isinstance(x, Preempt)) == ["a", "b"]
+    huge = pending("huge", R18_16, gpus=4, at=10.0, exclusive=True)  # no node has 4 GPUs
+    acts = policy.decide(ClusterSnapshot(two, (a, b, huge)), 4000.0)
+    assert not [x for x in acts if isinstance(x, Preempt)]
