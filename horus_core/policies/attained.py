@@ -19,9 +19,10 @@ from numpy.typing import NDArray
 from horus_core.errors import InvalidArgument
 from horus_core.model import Action, ClusterSnapshot, Job, JobState, Node, NodeState, Preempt, Wait
 
-# One GPU-hour: the scale of a short Philly job; levels grow 4x (1, 4, 16, 64 GPU-hours).
+# One GPU-hour (the scale of a short job), doubling like a multi-level feedback queue: levels
+# end at 1, 2, 4 and 8 GPU-hours; beyond that FIFO, so long gangs are served in arrival order.
 BASE_GPU_S = 3600.0
-FACTOR = 4.0
+FACTOR = 2.0
 LEVELS = 5
 MIN_SLICE_S = 360.0  # a running attempt is never stopped before this (restart costs ~30 s)
 _RUNNING = JobState.RUNNING

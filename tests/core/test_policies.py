@@ -250,7 +250,7 @@ def _ran(policy: Policy, job: Job, seconds: float) -> None:
 def test_horus_serves_least_attained_service_first_fifo_within_a_level(name: str) -> None:
     policy = make_policy(name)
     old = pending("old", R18_16, gpus=2, at=0.0, exclusive=True)
-    _ran(policy, old, 3600.0)  # 2 GPU-hours attained: level 1 (past 1 GPU-hour)
+    _ran(policy, old, 3600.0)  # 2 GPU-hours attained: level 2 (1 and 2 GPU-hours passed)
     late = pending("late", R50_16, gpus=2, at=50.0, exclusive=True)
     early = pending("early", R50_16, gpus=2, at=40.0, exclusive=True)
     snap = ClusterSnapshot(nodes(1, 2), (old, late, early))
@@ -280,7 +280,7 @@ def test_horus_preempts_a_job_past_its_level_for_a_waiting_new_one_after_the_min
 def test_horus_keeps_a_fresh_attempt_for_the_min_slice() -> None:
     policy = make_policy("horus")
     big = pending("big", R50_16, exclusive=True)
-    _ran(policy, big, 5 * 3600.0)  # 5 GPU-hours: level 2
+    _ran(policy, big, 5 * 3600.0)  # 5 GPU-hours: level 3
     again = replace(big, state=JobState.RUNNING, node="n0", gpus=("n0g0",), attempt=2)
     new = pending("new", R18_16, at=10.0, exclusive=True)
     one = nodes(1, 1)
@@ -297,7 +297,7 @@ def test_attained_service_counts_gpu_seconds_and_forgets_finished_jobs() -> None
     las.observe(ClusterSnapshot(nodes(1, 2), (two,)), 100.0)
     las.observe(ClusterSnapshot(nodes(1, 2), (two,)), 400.0)
     assert las.service == {"two": 600.0}
-    assert las.level("two") == 0 and las.bounds == [3600.0, 14400.0, 57600.0, 230400.0]
+    assert las.level("two") == 0 and las.bounds == [3600.0, 7200.0, 14400.0, 28800.0]
     las.observe(ClusterSnapshot(nodes(1, 2), ()), 500.0)
     assert las.service == {}
 
