@@ -4,7 +4,9 @@ Pending jobs are grouped into 3-5 queues by k-means over (GPUs, util avg, util p
 each feature standardised, distinct job shapes weighted by how many jobs share them (so the
 clustering costs the same for 10 or 10,000 pending jobs). A queue's credit is the median time
 its jobs have waited times its length; queues are served highest credit first, each in Horus
-order (least attained service first, see ``horus``), and packed with the ``horus`` rule (look-ahead 5).
+order (least attained service first, and preempting for waiting jobs like ``horus``; it
+preempts far more often than ``horus``, docs/evaluation.md §11), and packed with the
+``horus`` rule (look-ahead 5).
 Long-waiting groups of, e.g., big gangs thus rise to the front instead of starving behind a
 stream of small jobs.
 """
