@@ -22,6 +22,7 @@ _FACTORIES: dict[str, Factory] = {
     "gandiva": gandiva.make,
     "horus": horus.make,
     "horus-paper": horus.make_paper,
+    "horus-util": horus.make_util,
     "horus+": horus_plus.make,
     "lucid": lucid.make,
     **{name: gavel.factory(name) for name in gavel.VARIANTS},

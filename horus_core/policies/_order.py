@@ -46,6 +46,12 @@ def util_positions(live: Live, among: Ix | None = None) -> Ix:
     return by_keys([-live.p_prio, live.p_util(), live.p_sub], live.p_ids, among)
 
 
+def las_positions(live: Live, levels: NDArray[np.int64], among: Ix | None = None) -> Ix:
+    """Least attained service (discrete): higher priority, then lower service level (``levels``:
+    one per pending job), then arrival (FIFO within a level), then id."""
+    return by_keys([-live.p_prio, levels, live.p_sub], live.p_ids, among)
+
+
 def arrival_positions(live: Live, layout: ClusterLayout | None = None) -> Ix:
     """Higher priority first, then submission time, then id."""
     return by_keys([-live.p_prio, live.p_sub], live.p_ids)

@@ -1,8 +1,14 @@
-"""``horus`` and ``horus-paper``: interference-aware greedy packing (DESIGN §4.2).
+"""``horus``, ``horus-util`` and ``horus-paper``: interference-aware greedy packing (DESIGN §4.2).
 
-Both serve the queue lowest predicted utilisation first (priority first, arrival breaks ties)
-with a look-ahead of 5: after 6 jobs could not be placed the rest wait, so a big job is not
-passed forever. Each job goes to the GPU (a gang: the node) of lowest Horus cost
+``horus`` serves its queue least attained service first (Tiresias-style, no job lengths needed):
+priority first, then the job's level of GPU-seconds run so far (boundaries growing
+geometrically, :mod:`horus_core.policies.attained`), FIFO within a level; a running job of a
+higher level than the first job left waiting is preempted once its attempt has run 6 minutes.
+``horus-util`` and ``horus-paper`` serve it lowest predicted utilisation first (priority first,
+arrival breaks ties) and never preempt. All use a look-ahead of 5: after 6 jobs could not be
+placed the rest wait, so a big job is not passed forever.
+
+Each job goes to the GPU (a gang: the node) of lowest Horus cost
 
     1.3 * (used + mem) / capacity + util_cost / 100 + jobs_on(gpu),
     util_cost = 1.6 * over if over > 0 else -over,  over = util(gpu) + util_peak(job) - 100,
@@ -16,7 +22,8 @@ limited only by memory, and the cost steers jobs away from oversubscribed GPUs.
 ``horus`` (the default) also reads the pair table directly (triples: products of pair speeds):
 a job may join a GPU only if that raises the GPU's summed normalised speed by at least 0.15
 (co-location must beat taking turns by 15 %) and nobody there falls below 0.3x. Measured with
-the simulator (``horus-sim``) (average JCT in hours, Philly-derived Gavel traces, V100s):
+the simulator (``horus-sim``) (average JCT in hours, Philly-derived Gavel traces, V100s), with
+the utilisation order (now ``horus-util``; ``horus`` with LAS: docs/evaluation.md §11):
 
     trace / GPUs        horus-paper  floor 0.8x  horus  horus+  fifo  binpack  gandiva  lucid
     2869ce_cap / 16        56.8        18.7      13.7   14.6   29.0   138.1    14.6    14.2
@@ -41,8 +48,9 @@ from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
-from horus_core.policies._order import util_positions
+from horus_core.policies._order import las_positions, util_positions
 from horus_core.policies._packing import Ix, Packer
+from horus_core.policies.attained import Attained
 from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.reasons import interference_text
 
@@ -58,6 +66,7 @@ class HorusPolicy:
     min_speed: float = MIN_SPEED
     min_gain: float = MIN_GAIN
     lookahead: int = LOOKAHEAD
+    las: Attained | None = None  # None: lowest predicted utilisation first (``horus-util``)
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
     gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
 
@@ -76,14 +85,24 @@ class HorusPolicy:
 
     def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         refused = interference_text(self.min_speed, self.min_gain)
-        return self.packer.pack(snapshot, self.model, self.params, refused, self._order)
+        if self.las is None:
+            return self.packer.pack(snapshot, self.model, self.params, refused, self._order)
+        self.las.observe(snapshot, now)
+        actions = self.packer.pack(snapshot, self.model, self.params, refused, self._order)
+        return [*self.las.preempts(snapshot, actions, now), *actions]
 
     def _order(self, live: Live, layout: ClusterLayout) -> Ix:
-        return util_positions(live)
+        if self.las is None:
+            return util_positions(live)
+        return las_positions(live, self.las.levels_of(live.p_ids))
 
 
 def make(model: InterferenceModel | None) -> HorusPolicy:
-    return HorusPolicy(model or default_model(), gate=TypeGate(HeteroRule()))
+    return HorusPolicy(model or default_model(), gate=TypeGate(HeteroRule()), las=Attained())
+
+
+def make_util(model: InterferenceModel | None) -> HorusPolicy:
+    return HorusPolicy(model or default_model(), name="horus-util", gate=TypeGate(HeteroRule()))
 
 
 def make_paper(model: InterferenceModel | None) -> HorusPolicy:

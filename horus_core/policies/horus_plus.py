@@ -4,7 +4,9 @@ Pending jobs are grouped into 3-5 queues by k-means over (GPUs, util avg, util p
 each feature standardised, distinct job shapes weighted by how many jobs share them (so the
 clustering costs the same for 10 or 10,000 pending jobs). A queue's credit is the median time
 its jobs have waited times its length; queues are served highest credit first, each in Horus
-order (lowest predicted utilisation first), and packed with the ``horus`` rule (look-ahead 5).
+order (least attained service first, and preempting for waiting jobs like ``horus``; it
+preempts far more often than ``horus``, docs/evaluation.md §11), and packed with the
+``horus`` rule (look-ahead 5).
 Long-waiting groups of, e.g., big gangs thus rise to the front instead of starving behind a
 stream of small jobs.
 """
@@ -20,9 +22,10 @@ from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
 from horus_core.packing.jobs import Live
-from horus_core.policies._order import util_positions
+from horus_core.policies._order import las_positions
 from horus_core.policies._packing import Ix, Packer
 from horus_core.policies.gputypes import HeteroRule, TypeGate
+from horus_core.policies.attained import Attained
 from horus_core.policies.horus import LOOKAHEAD, MIN_GAIN, MIN_SPEED
 from horus_core.policies.kmeans import choose_k
 from horus_core.policies.reasons import interference_text
@@ -36,6 +39,7 @@ class HorusPlusPolicy:
     min_gain: float = MIN_GAIN
     lookahead: int = LOOKAHEAD
     seed: int = 0
+    las: Attained = field(default_factory=Attained)
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
     gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
 
@@ -51,15 +55,17 @@ class HorusPlusPolicy:
             lookahead=self.lookahead,
         )
         refused = interference_text(self.min_speed, self.min_gain)
-        return self.packer.pack(
+        self.las.observe(snapshot, now)
+        actions = self.packer.pack(
             snapshot, self.model, params, refused,
             lambda live, _layout: self.positions(live, now),
         )  # fmt: skip
+        return [*self.las.preempts(snapshot, actions, now), *actions]
 
     def positions(self, live: Live, now: float) -> Ix:
         """The k-means queues (one per class of job shapes: GPUs, predicted utilisation and
-        memory), highest credit first (median pending time x queue length), each in Horus
-        order, flattened, as positions into ``live.pending``."""
+        memory), highest credit first (median pending time x queue length), each least
+        attained service first, flattened, as positions into ``live.pending``."""
         prof = live.profiles
         code, gpus = live.p_code, live.p_gpus
         pair = code.astype(np.int64) * (1 << 32) + (gpus.astype(np.int64) + (1 << 31))
@@ -80,7 +86,8 @@ class HorusPlusPolicy:
         sub = live.p_sub
         members = [np.flatnonzero(group == labels[i]) for i in np.argsort(at, kind="stable").tolist()]
         members.sort(key=lambda m: (-_credit(sub[m], now), sub[m].min()))
-        return np.concatenate([util_positions(live, m) for m in members])
+        levels = self.las.levels_of(live.p_ids)
+        return np.concatenate([las_positions(live, levels, m) for m in members])
 
 
 def _credit(submitted: NDArray[np.float64], now: float) -> float:

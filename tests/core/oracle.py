@@ -14,7 +14,9 @@ import numpy as np
 from horus_core.interference import InterferenceModel
 from horus_core.model import ClusterSnapshot, Job
 from horus_core.packing.cluster import gpu_type
+from horus_core.policies.attained import Attained
 from horus_core.policies.base import arrival_order
+from horus_core.policies.horus import HorusPolicy
 from horus_core.policies.horus_plus import HorusPlusPolicy
 from horus_core.policies.kmeans import choose_k
 
@@ -24,6 +26,16 @@ def util_order(jobs: Sequence[Job], model: InterferenceModel) -> list[Job]:
     return sorted(
         jobs, key=lambda j: (-j.spec.priority, model.profile(j.spec).util_avg, j.submitted_at, j.id)
     )
+
+
+def las_level(las: Attained, job: Job) -> int:
+    """How many level boundaries the job's attained GPU-seconds have reached."""
+    return sum(1 for b in las.bounds if las.service.get(job.id, 0.0) >= b)
+
+
+def las_order(jobs: Sequence[Job], las: Attained) -> list[Job]:
+    """Least attained service: higher priority, then lower level, then arrival (FIFO), then id."""
+    return sorted(jobs, key=lambda j: (-j.spec.priority, las_level(las, j), j.submitted_at, j.id))
 
 
 def work(job: Job, model: InterferenceModel, main_type: str) -> float:
@@ -47,7 +59,7 @@ def credit(jobs: Sequence[Job], now: float) -> float:
 
 
 def plus_queues(policy: HorusPlusPolicy, pending: Sequence[Job], now: float) -> list[list[Job]]:
-    """horus+'s k-means queues, highest credit first, each in Horus order."""
+    """horus+'s k-means queues, highest credit first, each least attained service first."""
     if not pending:
         return []
     shapes: dict[tuple[float, float, float, float], int] = {}
@@ -65,13 +77,16 @@ def plus_queues(policy: HorusPlusPolicy, pending: Sequence[Job], now: float) -> 
     for job, shape in zip(pending, shape_of, strict=True):
         groups.setdefault(int(labels[shape]), []).append(job)
     ordered = sorted(groups.values(), key=lambda g: (-credit(g, now), min(j.submitted_at for j in g)))
-    return [util_order(g, policy.model) for g in ordered]
+    return [las_order(g, policy.las) for g in ordered]
 
 
 def queue_order(name: str, policy: object, snapshot: ClusterSnapshot, now: float) -> list[Job]:
     """The pending jobs of ``snapshot`` in the order policy ``name`` serves them."""
     model: InterferenceModel = policy.model  # type: ignore[attr-defined]
-    if name in ("horus", "horus-paper"):
+    if name == "horus":
+        assert isinstance(policy, HorusPolicy) and policy.las is not None
+        return las_order(snapshot.pending(), policy.las)
+    if name in ("horus-util", "horus-paper"):
         return util_order(snapshot.pending(), model)
     if name in ("binpack", "gandiva"):
         return arrival_order(snapshot.pending())

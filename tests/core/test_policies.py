@@ -10,17 +10,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import credit, plus_queues
 
+from horus_core.errors import InvalidArgument
 from horus_core.interference import default_model
 from horus_core.interference.table import packaged_table
 from horus_core.model import (
     Action,
     Assign,
     ClusterSnapshot,
+    Job,
+    JobState,
     NodeState,
     Preempt,
     Wait,
 )
-from horus_core.policies import make_policy, policy_names
+from horus_core.policies import Policy, make_policy, policy_names
+from horus_core.policies.attained import MIN_SLICE_S, Attained
 from horus_core.policies.gandiva import GandivaPolicy
 from horus_core.policies.horus_plus import HorusPlusPolicy
 from horus_core.policies.kmeans import choose_k, kmeans
@@ -134,10 +138,10 @@ def test_no_ready_gpu(name: str) -> None:
     assert acts == [Wait("a", "no ready GPU in the cluster")]
 
 
-def test_horus_serves_low_utilisation_first_and_looks_ahead_five() -> None:
+def test_horus_util_serves_low_utilisation_first_and_looks_ahead_five() -> None:
     jobs = [pending(f"big{i}", R50_16, gpus=8, at=float(i)) for i in range(8)]
     jobs += [pending("heavy", R50_16, at=98.0), pending("light", R18_16, at=99.0)]
-    acts = by_id(make_policy("horus").decide(ClusterSnapshot(nodes(1, 4), tuple(jobs)), 100.0))
+    acts = by_id(make_policy("horus-util").decide(ClusterSnapshot(nodes(1, 4), tuple(jobs)), 100.0))
     assert isinstance(acts["light"], Assign)  # lowest predicted utilisation: served first
     heavy = acts["heavy"]
     assert isinstance(heavy, Wait) and "look-ahead 5" in heavy.reason  # behind 6 misses
@@ -232,3 +236,89 @@ def test_kmeans_is_deterministic_and_groups_3_to_5(points: list[tuple[int, int, 
     assert groups >= min(3, distinct) or groups == len(set(map(tuple, xy.tolist())))
     _, inertia = kmeans(xy, w, 1)
     assert inertia >= kmeans(xy, w, min(3, distinct))[1] - 1e-9
+
+
+def _ran(policy: Policy, job: Job, seconds: float) -> None:
+    """Let ``job`` run ``seconds`` under ``policy`` (two passes), then hand it back pending."""
+    gpus = tuple(f"n0g{k}" for k in range(job.spec.gpus))
+    busy = replace(job, state=JobState.RUNNING, node="n0", gpus=gpus, attempt=1)
+    policy.decide(ClusterSnapshot(nodes(1, 8), (busy,)), 0.0)
+    policy.decide(ClusterSnapshot(nodes(1, 8), (busy,)), seconds)
+
+
+@pytest.mark.parametrize("name", ["horus", "horus+"])
+def test_horus_serves_least_attained_service_first_fifo_within_a_level(name: str) -> None:
+    policy = make_policy(name)
+    old = pending("old", R18_16, gpus=2, at=0.0, exclusive=True)
+    _ran(policy, old, 3600.0)  # 2 GPU-hours attained: level 2 (1 and 2 GPU-hours passed)
+    late = pending("late", R50_16, gpus=2, at=50.0, exclusive=True)
+    early = pending("early", R50_16, gpus=2, at=40.0, exclusive=True)
+    snap = ClusterSnapshot(nodes(1, 2), (old, late, early))
+    acts = by_id(policy.decide(snap, 4000.0))
+    assert isinstance(acts["early"], Assign)  # level 0, first come
+    assert isinstance(acts["late"], Wait) and isinstance(acts["old"], Wait)
+    # The util order (horus-util) would serve ResNet-18 (lower utilisation) first.
+    util = by_id(make_policy("horus-util").decide(snap, 4000.0))
+    assert isinstance(util["old"], Assign)
+
+
+def test_horus_preempts_a_job_past_its_level_for_a_waiting_new_one_after_the_min_slice() -> None:
+    policy = make_policy("horus")
+    long = running("long", R50_16, ("n0g0",), exclusive=True)
+    new = pending("new", R18_16, at=10.0, exclusive=True)
+    one = nodes(1, 1)
+    assert not [a for a in policy.decide(ClusterSnapshot(one, (long,)), 0.0) if isinstance(a, Preempt)]
+    acts = policy.decide(ClusterSnapshot(one, (long, new)), 3000.0)  # 0.83 GPU-h: still level 0
+    assert not [a for a in acts if isinstance(a, Preempt)]
+    acts = policy.decide(ClusterSnapshot(one, (long, new)), 3700.0)  # past 1 GPU-hour: level 1
+    assert [a.job_id for a in acts if isinstance(a, Preempt)] == ["long"]
+    assert isinstance(by_id(acts)["new"], Wait)  # served on the next pass, once the GPU is free
+    util = make_policy("horus-util")
+    assert not [a for a in util.decide(ClusterSnapshot(one, (long, new)), 3700.0) if isinstance(a, Preempt)]
+
+
+def test_horus_keeps_a_fresh_attempt_for_the_min_slice() -> None:
+    policy = make_policy("horus")
+    big = pending("big", R50_16, exclusive=True)
+    _ran(policy, big, 5 * 3600.0)  # 5 GPU-hours: level 3
+    again = replace(big, state=JobState.RUNNING, node="n0", gpus=("n0g0",), attempt=2)
+    new = pending("new", R18_16, at=10.0, exclusive=True)
+    one = nodes(1, 1)
+    t = 5 * 3600.0 + 100.0
+    acts = policy.decide(ClusterSnapshot(one, (again, new)), t)  # attempt 2 just seen
+    assert not [a for a in acts if isinstance(a, Preempt)]
+    acts = policy.decide(ClusterSnapshot(one, (again, new)), t + MIN_SLICE_S)
+    assert [a.job_id for a in acts if isinstance(a, Preempt)] == ["big"]
+
+
+def test_attained_service_counts_gpu_seconds_and_forgets_finished_jobs() -> None:
+    las = Attained()
+    two = running("two", R50_16, ("n0g0", "n0g1"))
+    las.observe(ClusterSnapshot(nodes(1, 2), (two,)), 100.0)
+    las.observe(ClusterSnapshot(nodes(1, 2), (two,)), 400.0)
+    assert las.service == {"two": 600.0}
+    assert las.level("two") == 0 and las.bounds == [3600.0, 7200.0, 14400.0, 28800.0]
+    las.observe(ClusterSnapshot(nodes(1, 2), ()), 500.0)
+    assert las.service == {}
+
+
+@pytest.mark.parametrize("base, factor, levels", [(0.0, 4.0, 5), (3600.0, 1.0, 5), (3600.0, 4.0, 0)])
+def test_bad_las_thresholds_are_refused(base: float, factor: float, levels: int) -> None:
+    with pytest.raises(InvalidArgument, match="las"):
+        Attained(base_gpu_s=base, factor=factor, levels=levels)
+
+
+def test_horus_frees_a_whole_node_for_a_waiting_gang_and_only_where_it_can() -> None:
+    policy = make_policy("horus")
+    a = running("a", R50_16, ("n0g0",), exclusive=True)
+    b = running("b", R50_16, ("n0g1",), exclusive=True)
+    c = running("c", R50_16, ("n1g0",), "n1", exclusive=True)
+    two = nodes(2, 2)
+    policy.decide(ClusterSnapshot(two, (a, b, c)), 0.0)
+    c_new = replace(c, attempt=2)  # c restarted just now: inside its min slice
+    gang = pending("gang", R18_16, gpus=2, at=10.0, exclusive=True)
+    acts = policy.decide(ClusterSnapshot(two, (a, b, c_new, gang)), 4000.0)
+    assert sorted(x.job_id for x in acts if isinstance(x, Preempt)) == ["a", "b"]
+    huge = pending("huge", R18_16, gpus=4, at=10.0, exclusive=True)  # no node has 4 GPUs
+    acts = policy.decide(ClusterSnapshot(two, (a, b, huge)), 4000.0)
+    assert not [x for x in acts if isinstance(x, Preempt)]

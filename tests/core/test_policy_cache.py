@@ -3,6 +3,7 @@ decides exactly what the plain path and a fresh policy object decide."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 from random import Random
@@ -35,9 +36,11 @@ from horus_core.policies import Policy, make_policy
 from horus_core.policies._order import by_keys
 from horus_core.policies._packing import Ix, Order, Packer
 from horus_core.policies.gandiva import GandivaPolicy
+from horus_core.policies.horus import HorusPolicy
+from horus_core.policies.horus_plus import HorusPlusPolicy
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
 
-PACKING = ["binpack", "gandiva", "horus", "horus-paper", "horus+", "lucid"]
+PACKING = ["binpack", "gandiva", "horus", "horus-paper", "horus-util", "horus+", "lucid"]
 GAVEL = ["ResNet-18 (batch size 16)", "ResNet-50 (batch size 128)", "Recommendation (batch size 512)", "A3C"]
 # (job_type, hints): Gavel types, an unknown type that always comes with the same hints, one
 # that never has hints, hint-only signatures and the default.
@@ -147,6 +150,8 @@ def fresh_like(cached: Policy, name: str, model: InterferenceModel) -> Policy:
     fresh = make_policy(name, model)
     if isinstance(cached, GandivaPolicy) and isinstance(fresh, GandivaPolicy):
         fresh.bad_pairs = set(cached.bad_pairs)  # what it learned is policy state, not a cache
+    if isinstance(cached, HorusPolicy | HorusPlusPolicy) and isinstance(fresh, HorusPolicy | HorusPlusPolicy):
+        fresh.las = copy.deepcopy(cached.las)  # the attained-service ledger, likewise
     return fresh
 
 

@@ -1,0 +1,149 @@
+"""Attained service (GPU-seconds run so far) per job id, kept by the policy object across
+passes, and the discrete Tiresias-style priority levels and preemptions it implies.
+
+The policy keeps the ledger itself because neither the live master's nor the simulator's Job
+carries an attempt history: each pass adds ``GPUs x (now - last pass)`` to every running job
+(from the later of the last pass and the moment its current attempt was first seen running), and forgets
+ids that left the snapshot (finished). A master restart starts the ledger at zero.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from horus_core.errors import InvalidArgument
+from horus_core.model import Action, ClusterSnapshot, Job, JobState, Node, NodeState, Preempt, Wait
+
+# One GPU-hour (the scale of a short job), doubling like a multi-level feedback queue: levels
+# end at 1, 2, 4 and 8 GPU-hours; beyond that FIFO, so long gangs are served in arrival order.
+BASE_GPU_S = 3600.0
+FACTOR = 2.0
+LEVELS = 5
+MIN_SLICE_S = 360.0  # a running attempt is never stopped before this (restart costs ~30 s)
+_RUNNING = JobState.RUNNING
+
+
+def thresholds(base_gpu_s: float, factor: float, levels: int) -> list[float]:
+    """The level boundaries in GPU-seconds: ``base x factor^k`` for k < levels - 1."""
+    if not (base_gpu_s > 0 and factor > 1 and levels >= 1):
+        raise InvalidArgument(
+            "las", f"need base > 0, factor > 1, levels >= 1; got {base_gpu_s}, {factor}, {levels}"
+        )
+    return [base_gpu_s * factor**k for k in range(levels - 1)]
+
+
+@dataclass
+class Attained:
+    """The ledger, its levels, and the preemption rule (see the module doc)."""
+
+    base_gpu_s: float = BASE_GPU_S
+    factor: float = FACTOR
+    levels: int = LEVELS
+    min_slice_s: float = MIN_SLICE_S
+    service: dict[str, float] = field(default_factory=dict)  # job id -> GPU-seconds
+    since: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, first seen)
+    last: float | None = None
+    bounds: list[float] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.bounds = thresholds(self.base_gpu_s, self.factor, self.levels)
+
+    def observe(self, snapshot: ClusterSnapshot, now: float) -> None:
+        """Credit every running job with its GPU-seconds since the last pass."""
+        last = now if self.last is None or now < self.last else self.last
+        running: dict[str, tuple[int, float]] = {}
+        for job in snapshot.jobs:
+            if job.state is _RUNNING:
+                seen = self.since.get(job.id)
+                running[job.id] = seen if seen is not None and seen[0] == job.attempt else (job.attempt, now)
+                begun = running[job.id][1]
+                span = now - max(last, begun)
+                if span > 0:
+                    self.service[job.id] = self.service.get(job.id, 0.0) + span * len(job.gpus)
+        self.since = running
+        present = {j.id for j in snapshot.jobs}
+        if len(self.service) > len(present):
+            self.service = {k: v for k, v in self.service.items() if k in present}
+        self.last = now
+
+    def level(self, job_id: str) -> int:
+        return bisect.bisect_right(self.bounds, self.service.get(job_id, 0.0))
+
+    def levels_of(self, ids: Sequence[str]) -> NDArray[np.int64]:
+        return np.fromiter((self.level(i) for i in ids), np.int64, len(ids))
+
+    def preempts(self, snapshot: ClusterSnapshot, actions: list[Action], now: float) -> list[Preempt]:
+        """Make room for the jobs left waiting, lowest class (priority, then level) first, then
+        by arrival: for each, on the node where that takes the fewest, stop running jobs of a
+        higher class whose attempt has had its minimum slice, most attained first; the GPUs so
+        freed are kept for that job. A job for which no node can be freed enough, or that has
+        room already (it waits for another reason), stops nobody."""
+        waits = {a.job_id for a in actions if isinstance(a, Wait)}
+        waiting = [j for j in snapshot.jobs if j.id in waits and j.state is JobState.PENDING]
+        waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
+        victims = [j for j in snapshot.jobs if j.state is _RUNNING]
+        victims = [j for j in victims if now - self.since.get(j.id, (0, now))[1] >= self.min_slice_s]
+        victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)
+        if not waiting or not victims or self._class(waiting[0]) >= self._class(victims[0]):
+            return []
+        rooms = [_Node(n, [j for j in snapshot.jobs if j.state.active]) for n in snapshot.nodes]
+        rooms = [r for r in rooms if r.ready]
+        out: list[Preempt] = []
+        for job in waiting:
+            top = self._class(job)
+            best: tuple[int, _Node, list[Job]] | None = None
+            for room in rooms:
+                here = [v for v in victims if v.node == room.name and self._class(v) > top]
+                chosen = room.free_for(job.spec.gpus, here)
+                if chosen is not None and (best is None or len(chosen) < best[0]):
+                    best = (len(chosen), room, chosen)
+            if best is not None:
+                best[1].take(job.spec.gpus, best[2])
+                why = f"job {job.id} has attained less service (level {self.level(job.id)})"
+                out += [Preempt(v.id, why) for v in best[2]]
+                victims = [v for v in victims if v not in best[2]]
+        return out
+
+    def _class(self, job: Job) -> tuple[int, int]:
+        return (-job.spec.priority, self.level(job.id))
+
+
+class _Node:
+    """One node's GPUs during :meth:`Attained.preempts`: who holds each, which are kept."""
+
+    def __init__(self, node: Node, active: list[Job]) -> None:
+        self.name, self.ready = node.name, node.state is NodeState.READY
+        self.healthy = {g.uuid for g in node.gpus if g.healthy}
+        self.holders: dict[str, set[str]] = {}
+        for job in active:
+            for uuid in job.gpus:
+                if job.node == node.name:
+                    self.holders.setdefault(uuid, set()).add(job.id)
+        self.kept: set[str] = set()  # freed (or free) GPUs promised to an earlier waiting job
+
+    def _free(self, gone: set[str]) -> set[str]:
+        return {u for u in self.healthy - self.kept if self.holders.get(u, set()) <= gone}
+
+    def free_for(self, need: int, victims: list[Job]) -> list[Job] | None:
+        """The fewest of ``victims`` (in their order) whose stopping leaves ``need`` GPUs with
+        no job on them; None if even all of them would not."""
+        chosen: list[Job] = []
+        gone: set[str] = set()
+        for job in victims:
+            if len(self._free(gone)) >= need:
+                break
+            chosen.append(job)
+            gone.add(job.id)
+        return chosen if len(self._free(gone)) >= need else None
+
+    def take(self, need: int, victims: list[Job]) -> None:
+        gone = {v.id for v in victims}
+        self.kept |= set(sorted(self._free(gone))[:need])
+        for v in victims:
+            for uuid in v.gpus:
+                self.holders.get(uuid, set()).discard(v.id)
