@@ -1,0 +1,126 @@
+"""The lease watchdog (worker/lease.py) against real containers of the DockerRuntime: it stops them
+once the lease has passed, with no worker daemon involved (``scripts/docker-test-setup.sh``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import aiodocker
+import pytest
+
+from horus_core.model import JobSpec
+from worker.lease import Watchdog, WatchdogProcess, write_lease
+from worker.runtime.base import AttemptKey, LaunchRequest
+from worker.runtime.containers import ContainerRecords
+from worker.runtime.docker import DockerAttempt, DockerRuntime
+
+pytestmark = pytest.mark.docker
+IMAGE = os.environ.get("HORUS_TEST_IMAGE", "horus-test-busybox:latest")
+TRAPS_TERM = "trap 'exit 143' TERM; echo ready; while true; do sleep 0.1; done"
+IGNORES_TERM = "trap '' TERM; echo ready; while true; do sleep 0.1; done"
+
+
+async def _engine_problem() -> str | None:
+    try:
+        async with aiodocker.Docker() as docker:
+            await asyncio.wait_for(docker.version(), timeout=5)
+            await docker.images.inspect(IMAGE)
+    except Exception as err:  # no socket, no answer, no image
+        return f"no usable Docker engine or image {IMAGE} ({err}); run scripts/docker-test-setup.sh"
+    return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _engine() -> Iterator[None]:
+    problem = asyncio.run(_engine_problem())
+    if problem and os.environ.get("HORUS_REQUIRE_DOCKER"):
+        pytest.fail(problem)
+    if problem:
+        pytest.skip(problem)
+    yield
+
+
+@pytest.fixture
+async def runtime() -> AsyncIterator[DockerRuntime]:
+    rt = await DockerRuntime.open(f"test-{uuid.uuid4().hex[:10]}", orphan_grace_s=0)
+    yield rt
+    await rt.remove_orphans(set())
+    await rt.close()
+
+
+async def _start(rt: DockerRuntime, tmp: pathlib.Path, script: str) -> DockerAttempt:
+    """A running container, recorded where the watchdog reads it (as the worker agent does)."""
+    key = AttemptKey("job-1", 1)
+    log_path = tmp / "logs" / "job-1.log"
+    spec = JobSpec(command=("sh", "-c", script), image=IMAGE)
+    attempt = await rt.start(LaunchRequest(key, spec, (), log_path, ()))
+    ContainerRecords(tmp / "containers").save(key, attempt.container_id, attempt.engine)
+    for _ in range(200):  # its trap is set once it says so (up to 10 s)
+        if log_path.exists() and "ready" in log_path.read_text():
+            return attempt
+        await asyncio.sleep(0.05)
+    raise AssertionError("the container never became ready")
+
+
+async def _running(container_id: str) -> bool:
+    async with aiodocker.Docker() as docker:
+        info = await docker.containers.get(container_id)
+        return bool(info["State"]["Running"])
+
+
+async def test_a_container_runs_while_the_lease_holds_and_gets_sigterm_after_it(
+    runtime: DockerRuntime, tmp_path: pathlib.Path
+) -> None:
+    attempt = await _start(runtime, tmp_path, TRAPS_TERM)
+    dog, now = Watchdog(tmp_path), time.monotonic()
+    write_lease(tmp_path, now + 30, 5.0)
+    assert await asyncio.to_thread(dog.check, now + 29) == []
+    assert await _running(attempt.container_id)
+    assert await asyncio.to_thread(dog.check, now + 31) == [(attempt.container_id, signal.SIGTERM)]
+    status = await asyncio.wait_for(attempt.wait(), 20)
+    assert status.exit_code == 143  # its own TERM trap ran: a SIGTERM, not a kill
+
+
+async def test_a_container_ignoring_sigterm_is_killed_after_the_grace(
+    runtime: DockerRuntime, tmp_path: pathlib.Path
+) -> None:
+    attempt = await _start(runtime, tmp_path, IGNORES_TERM)
+    dog, now = Watchdog(tmp_path), time.monotonic()
+    write_lease(tmp_path, now - 0.1, 2.0)
+    assert await asyncio.to_thread(dog.check, now) == [(attempt.container_id, signal.SIGTERM)]
+    assert await asyncio.to_thread(dog.check, now + 1.0) == []  # within the grace
+    assert await _running(attempt.container_id)
+    assert await asyncio.to_thread(dog.check, now + 2.0) == [(attempt.container_id, signal.SIGKILL)]
+    status = await asyncio.wait_for(attempt.wait(), 20)
+    assert status.exit_code == 137
+    assert await asyncio.to_thread(dog.check, now + 3.0) == []  # done with it: no more docker calls
+
+
+async def test_a_gone_container_is_reported_and_skipped(tmp_path: pathlib.Path) -> None:
+    ContainerRecords(tmp_path / "containers").save(AttemptKey("j", 1), f"horus-gone-{uuid.uuid4().hex}")
+    dog, now = Watchdog(tmp_path), time.monotonic()
+    write_lease(tmp_path, now - 0.1, 1.0)
+    assert await asyncio.to_thread(dog.check, now) == []
+    assert len(dog.errors) == 1 and "horus-gone" in dog.errors[0]
+    assert await asyncio.to_thread(dog.check, now + 1.0) == []  # its SIGKILL try fails too
+    assert await asyncio.to_thread(dog.check, now + 2.0) == [] and dog.errors == []  # then left alone
+
+
+async def test_the_watchdog_process_stops_a_container_on_its_own(
+    runtime: DockerRuntime, tmp_path: pathlib.Path
+) -> None:
+    """The real watchdog subprocess (its parent: this test process, standing in for the daemon)."""
+    attempt = await _start(runtime, tmp_path, IGNORES_TERM)
+    write_lease(tmp_path, time.monotonic() - 0.1, 0.5)
+    dog = await WatchdogProcess.start(tmp_path)
+    try:
+        status = await asyncio.wait_for(attempt.wait(), 30)
+    finally:
+        await dog.stop()
+    assert status.exit_code == 137  # SIGTERM ignored, SIGKILL after the grace
