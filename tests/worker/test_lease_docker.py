@@ -7,6 +7,7 @@ import asyncio
 import os
 import pathlib
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -15,6 +16,7 @@ import aiodocker
 import pytest
 
 from horus_core.model import JobSpec
+from tests.e2e.cluster import LocalCluster
 from worker.lease import Watchdog, WatchdogProcess, write_lease
 from worker.runtime.base import AttemptKey, LaunchRequest
 from worker.runtime.containers import ContainerRecords
@@ -24,6 +26,10 @@ pytestmark = pytest.mark.docker
 IMAGE = os.environ.get("HORUS_TEST_IMAGE", "horus-test-busybox:latest")
 TRAPS_TERM = "trap 'exit 143' TERM; echo ready; while true; do sleep 0.1; done"
 IGNORES_TERM = "trap '' TERM; echo ready; while true; do sleep 0.1; done"
+LEASE_S, KILL_GRACE_S = 1.5, 0.5
+TIMEOUTS = (  # the fault suite's short leases; kill grace derived: min(5, 3 - 1.5 - 1) = 0.5 s
+    *("--tick-s", "0.1", "--heartbeat-s", "0.2", "--lease-s", str(LEASE_S), "--node-timeout-s", "3"),
+)
 
 
 async def _engine_problem() -> str | None:
@@ -124,3 +130,47 @@ async def test_the_watchdog_process_stops_a_container_on_its_own(
     finally:
         await dog.stop()
     assert status.exit_code == 137  # SIGTERM ignored, SIGKILL after the grace
+
+
+def _running_containers(worker: str) -> list[str]:
+    argv = ["docker", "ps", "-q", "--no-trunc", "--filter", f"label=horus.worker={worker}"]
+    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout.split()
+
+
+def test_a_frozen_docker_worker_daemon_cannot_keep_its_container_past_the_lease(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Issue 15 #6 for --runtime docker: real master and worker; with the worker daemon SIGSTOPped,
+    its watchdog stops the container within lease + kill grace + margin of the freeze."""
+    name = f"dw-{uuid.uuid4().hex[:8]}"
+    cluster = LocalCluster(tmp_path, timeouts=TIMEOUTS)
+    cluster.start_master()
+    try:
+        cluster.start_worker(name, "1", "--runtime", "docker")
+        cluster.wait_nodes(1)
+        cluster.hctl("submit", "--gpus", "1", "--image", IMAGE, "--", "sh", "-c", IGNORES_TERM)
+        deadline = time.monotonic() + 60
+        while not _running_containers(name):
+            assert time.monotonic() < deadline, cluster.logs()
+            time.sleep(0.1)
+        while [j["state"] for j in cluster.hctl_json("jobs")] != ["RUNNING"]:  # the master knows
+            assert time.monotonic() < deadline, cluster.logs()
+            time.sleep(0.1)
+        cluster.workers[name].send_signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        while _running_containers(name):
+            elapsed = time.monotonic() - frozen_at
+            assert elapsed < LEASE_S + KILL_GRACE_S + 3.0, "the container outlived its lease"
+            time.sleep(0.05)
+        assert time.monotonic() - frozen_at > 0.5  # the lease ended it, not the freeze itself
+    finally:
+        cluster.workers[name].send_signal(signal.SIGCONT)
+        cluster.stop()
+        left = subprocess.run(
+            ["docker", "ps", "-aq", "--filter", f"label=horus.worker={name}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.split()
+        if left:
+            subprocess.run(["docker", "rm", "-f", *left], capture_output=True, check=False)
