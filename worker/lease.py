@@ -83,21 +83,20 @@ class Watchdog:
         return sent
 
     def _check_containers(self, now: float, grace: float) -> list[tuple[int | str, signal.Signals]]:
-        sent: list[tuple[int | str, signal.Signals]] = []
+        orders = []
         for record in self.containers.load():
             cid = record.container_id
-            if cid in self._c_done:
-                continue
-            sig = _due(self._c_termed.setdefault(cid, now), now, grace)
-            if sig is None:
-                continue
-            ok, error = docker_kill(record, sig)
+            sig = None if cid in self._c_done else _due(self._c_termed.setdefault(cid, now), now, grace)
+            if sig is not None:
+                orders.append((record, sig))
+                if sig is signal.SIGKILL:  # a failed SIGTERM (no engine?) still got its SIGKILL try
+                    self._c_done.add(cid)
+        sent: list[tuple[int | str, signal.Signals]] = []
+        for (record, sig), (ok, error) in zip(orders, docker_kill(orders), strict=True):
             if ok:
-                sent.append((cid, sig))
+                sent.append((record.container_id, sig))
             else:
-                self.errors.append(f"docker kill {cid[:12]}: {error}")
-            if sig is signal.SIGKILL:  # a failed SIGTERM (no engine?) still gets its SIGKILL try
-                self._c_done.add(cid)
+                self.errors.append(f"docker kill {record.container_id[:12]}: {error}")
         return sent
 
 

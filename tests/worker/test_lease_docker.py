@@ -7,6 +7,7 @@ import asyncio
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -18,6 +19,7 @@ import pytest
 from horus_core.model import JobSpec
 from tests.e2e.cluster import LocalCluster
 from worker.lease import Watchdog, WatchdogProcess, write_lease
+from worker.runtime import containers
 from worker.runtime.base import AttemptKey, LaunchRequest
 from worker.runtime.containers import ContainerRecords
 from worker.runtime.docker import DockerAttempt, DockerRuntime
@@ -116,6 +118,27 @@ async def test_a_gone_container_is_reported_and_skipped(tmp_path: pathlib.Path) 
     assert len(dog.errors) == 1 and "horus-gone" in dog.errors[0]
     assert await asyncio.to_thread(dog.check, now + 1.0) == []  # its SIGKILL try fails too
     assert await asyncio.to_thread(dog.check, now + 2.0) == [] and dog.errors == []  # then left alone
+
+
+def test_an_engine_that_does_not_answer_times_out_without_stopping_the_watchdog(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two containers recorded on an engine socket that accepts and never answers: both calls run
+    at once, time out, and are reported; the watchdog carries on."""
+    monkeypatch.setattr(containers, "KILL_TIMEOUT_S", 0.5)
+    with socket.socket(socket.AF_UNIX) as mute:
+        mute.bind(str(tmp_path / "mute.sock"))
+        mute.listen(8)
+        records = ContainerRecords(tmp_path / "containers")
+        for attempt in (1, 2):
+            records.save(AttemptKey("j", attempt), f"c{attempt}" * 6, f"unix://{tmp_path}/mute.sock")
+        dog, now = Watchdog(tmp_path), time.monotonic()
+        write_lease(tmp_path, now - 0.1, 1.0)
+        assert dog.check(now) == []
+        assert sorted(dog.errors) == [
+            "docker kill c1c1c1c1c1c1: the engine did not answer within 0.5 s",
+            "docker kill c2c2c2c2c2c2: the engine did not answer within 0.5 s",
+        ]
 
 
 async def test_the_watchdog_process_stops_a_container_on_its_own(

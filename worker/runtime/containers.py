@@ -8,12 +8,13 @@ import os
 import pathlib
 import signal
 import subprocess
+import time
 from dataclasses import asdict, dataclass
 
 from worker.files import safe_name
 from worker.runtime.base import AttemptKey
 
-KILL_TIMEOUT_S = 10.0  # one `docker kill` call; the engine answers in well under a second
+KILL_TIMEOUT_S = 10.0  # for the `docker kill` calls of one check; the engine answers in well under 1 s
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,25 +67,37 @@ class ContainerRecords:
         return out
 
 
-def docker_kill(record: ContainerRecord, sig: signal.Signals) -> tuple[bool, str]:
-    """Send ``sig`` to the container's main process with the ``docker`` CLI. Returns (sent, error):
-    False when the container is gone or not running, the CLI is missing, or the engine does not
-    answer in time; never raises for those."""
+def docker_kill(orders: list[tuple[ContainerRecord, signal.Signals]]) -> list[tuple[bool, str]]:
+    """Send each container's main process its signal with the ``docker`` CLI, all calls at once.
+    Returns (sent, error) per order: False when the container is gone or not running, the CLI is
+    missing, or the engine does not answer within KILL_TIMEOUT_S; never raises for those."""
+    procs = [_spawn_kill(record, sig) for record, sig in orders]
+    deadline = time.monotonic() + KILL_TIMEOUT_S
+    return [_reap(proc, deadline) for proc in procs]
+
+
+def _spawn_kill(record: ContainerRecord, sig: signal.Signals) -> subprocess.Popen[bytes] | str:
     env = dict(os.environ)
     if record.engine:
         env["DOCKER_HOST"] = record.engine
     argv = ["docker", "kill", "--signal", sig.name.removeprefix("SIG"), "--", record.container_id]
     try:
-        done = subprocess.run(
-            argv,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=KILL_TIMEOUT_S,
-            check=False,
+        return subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
-    except (OSError, subprocess.SubprocessError) as exc:  # no CLI, timed out
-        return False, str(exc) or type(exc).__name__
-    if done.returncode != 0:
-        return False, done.stderr.decode(errors="replace").strip()
+    except (OSError, subprocess.SubprocessError) as exc:  # no CLI
+        return str(exc) or type(exc).__name__
+
+
+def _reap(proc: subprocess.Popen[bytes] | str, deadline: float) -> tuple[bool, str]:
+    if isinstance(proc, str):
+        return False, proc
+    try:
+        _, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return False, f"the engine did not answer within {KILL_TIMEOUT_S:g} s"
+    if proc.returncode != 0:
+        return False, err.decode(errors="replace").strip()
     return True, ""
