@@ -4,6 +4,7 @@ once the lease has passed, with no worker daemon involved (``scripts/docker-test
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pathlib
 import signal
@@ -185,7 +186,13 @@ def test_a_frozen_docker_worker_daemon_cannot_keep_its_container_past_the_lease(
             elapsed = time.monotonic() - frozen_at
             assert elapsed < LEASE_S + KILL_GRACE_S + 3.0, "the container outlived its lease"
             time.sleep(0.05)
-        assert time.monotonic() - frozen_at > 0.5  # the lease ended it, not the freeze itself
+        stopped_s = time.monotonic() - frozen_at
+        assert stopped_s > 0.5  # the lease ended it, not the freeze itself
+        print(
+            json.dumps(
+                {"frozen_to_stopped_s": round(stopped_s, 2), "lease_s": LEASE_S, "grace_s": KILL_GRACE_S}
+            )
+        )
     finally:
         cluster.workers[name].send_signal(signal.SIGCONT)
         cluster.stop()
