@@ -156,8 +156,15 @@ async def test_the_watchdog_process_stops_a_container_on_its_own(
     assert status.exit_code == 137  # SIGTERM ignored, SIGKILL after the grace
 
 
-def _running_containers(worker: str) -> list[str]:
-    argv = ["docker", "ps", "-q", "--no-trunc", "--filter", f"label=horus.worker={worker}"]
+def _running_containers(worker: str, *, stopped_too: bool = False) -> list[str]:
+    argv = [
+        "docker",
+        "ps",
+        *(["-a"] if stopped_too else []),
+        "-q",
+        "--filter",
+        f"label=horus.worker={worker}",
+    ]
     return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout.split()
 
 
@@ -172,7 +179,7 @@ def test_a_frozen_docker_worker_daemon_cannot_keep_its_container_past_the_lease(
     try:
         cluster.start_worker(name, "1", "--runtime", "docker")
         cluster.wait_nodes(1)
-        cluster.hctl("submit", "--gpus", "1", "--image", IMAGE, "--", "sh", "-c", IGNORES_TERM)
+        jid = cluster.hctl("submit", "--gpus", "1", "--image", IMAGE, "--", "sh", "-c", IGNORES_TERM).stdout
         deadline = time.monotonic() + 60
         while not _running_containers(name):
             assert time.monotonic() < deadline, cluster.logs()
@@ -193,14 +200,17 @@ def test_a_frozen_docker_worker_daemon_cannot_keep_its_container_past_the_lease(
                 {"frozen_to_stopped_s": round(stopped_s, 2), "lease_s": LEASE_S, "grace_s": KILL_GRACE_S}
             )
         )
-    finally:
+        cluster.hctl("cancel", jid.strip())  # so that no new attempt starts once it resumes
         cluster.workers[name].send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while _running_containers(name, stopped_too=True):  # the resumed daemon removes it
+            assert time.monotonic() < deadline, cluster.logs()
+            time.sleep(0.1)
+    finally:
+        if name in cluster.workers:
+            cluster.workers[name].send_signal(signal.SIGCONT)
         cluster.stop()
-        left = subprocess.run(
-            ["docker", "ps", "-aq", "--filter", f"label=horus.worker={name}"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.split()
+        left = _running_containers(name, stopped_too=True)
         if left:
             subprocess.run(["docker", "rm", "-f", *left], capture_output=True, check=False)
+    assert "Traceback" not in (tmp_path / f"{name}.log").read_text()
