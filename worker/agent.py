@@ -29,6 +29,7 @@ from worker.files import AttemptFiles, attempts_dir
 from worker.gpu.base import GpuInfo, GpuProbe, ProbeTarget
 from worker.lease import WatchdogProcess, write_lease
 from worker.runtime.base import AttemptKey, ExitStatus, LaunchRequest, RunningAttempt, Runtime
+from worker.runtime.containers import ContainerRecords
 from worker.state import Clock, Effect, Send, Start, Stop, WorkerState
 from worker.tails import LogTail, ProgressTail
 
@@ -86,11 +87,13 @@ class Agent:
         self.state.epoch = _load_epoch(config.state_dir)
         self._lease_written = (0.0, 0.0)
         self._watchdog: WatchdogProcess | None = None
+        self._containers = ContainerRecords(config.state_dir / "containers")  # read by the watchdog
 
     # ------------------------------------------------------------------------- lifecycle
 
     async def run(self) -> None:
         """Until :meth:`request_shutdown`; then stop every attempt, send the finals, close the stream."""
+        await asyncio.to_thread(self._containers.clear)  # _recover records what still runs
         await self._recover()
         self._write_lease()
         if self.config.watchdog:
@@ -126,8 +129,18 @@ class Agent:
 
     def _track(self, key: AttemptKey, handle: RunningAttempt, files: AttemptFiles) -> None:
         self._handles[key], self._files[key] = handle, files
+        self._record_container(key, handle)
         self._logs[key], self._progress[key] = LogTail(files.log), ProgressTail(files.progress)
         self._spawn(self._watch(key, handle))
+
+    def _record_container(self, key: AttemptKey, handle: RunningAttempt) -> None:
+        """A Docker attempt's container, for the lease watchdog (process groups record themselves)."""
+        container_id = getattr(handle, "container_id", None)
+        if isinstance(container_id, str) and container_id:
+            try:
+                self._containers.save(key, container_id, str(getattr(handle, "engine", "")))
+            except OSError as exc:
+                log.warning("cannot record container %s for the lease watchdog: %s", container_id[:12], exc)
 
     def request_shutdown(self) -> None:
         self._shutdown.set()
@@ -262,6 +275,8 @@ class Agent:
         except Exception as exc:
             status = ExitStatus(JobState.FAILED, None, f"lost track of the attempt: {exc}")
         self._handles.pop(key, None)
+        with contextlib.suppress(OSError):
+            self._containers.remove(key)
         if self.connection.registered:
             await self._pump_tails(drain=True, keys={key})
         self._progress.pop(key, None)

@@ -5,6 +5,8 @@ A container gets exactly its scheduled GPUs and the hardened defaults of
 they come; when it exits, its status is read and the container removed (the log file stays).
 Containers carry ``horus.*`` labels, so a restarted worker finds and re-attaches to them
 (:meth:`DockerRuntime.recover`) or removes the ones the master no longer wants (``remove_orphans``).
+The worker records each attempt's ``container_id`` and ``engine`` for the lease watchdog
+(:mod:`worker.runtime.containers`), which stops them when the lease runs out even if the daemon is frozen.
 """
 
 from __future__ import annotations
@@ -52,9 +54,11 @@ class DockerAttempt:
         log_path: pathlib.Path,
         pid: int,
         resume: bool = False,
+        engine: str = "",
     ) -> None:
         self.key = key
         self.container_id = container.id
+        self.engine = engine  # the engine address, for the lease watchdog's `docker kill` ("" = default)
         self._container = container
         self._pid = pid
         self._stop_reason: str | None = None
@@ -138,10 +142,15 @@ class DockerRuntime:
     name = "docker"
 
     def __init__(
-        self, docker: aiodocker.Docker, policy: ContainerPolicy, orphan_grace_s: float = 10.0
+        self,
+        docker: aiodocker.Docker,
+        policy: ContainerPolicy,
+        orphan_grace_s: float = 10.0,
+        engine: str = "",
     ) -> None:
         self._docker = docker
         self.policy = policy
+        self.engine = engine
         self._orphan_grace_s = orphan_grace_s
         self._attempts: dict[AttemptKey, DockerAttempt] = {}
 
@@ -178,7 +187,7 @@ class DockerRuntime:
         policy = ContainerPolicy(
             worker, tuple(allow_mounts), network, pids_limit, readonly_rootfs, nvidia=nvidia
         )
-        return cls(docker, policy, orphan_grace_s)
+        return cls(docker, policy, orphan_grace_s, engine=url or "")
 
     async def start(self, request: LaunchRequest) -> DockerAttempt:
         if not request.spec.image:
@@ -195,7 +204,7 @@ class DockerRuntime:
             await _remove(container)
             raise FailedPrecondition(f"container {container.id[:12]} did not start: {err.message}") from err
         pid = int(info.get("State", {}).get("Pid", 0))
-        return self._track(DockerAttempt(container, request.key, request.log_path, pid))
+        return self._track(DockerAttempt(container, request.key, request.log_path, pid, engine=self.engine))
 
     async def recover(self, log_dir: pathlib.Path) -> list[RunningAttempt]:
         """Re-attach to this worker's containers (running, or exited while the worker was down)."""
@@ -211,7 +220,9 @@ class DockerRuntime:
                 continue
             log_path = _log_path(info, log_dir, key)
             pid = int(info.get("State", {}).get("Pid", 0))
-            found.append(self._track(DockerAttempt(container, key, log_path, pid, resume=True)))
+            found.append(
+                self._track(DockerAttempt(container, key, log_path, pid, resume=True, engine=self.engine))
+            )
         return found
 
     async def remove_orphans(self, keep: set[AttemptKey]) -> list[AttemptKey]:
