@@ -24,8 +24,8 @@ from horus_core.packing import PackParams, codes
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import las_positions
 from horus_core.policies._packing import Ix, Packer
-from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.attained import Attained
+from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.horus import LOOKAHEAD, MIN_GAIN, MIN_SPEED
 from horus_core.policies.kmeans import choose_k
 from horus_core.policies.reasons import interference_text
