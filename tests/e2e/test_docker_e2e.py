@@ -18,6 +18,7 @@ import aiodocker
 import pytest
 
 from horus_core import SyncHorusClient
+from horus_core.errors import InvalidArgument
 from horus_core.model import JobSpec, JobState
 from tests.e2e.cluster import BIN, LocalCluster
 
@@ -49,7 +50,7 @@ def docker_cluster(tmp_path: pathlib.Path) -> Iterator[LocalCluster]:
         pytest.skip(problem + "; run scripts/docker-test-setup.sh")
     c = LocalCluster(tmp_path)
     try:
-        c.start_master()
+        c.start_master("--allow-mount", "/etc")  # the master lets /etc through; the worker does not
         c.start_worker("dock", "2", "--runtime", "docker")
         c.wait_nodes(1)
         yield c
@@ -74,6 +75,8 @@ def test_container_jobs_logs_exit_codes_cancel_and_refusals(docker_cluster: Loca
         assert failed.state is JobState.FAILED and failed.exit_code == 3
         refused = client.wait(mount.id, timeout=60)
         assert refused.state is JobState.FAILED and "not allowed" in refused.reason, refused.reason
+        with pytest.raises(InvalidArgument, match="not allowed"):  # outside the master's allow-list
+            client.submit(box("true", mounts=("/var:/host-var:ro",)))
 
         sleeper = client.submit(box("sleep", "1000"))
         deadline = time.monotonic() + 60
