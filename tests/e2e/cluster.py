@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 BIN = pathlib.Path(sys.executable).parent
@@ -137,3 +137,14 @@ def workload_cmd(seconds: float, steps: int = 20, extra: Sequence[str] = ()) -> 
 
 def env_without_master() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "HORUS_MASTER"}
+
+
+def until(check: Callable[[], Any], timeout: float = 60.0) -> Any:
+    """Poll ``check`` every 0.2 s until it returns something true; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError("condition not met in time")

@@ -12,15 +12,13 @@ from __future__ import annotations
 import itertools
 import pathlib
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from horus_core import SyncHorusClient
 from horus_core.model import JobSpec, JobState
-from tests.e2e.cluster import LocalCluster
+from tests.e2e.cluster import LocalCluster, until
 
 pytestmark = pytest.mark.timeout(240)
 JOB_TYPE = "ResNet-50 (batch size 64)"  # about 3x faster on a V100 than on a K80 in the table
@@ -48,16 +46,6 @@ while done < total:
     os.replace(work + ".tmp", work)  # a Kill between two writes never leaves a torn file
 note("end")
 """
-
-
-def until(check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture

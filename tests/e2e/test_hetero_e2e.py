@@ -9,27 +9,15 @@ shows the types it accepts.
 from __future__ import annotations
 
 import pathlib
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
 from horus_core.interference import default_model
-from tests.e2e.cluster import LocalCluster, workload_cmd
+from tests.e2e.cluster import LocalCluster, until, workload_cmd
 
 pytestmark = pytest.mark.timeout(180)
 R18 = "ResNet-18 (batch size 16)"
-
-
-def until(check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import pathlib
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from horus_core import SyncHorusClient
 from horus_core.model import JobSpec, JobState
-from tests.e2e.cluster import LocalCluster, workload_cmd
+from tests.e2e.cluster import LocalCluster, until, workload_cmd
 
 pytestmark = pytest.mark.timeout(180)
 COMPATIBLE = "ResNet-18 (batch size 32)"
@@ -27,16 +26,6 @@ INCOMPATIBLE = "Recommendation (batch size 512)"
 def spec(job_type: str, seconds: float, name: str) -> JobSpec:
     cmd = workload_cmd(seconds, extra=("--job-type", job_type))
     return JobSpec(command=tuple(cmd), gpus=1, job_type=job_type, name=name)
-
-
-def until(check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture
