@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from submit import cpu_seconds  # (bench/submit.py: bench scripts run with bench/ on sys.path)
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
@@ -60,15 +61,6 @@ class Scale:
     workers: int
     jobs: int
     db_jobs: int
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux), 0.0 where unknown."""
-    try:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def prefill(db: pathlib.Path, n: int) -> None:
