@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import grpc
 
-from horus_core import errors
+from horus_core import errors, plane
 from horus_core.gen import types_pb2 as pb
+from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState, ProfileHints
 
 # ------------------------------------------------------------------------------------ enums
@@ -191,6 +192,102 @@ def node_from_pb(msg: pb.Node) -> Node:
         gpus=tuple(gpu_from_pb(g, msg.name) for g in msg.gpus),
         last_seen=msg.last_seen,
     )
+
+
+# ------------------------------------------------------------------- the worker plane's messages
+
+
+def gpu_reading_to_pb(r: plane.GpuReading) -> pb.GpuStats:
+    return pb.GpuStats(
+        uuid=r.uuid,
+        util_sm=r.util_sm,
+        util_mem=r.util_mem,
+        mem_used_mib=r.mem_used_mib,
+        mem_total_mib=r.mem_total_mib,
+        temperature_c=r.temperature_c,
+        power_w=r.power_w,
+        ecc_errors=r.ecc_errors,
+        xid_events=list(r.xid_events),
+        healthy=r.healthy,
+    )
+
+
+def gpu_reading_from_pb(msg: pb.GpuStats, uuid: str = "") -> plane.GpuReading:
+    return plane.GpuReading(
+        uuid=msg.uuid or uuid,
+        util_sm=msg.util_sm,
+        util_mem=msg.util_mem,
+        mem_used_mib=msg.mem_used_mib,
+        mem_total_mib=msg.mem_total_mib,
+        temperature_c=msg.temperature_c,
+        power_w=msg.power_w,
+        ecc_errors=msg.ecc_errors,
+        xid_events=tuple(msg.xid_events),
+        healthy=msg.healthy,
+    )
+
+
+def job_gpu_reading_to_pb(r: plane.JobGpuReading) -> pb.JobGpuStats:
+    return pb.JobGpuStats(
+        job_id=r.job_id,
+        attempt=r.attempt,
+        gpu_uuid=r.gpu_uuid,
+        util_sm=r.util_sm,
+        mem_used_mib=r.mem_used_mib,
+    )
+
+
+def job_gpu_reading_from_pb(msg: pb.JobGpuStats) -> plane.JobGpuReading:
+    return plane.JobGpuReading(msg.job_id, msg.attempt, msg.gpu_uuid, msg.util_sm, msg.mem_used_mib)
+
+
+def heartbeat_from_pb(msg: wpb.Heartbeat) -> plane.Heartbeat:
+    return plane.Heartbeat(
+        gpus=tuple(gpu_reading_from_pb(g) for g in msg.gpus),
+        jobs=tuple(job_gpu_reading_from_pb(j) for j in msg.jobs),
+        running=tuple((r.job_id, r.attempt) for r in msg.running),
+        seq=msg.seq,
+        fenced=msg.fenced,
+    )
+
+
+def attempt_update_from_pb(msg: wpb.AttemptUpdate, field: str = "update.state") -> plane.AttemptUpdate:
+    """Raises InvalidArgument for a state value this version does not know."""
+    return plane.AttemptUpdate(
+        job_id=msg.job_id,
+        attempt=msg.attempt,
+        state=job_state_from_pb(msg.state, field),
+        exit_code=msg.exit_code if msg.HasField("exit_code") else None,
+        reason=msg.reason,
+        at=msg.at,
+    )
+
+
+def attempt_progress_from_pb(msg: wpb.AttemptProgress) -> plane.AttemptProgress:
+    return plane.AttemptProgress(msg.job_id, msg.attempt, msg.step, msg.loss, msg.samples_per_s, msg.at)
+
+
+def attempt_log_from_pb(msg: wpb.AttemptLog) -> plane.AttemptLog:
+    return plane.AttemptLog(msg.job_id, msg.attempt, msg.offset, msg.data)
+
+
+def to_worker_pb(msg: plane.ToWorker) -> wpb.MasterMessage:
+    """One message of the master's stream to a worker."""
+    if isinstance(msg, plane.Assignment):
+        assign = wpb.Assignment(
+            job_id=msg.job_id, attempt=msg.attempt, spec=spec_to_pb(msg.spec), gpus=msg.gpus
+        )
+        return wpb.MasterMessage(assign=assign)
+    if isinstance(msg, plane.Kill):
+        return wpb.MasterMessage(kill=wpb.Kill(job_id=msg.job_id, attempt=msg.attempt, reason=msg.reason))
+    grant = wpb.Registered(
+        heartbeat_interval_s=msg.heartbeat_interval_s,
+        lease_s=msg.lease_s,
+        epoch=msg.epoch,
+        renews_seq=msg.renews_seq,
+        kill_grace_s=msg.kill_grace_s,
+    )
+    return wpb.MasterMessage(registered=grant)
 
 
 # ---------------------------------------------------------------------------- error mapping

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from horus_core.gen import worker_pb2 as wpb
+from horus_core.plane import Heartbeat
 from master.services.attempts import AttemptHandler
 from master.services.session import Session
 
@@ -111,7 +111,7 @@ class TimedAttempts(AttemptHandler):
         super().__init__(*args, **kwargs)  # (whatever AttemptHandler takes)
         self.heartbeats = LatencyWindow(window)
 
-    async def heartbeat(self, session: Session, hb: wpb.Heartbeat) -> None:
+    async def heartbeat(self, session: Session, hb: Heartbeat) -> None:
         start = time.perf_counter()
         try:
             await super().heartbeat(session, hb)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from horus_core import __version__
+from horus_core import __version__, wire
 from horus_core.gen import types_pb2, worker_pb2
 from horus_core.model import Gpu, gpu_type_of
+from horus_core.plane import JobGpuReading
 from horus_core.wire import gpu_to_pb, job_state_to_pb
 from worker.gpu.base import GpuInfo, GpuReading, ProcessReading
 from worker.runtime.base import AttemptKey
@@ -75,21 +76,6 @@ def progress(key: AttemptKey, p: Progress) -> worker_pb2.WorkerMessage:
     return worker_pb2.WorkerMessage(progress=msg)
 
 
-def gpu_stats(r: GpuReading) -> types_pb2.GpuStats:
-    return types_pb2.GpuStats(
-        uuid=r.uuid,
-        util_sm=r.util_sm,
-        util_mem=r.util_mem,
-        mem_used_mib=r.mem_used_mib,
-        mem_total_mib=r.mem_total_mib,
-        temperature_c=r.temperature_c,
-        power_w=r.power_w,
-        ecc_errors=r.ecc_errors,
-        xid_events=list(r.xid_events),
-        healthy=r.healthy,
-    )
-
-
 def job_stats(
     procs: Iterable[ProcessReading], owner: Mapping[int, AttemptKey]
 ) -> list[types_pb2.JobGpuStats]:
@@ -104,13 +90,7 @@ def job_stats(
         acc[1] += p.mem_used_mib
     ordered = sorted(sums.items(), key=lambda kv: (kv[0][0].job_id, kv[0][0].attempt, kv[0][1]))
     return [
-        types_pb2.JobGpuStats(
-            job_id=key.job_id,
-            attempt=key.attempt,
-            gpu_uuid=gpu,
-            util_sm=min(100.0, util),
-            mem_used_mib=int(mem),
-        )
+        wire.job_gpu_reading_to_pb(JobGpuReading(key.job_id, key.attempt, gpu, min(100.0, util), int(mem)))
         for (key, gpu), (util, mem) in ordered
     ]
 
@@ -124,7 +104,7 @@ def heartbeat(
     fenced: bool = False,
 ) -> worker_pb2.WorkerMessage:
     msg = worker_pb2.Heartbeat(
-        gpus=[gpu_stats(r) for r in readings],
+        gpus=[wire.gpu_reading_to_pb(r) for r in readings],
         jobs=job_stats(procs, owner),
         running=refs(running),
         seq=seq,

@@ -5,10 +5,8 @@ from __future__ import annotations
 from horus_core import wire
 from horus_core.client._views import (
     ClusterInfo,
-    GpuStats,
     GpuStatus,
     JobEvent,
-    JobGpuStats,
     JobPage,
     LatencySummary,
     LogChunk,
@@ -21,38 +19,13 @@ from horus_core.gen import types_pb2 as pb
 from horus_core.model import JobState
 
 
-def gpu_stats_from_pb(msg: pb.GpuStats, uuid: str) -> GpuStats:
-    return GpuStats(
-        uuid=msg.uuid or uuid,
-        util_sm=msg.util_sm,
-        util_mem=msg.util_mem,
-        mem_used_mib=msg.mem_used_mib,
-        mem_total_mib=msg.mem_total_mib,
-        temperature_c=msg.temperature_c,
-        power_w=msg.power_w,
-        ecc_errors=msg.ecc_errors,
-        xid_events=tuple(msg.xid_events),
-        healthy=msg.healthy,
-    )
-
-
-def job_gpu_stats_from_pb(msg: pb.JobGpuStats) -> JobGpuStats:
-    return JobGpuStats(
-        job_id=msg.job_id,
-        attempt=msg.attempt,
-        gpu_uuid=msg.gpu_uuid,
-        util_sm=msg.util_sm,
-        mem_used_mib=msg.mem_used_mib,
-    )
-
-
 def gpu_status_from_pb(msg: pb.GpuStatus) -> GpuStatus:
     gpu = wire.gpu_from_pb(msg.gpu)
     return GpuStatus(
         gpu=gpu,
-        stats=gpu_stats_from_pb(msg.stats, gpu.uuid),
+        stats=wire.gpu_reading_from_pb(msg.stats, gpu.uuid),
         job_ids=tuple(msg.job_ids),
-        jobs=tuple(job_gpu_stats_from_pb(j) for j in msg.jobs),
+        jobs=tuple(wire.job_gpu_reading_from_pb(j) for j in msg.jobs),
     )
 
 

@@ -11,33 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from horus_core.model import Gpu, Job, JobState
+from horus_core.plane import GpuReading, JobGpuReading
 
-
-@dataclass(frozen=True, slots=True)
-class GpuStats:
-    """Live readings of one GPU (NVML or the simulated probe)."""
-
-    uuid: str
-    util_sm: float = 0.0  # %
-    util_mem: float = 0.0  # %
-    mem_used_mib: int = 0
-    mem_total_mib: int = 0
-    temperature_c: float = 0.0
-    power_w: float = 0.0
-    ecc_errors: int = 0
-    xid_events: tuple[int, ...] = ()
-    healthy: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class JobGpuStats:
-    """What one attempt of one job uses on one GPU."""
-
-    job_id: str
-    attempt: int
-    gpu_uuid: str
-    util_sm: float = 0.0
-    mem_used_mib: int = 0
+# The GPU readings are the model's own types (one shape from the probe to the SDK); the SDK's
+# names stay.
+GpuStats = GpuReading
+JobGpuStats = JobGpuReading
 
 
 @dataclass(frozen=True, slots=True)

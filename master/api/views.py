@@ -53,9 +53,10 @@ def gpu_statuses(
         per_job: dict[str, list[pb.JobGpuStats]] = {}
         for s in entry.job_stats:
             if visible is None or s.job_id in visible:
-                per_job.setdefault(s.gpu_uuid, []).append(s)
+                per_job.setdefault(s.gpu_uuid, []).append(wire.job_gpu_reading_to_pb(s))
         for gpu in entry.model().gpus:
-            stats = entry.gpu_stats.get(gpu.uuid) or pb.GpuStats(uuid=gpu.uuid)
+            reading = entry.gpu_stats.get(gpu.uuid)
+            stats = wire.gpu_reading_to_pb(reading) if reading is not None else pb.GpuStats(uuid=gpu.uuid)
             out.append(
                 pb.GpuStatus(
                     gpu=wire.gpu_to_pb(gpu),

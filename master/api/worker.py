@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 
 from horus_core import wire
-from horus_core.errors import HorusError
+from horus_core.errors import HorusError, InvalidArgument
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.gen import worker_pb2_grpc as wgrpc
 from horus_core.model import gpu_type_of
@@ -83,7 +83,7 @@ class WorkerServicer(wgrpc.WorkerServiceServicer):
         reader = asyncio.create_task(self._read(session, context), name=f"horus-read-{session.node}")
         try:
             while (out := await session.next()) is not None:
-                await context.write(out)
+                await context.write(wire.to_worker_pb(out))
         except Exception as exc:  # the transport failed under us
             session.close(f"stream broken: {type(exc).__name__}", by_peer=True)
         finally:
@@ -93,6 +93,30 @@ class WorkerServicer(wgrpc.WorkerServiceServicer):
             context.set_code(grpc.StatusCode.UNAVAILABLE)
             context.set_details(session.close_reason)
 
+    async def _handle(self, session: Session, msg: wpb.WorkerMessage) -> None:
+        """Hand one message, in model types, to the service that owns it."""
+        kind, attempts = msg.WhichOneof("msg"), self.attempts
+        if kind == "heartbeat":
+            await attempts.heartbeat(session, wire.heartbeat_from_pb(msg.heartbeat))
+        elif kind == "update":
+            await self._update(session, msg.update)
+        elif kind == "log":
+            await attempts.log(session, wire.attempt_log_from_pb(msg.log))
+        elif kind == "progress":
+            attempts.progress(session, wire.attempt_progress_from_pb(msg.progress))
+        else:
+            attempts.touch(session)
+            log.warning("node %s sent an unexpected %s message; ignored", session.node, kind)
+
+    async def _update(self, session: Session, msg: wpb.AttemptUpdate) -> None:
+        try:
+            update = wire.attempt_update_from_pb(msg)
+        except InvalidArgument:
+            self.attempts.touch(session)
+            log.warning("node %s sent an update with state %d; ignored", session.node, msg.state)
+            return
+        await self.attempts.update(session, update)
+
     async def _read(self, session: Session, context: WCtx) -> None:
         try:
             while True:
@@ -101,7 +125,7 @@ class WorkerServicer(wgrpc.WorkerServiceServicer):
                     session.close("stream ended", by_peer=True)
                     return
                 try:
-                    await self.attempts.handle(session, msg)
+                    await self._handle(session, msg)
                 except Exception:
                     log.exception("handling a message from node %s failed; ignored", session.node)
         except asyncio.CancelledError:

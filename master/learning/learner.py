@@ -26,9 +26,9 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from horus_core.gen import worker_pb2 as wpb
 from horus_core.interference import InterferenceModel
 from horus_core.model import Job
+from horus_core.plane import AttemptProgress, Heartbeat
 from master.clock import Clock
 from master.learning.observations import ModelFeed, PairObs, ProfileObs, pairs_to_observe
 from master.learning.sharing import AttemptKey, Rates, RateTrack, sharing_of
@@ -91,7 +91,7 @@ class Learner:
 
     # ------------------------------------------------------------------ what workers send
 
-    def on_heartbeat(self, node: str, hb: wpb.Heartbeat) -> None:
+    def on_heartbeat(self, node: str, hb: Heartbeat) -> None:
         per_gpu: dict[str, int] = {}
         for s in hb.jobs:
             per_gpu[s.gpu_uuid] = per_gpu.get(s.gpu_uuid, 0) + 1
@@ -132,7 +132,7 @@ class Learner:
         except Exception:
             log.exception("learner: could not classify the attempts on node %s", node)
 
-    def on_progress(self, node: str, p: wpb.AttemptProgress) -> None:
+    def on_progress(self, node: str, p: AttemptProgress) -> None:
         acc = self._get((p.job_id, p.attempt), node)
         acc.step, acc.loss, acc.samples_per_s = p.step, p.loss, p.samples_per_s
         if acc.node == node:  # (a worker cannot teach through another node's attempt)

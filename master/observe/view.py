@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from horus_core.gen import types_pb2 as pb
 from horus_core.metrics import GpuSample, JobGpuSample, reason_label
 from horus_core.model import Gpu, Job, JobState
+from horus_core.plane import GpuReading, JobGpuReading
 from master.services.core import Core
 from master.services.nodes import NodeEntry
 
@@ -22,9 +22,9 @@ MAX_SOLO_ROWS = 20_000
 @dataclass(frozen=True)
 class GpuView:
     gpu: Gpu
-    stats: pb.GpuStats | None
+    stats: GpuReading | None
     jobs: tuple[Job, ...]  # the active jobs placed on it
-    usage: tuple[pb.JobGpuStats, ...]  # what the worker measured per job on it
+    usage: tuple[JobGpuReading, ...]  # what the worker measured per job on it
 
     def sample(self) -> GpuSample:
         s = self.stats
@@ -96,7 +96,7 @@ class ClusterView:
 
 
 def _node_view(entry: NodeEntry, active: list[Job]) -> NodeView:
-    usage: dict[str, list[pb.JobGpuStats]] = {}
+    usage: dict[str, list[JobGpuReading]] = {}
     for s in entry.job_stats:
         usage.setdefault(s.gpu_uuid, []).append(s)
     gpus = tuple(

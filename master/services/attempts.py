@@ -5,10 +5,8 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
-from horus_core.errors import InvalidArgument
-from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import JobState
-from horus_core.wire import job_state_from_pb
+from horus_core.plane import AttemptLog, AttemptProgress, AttemptUpdate, Heartbeat
 from master.services import transitions as tr
 from master.services.core import Core
 from master.services.logs import JOB_ID
@@ -39,7 +37,7 @@ class AttemptHandler:
         entry.last_heard = self.core.clock.now()
         return entry
 
-    async def heartbeat(self, session: Session, hb: wpb.Heartbeat) -> None:
+    async def heartbeat(self, session: Session, hb: Heartbeat) -> None:
         entry = self.touch(session)
         if entry is None:
             return
@@ -66,18 +64,14 @@ class AttemptHandler:
         if len(self._kills) > 10_000:
             self._kills = {k: t for k, t in self._kills.items() if now - t < KILL_REPEAT_S}
 
-    async def update(self, session: Session, msg: wpb.AttemptUpdate) -> None:
+    async def update(self, session: Session, msg: AttemptUpdate) -> None:
         entry = self.touch(session)
         if entry is None:
             return
-        try:
-            state = job_state_from_pb(msg.state)
-        except InvalidArgument:
-            state = JobState.PENDING
+        state, exit_code = msg.state, msg.exit_code
         if state not in _REPORTABLE:
-            log.warning("node %s sent an update with state %d; ignored", entry.name, msg.state)
+            log.warning("node %s sent an update with state %s; ignored", entry.name, state.value)
             return
-        exit_code = msg.exit_code if msg.HasField("exit_code") else None
         if (msg.job_id, msg.attempt) not in entry.owned:
             log.debug(
                 "node %s reported %s/%d, not its registration's; ignored", entry.name, msg.job_id, msg.attempt
@@ -99,7 +93,7 @@ class AttemptHandler:
         if changes:
             self.core.poke()
 
-    async def log(self, session: Session, msg: wpb.AttemptLog) -> None:
+    async def log(self, session: Session, msg: AttemptLog) -> None:
         entry = self.touch(session)
         if entry is None or not JOB_ID.match(msg.job_id) or msg.attempt < 1 or msg.offset < 0:
             return
@@ -122,21 +116,7 @@ class AttemptHandler:
                 self._log_nodes.popitem(last=False)
         return node
 
-    def progress(self, session: Session, msg: wpb.AttemptProgress) -> None:
+    def progress(self, session: Session, msg: AttemptProgress) -> None:
         entry = self.touch(session)
         if entry is not None and (msg.job_id, msg.attempt) in entry.owned and JOB_ID.match(msg.job_id):
             self.core.learner.on_progress(entry.name, msg)
-
-    async def handle(self, session: Session, msg: wpb.WorkerMessage) -> None:
-        kind = msg.WhichOneof("msg")
-        if kind == "heartbeat":
-            await self.heartbeat(session, msg.heartbeat)
-        elif kind == "update":
-            await self.update(session, msg.update)
-        elif kind == "log":
-            await self.log(session, msg.log)
-        elif kind == "progress":
-            self.progress(session, msg.progress)
-        else:
-            self.touch(session)
-            log.warning("node %s sent an unexpected %s message; ignored", session.node, kind)

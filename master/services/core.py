@@ -9,9 +9,8 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from horus_core import wire
-from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Job
+from horus_core.plane import Assignment, Kill
 from master.clock import Clock
 from master.config import MasterConfig
 from master.learning.learner import Learner
@@ -82,16 +81,11 @@ class Core:
         self.live.set_pending_reason(reason)
 
     def send_assignment(self, job: Job) -> bool:
-        msg = wpb.MasterMessage(
-            assign=wpb.Assignment(
-                job_id=job.id, attempt=job.attempt, spec=wire.spec_to_pb(job.spec), gpus=list(job.gpus)
-            )
-        )
+        msg = Assignment(job.id, job.attempt, job.spec, tuple(job.gpus))
         sent = self.registry.send(job.node, msg)
         if not sent:
             log.info("assignment %s/%d waits for node %s to reconnect", job.id, job.attempt, job.node)
         return sent
 
     def send_kill(self, node: str, job_id: str, attempt: int, reason: str) -> bool:
-        msg = wpb.MasterMessage(kill=wpb.Kill(job_id=job_id, attempt=attempt, reason=reason))
-        return self.registry.send(node, msg)
+        return self.registry.send(node, Kill(job_id, attempt, reason))

@@ -8,9 +8,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from horus_core.gen import types_pb2 as pb
-from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, Node, NodeState
+from horus_core.plane import Assignment, GpuReading, Heartbeat, JobGpuReading, ToWorker
 from master.services.session import Session
 
 
@@ -29,8 +28,8 @@ class NodeEntry:
     # Attempts this registration may report on: assigned on it, or carried over from the previous
     # registration of the same worker (same identity, resumed epoch). Others' updates are ignored.
     owned: set[tuple[str, int]] = field(default_factory=set)
-    gpu_stats: dict[str, pb.GpuStats] = field(default_factory=dict)
-    job_stats: tuple[pb.JobGpuStats, ...] = ()
+    gpu_stats: dict[str, GpuReading] = field(default_factory=dict)
+    job_stats: tuple[JobGpuReading, ...] = ()
     running: frozenset[tuple[str, int]] = frozenset()
     fenced: bool = False  # its last heartbeat said its lease had run out: place nothing on it
     heartbeats: int = 0  # heartbeats received on any stream; ``running`` is the last one's
@@ -41,7 +40,7 @@ class NodeEntry:
     # changes only there (in place) or by being replaced as a whole (see _current_gpus).
     health_seq: int = 0
     # (the GPUs as given, the stats dict, health_seq, the GPUs with that health): see _current_gpus
-    _gpus_memo: tuple[tuple[Gpu, ...], dict[str, pb.GpuStats], int, tuple[Gpu, ...]] | None = field(
+    _gpus_memo: tuple[tuple[Gpu, ...], dict[str, GpuReading], int, tuple[Gpu, ...]] | None = field(
         default=None, repr=False, compare=False
     )
     _node_memo: Node | None = field(default=None, repr=False, compare=False)
@@ -126,12 +125,12 @@ class NodeRegistry:
         entry = self._nodes.get(name)
         return entry is None or entry.state is NodeState.LOST
 
-    def send(self, name: str, msg: wpb.MasterMessage) -> bool:
+    def send(self, name: str, msg: ToWorker) -> bool:
         entry = self._nodes.get(name)
         if entry is None or entry.session is None:
             return False
-        if msg.WhichOneof("msg") == "assign":
-            entry.owned.add((msg.assign.job_id, msg.assign.attempt))
+        if isinstance(msg, Assignment):
+            entry.owned.add((msg.job_id, msg.attempt))
         return entry.session.send(msg)
 
     def owner_of_gpu(self, uuid: str) -> str | None:
@@ -140,7 +139,7 @@ class NodeRegistry:
                 return e.name
         return None
 
-    def record_heartbeat(self, entry: NodeEntry, hb: wpb.Heartbeat, now: float) -> None:
+    def record_heartbeat(self, entry: NodeEntry, hb: Heartbeat, now: float) -> None:
         entry.last_heard = now
         entry.fenced = hb.fenced
         known = {g.uuid for g in entry.gpus}
@@ -150,6 +149,6 @@ class NodeRegistry:
                 if (old.healthy if old is not None else True) != s.healthy:
                     entry.health_seq += 1
                 entry.gpu_stats[s.uuid] = s
-        entry.job_stats = tuple(hb.jobs)
-        entry.running = frozenset((r.job_id, r.attempt) for r in hb.running)
+        entry.job_stats = hb.jobs
+        entry.running = frozenset(hb.running)
         entry.heartbeats += 1

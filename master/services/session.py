@@ -7,7 +7,7 @@ import itertools
 import logging
 from collections import deque
 
-from horus_core.gen import worker_pb2 as wpb
+from horus_core.plane import ToWorker
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -20,7 +20,7 @@ class Session:
         self.close_reason = ""
         self.closed_by_peer = False  # the worker ended the stream (not the master)
         self._maxsize = maxsize
-        self._queue: deque[wpb.MasterMessage] = deque()
+        self._queue: deque[ToWorker] = deque()
         self._closed = False
         # The sender waiting in next(), woken by send() and close(): one future per wait (a
         # Queue.get raced against an Event cost two tasks per message, bench/load.py).
@@ -30,7 +30,7 @@ class Session:
     def closed(self) -> bool:
         return self._closed
 
-    def send(self, msg: wpb.MasterMessage) -> bool:
+    def send(self, msg: ToWorker) -> bool:
         """Queue ``msg`` for the worker; a worker that does not read its stream is disconnected."""
         if self._closed:
             return False
@@ -49,7 +49,7 @@ class Session:
             self._wake()
             log.info("closing the stream of node %s: %s", self.node, reason)
 
-    async def next(self) -> wpb.MasterMessage | None:
+    async def next(self) -> ToWorker | None:
         """The next message to send; None once the session is closed."""
         while not self._closed:
             if self._queue:

@@ -17,8 +17,8 @@ import secrets
 from dataclasses import dataclass
 
 from horus_core.errors import AlreadyExists, InvalidArgument, PermissionDenied, Unauthenticated
-from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, JobState, NodeState
+from horus_core.plane import LeaseGrant
 from master.services import transitions as tr
 from master.services.core import Core
 from master.services.nodes import NodeEntry
@@ -269,16 +269,9 @@ class WorkerPlane:
         if changes:
             core.poke()
 
-    def _registered(self, *, epoch: int = 0, renews_seq: int = 0) -> wpb.MasterMessage:
+    def _registered(self, *, epoch: int = 0, renews_seq: int = 0) -> LeaseGrant:
         cfg = self.core.config
-        msg = wpb.Registered(
-            heartbeat_interval_s=cfg.heartbeat_s,
-            lease_s=cfg.lease_s,
-            epoch=epoch,
-            renews_seq=renews_seq,
-            kill_grace_s=cfg.kill_grace,
-        )
-        return wpb.MasterMessage(registered=msg)
+        return LeaseGrant(cfg.heartbeat_s, cfg.lease_s, epoch, renews_seq, cfg.kill_grace)
 
     def renew(self, entry: NodeEntry, seq: int) -> None:
         """The lease renewal that answers a heartbeat: the worker counts it from that heartbeat."""

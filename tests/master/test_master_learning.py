@@ -19,6 +19,7 @@ from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, NodeState, Wait
+from horus_core.plane import AttemptProgress, Heartbeat, JobGpuReading
 from horus_core.policies import make_policy
 from horus_core.testing import FakeClock
 from master.app import Master
@@ -133,7 +134,7 @@ def learner(store: Store, clock: FakeClock, model: InterferenceModel) -> Learner
 def progress(lr: Learner, j: Job, first_step: int, rates: list[float]) -> int:
     for i, rate in enumerate(rates):
         lr.on_progress(
-            "n1", wpb.AttemptProgress(job_id=j.id, attempt=j.attempt, step=first_step + i, samples_per_s=rate)
+            "n1", AttemptProgress(job_id=j.id, attempt=j.attempt, step=first_step + i, samples_per_s=rate)
         )
     return first_step + len(rates)
 
@@ -224,8 +225,8 @@ async def test_learning_survives_a_restart(tmp_path: pathlib.Path, store: Store)
     clock = FakeClock()
     first = learner(store, clock, default_model())
     await learn_bad_pair(first, clock)
-    use = pb.JobGpuStats(job_id="p", attempt=1, gpu_uuid="g0", util_sm=40, mem_used_mib=900)
-    hb = wpb.Heartbeat(jobs=[use])
+    use = JobGpuReading(job_id="p", attempt=1, gpu_uuid="g0", util_sm=40, mem_used_mib=900)
+    hb = Heartbeat(jobs=(use,))
     first.on_heartbeat("n1", hb)
     await first.attempt_ended(job("p", C), 1)
     fresh = default_model()
@@ -250,7 +251,7 @@ async def test_an_unreadable_stored_table_does_not_stop_the_start(
 async def test_bad_input_never_raises_and_teaches_nothing(tmp_path: pathlib.Path, store: Store) -> None:
     clock, model = FakeClock(), default_model()
     lr = learner(store, clock, model)
-    lr.on_progress("n1", wpb.AttemptProgress(job_id="ghost", attempt=3, step=5, samples_per_s=math.nan))
+    lr.on_progress("n1", AttemptProgress(job_id="ghost", attempt=3, step=5, samples_per_s=math.nan))
     lr.on_placement("n1", [job("x", "")], {("x", 1)}, TYPES)  # no signature
     lr.on_placement("n1", [job("y", A, ("nope",))], {("y", 1)}, TYPES)  # a GPU the node does not have
     odd = job("z", A)

@@ -10,8 +10,8 @@ from master_fakes import FakeWorker, client_for, spec
 from horus_core import wire
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
-from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, NodeState
+from horus_core.plane import GpuReading, Heartbeat, Kill
 from master import gctune
 from master.api.views import NodeViews
 from master.app import Master
@@ -97,8 +97,8 @@ def test_a_slow_pass_is_followed_by_as_long_a_rest_at_most_a_tick() -> None:
     assert rest_after(5.0, 1.0) == 1.0
 
 
-def kill(i: int) -> wpb.MasterMessage:
-    return wpb.MasterMessage(kill=wpb.Kill(job_id=f"j{i}", attempt=1))
+def kill(i: int) -> Kill:
+    return Kill(job_id=f"j{i}", attempt=1)
 
 
 async def test_a_session_hands_its_messages_in_order_and_wakes_its_sender() -> None:
@@ -132,8 +132,8 @@ def test_heartbeat_health_changes_reach_the_node_model_and_max_gpus_follows_put(
     assert first == () and reg.max_gpus_per_node() == 3  # no stream: nothing schedulable
     model = e.model()
 
-    def hb(healthy: bool) -> wpb.Heartbeat:
-        return wpb.Heartbeat(gpus=[pb.GpuStats(uuid="GPU-1", healthy=healthy)])
+    def hb(healthy: bool) -> Heartbeat:
+        return Heartbeat(gpus=(GpuReading(uuid="GPU-1", healthy=healthy),))
 
     reg.record_heartbeat(e, hb(True), now=6.0)  # same health: same GPU objects
     assert e.model().gpus is model.gpus and e.model().last_seen == 6.0
@@ -152,7 +152,7 @@ def test_node_views_match_a_fresh_conversion_as_nodes_change() -> None:
     assert first == wire.node_to_pb(e.model())
     e.last_heard = 9.0  # a heartbeat: same GPUs, new last_seen
     assert views.node(e.model()) is first and first.last_seen == 9.0
-    e.gpu_stats = {"GPU-0": pb.GpuStats(uuid="GPU-0", healthy=False)}
+    e.gpu_stats = {"GPU-0": GpuReading(uuid="GPU-0", healthy=False)}
     e.state = NodeState.LOST
     changed = views.node(e.model())
     assert changed == wire.node_to_pb(e.model())

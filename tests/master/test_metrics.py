@@ -19,6 +19,7 @@ from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.metrics import reason_label
 from horus_core.model import NodeState
+from horus_core.plane import JobGpuReading
 from horus_core.testing import FakeClock
 from master.app import Master
 from master.observe.history import UtilHistory
@@ -179,14 +180,14 @@ def test_util_history_is_per_job_and_bounded() -> None:
     history = UtilHistory(points=3, max_jobs=2)
     for t in range(5):
         entry.job_stats = (
-            pb.JobGpuStats(job_id="a", attempt=1, gpu_uuid="g0", util_sm=10.0 * t),
-            pb.JobGpuStats(job_id="a", attempt=1, gpu_uuid="g1", util_sm=30.0),
-            pb.JobGpuStats(job_id="b", attempt=1, gpu_uuid="g1", util_sm=5.0),
+            JobGpuReading(job_id="a", attempt=1, gpu_uuid="g0", util_sm=10.0 * t),
+            JobGpuReading(job_id="a", attempt=1, gpu_uuid="g1", util_sm=30.0),
+            JobGpuReading(job_id="b", attempt=1, gpu_uuid="g1", util_sm=5.0),
         )
         history.sample(registry, float(t))
     assert history.of("a") == [(2.0, 25.0), (3.0, 30.0), (4.0, 35.0)]  # mean over its GPUs, last 3
     assert history.of("b") == [(2.0, 5.0), (3.0, 5.0), (4.0, 5.0)]
-    entry.job_stats = (pb.JobGpuStats(job_id="c", attempt=1, gpu_uuid="g0", util_sm=50.0),)
+    entry.job_stats = (JobGpuReading(job_id="c", attempt=1, gpu_uuid="g0", util_sm=50.0),)
     history.sample(registry, 5.0)
     assert history.of("c") == [(5.0, 50.0)] and history.of("a") == []  # the least recently seen went
     entry.session.close("gone")  # type: ignore[union-attr]

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from horus_core.model import JobSpec
+from horus_core.plane import GpuReading
+
+__all__ = ["GpuInfo", "GpuProbe", "GpuReading", "ProbeTarget", "ProcessReading"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,20 +18,6 @@ class GpuInfo:
     index: int
     model: str
     memory_mib: int
-
-
-@dataclass(frozen=True, slots=True)
-class GpuReading:
-    uuid: str
-    util_sm: float  # %
-    util_mem: float  # %
-    mem_used_mib: int
-    mem_total_mib: int
-    temperature_c: float = 0.0
-    power_w: float = 0.0
-    ecc_errors: int = 0
-    xid_events: tuple[int, ...] = ()
-    healthy: bool = True
 
 
 @dataclass(frozen=True, slots=True)
