@@ -38,6 +38,7 @@ from horus_core.interference import default_model
 from horus_core.model import Job, JobSpec, JobState, NodeState
 from horus_core.policies import make_policy
 from horus_core.testing import FakeClock
+from master.app import scheduler_for
 from master.config import MasterConfig
 from master.learning.learner import Learner
 from master.services import transitions as tr
@@ -63,12 +64,12 @@ async def build(tmp: pathlib.Path, gpus: int) -> tuple[Core, Scheduler]:
         entry = NodeEntry(node.name, node.gpus, NodeState.READY, clock.now(), session=Session(node.name))
         registry.put(entry)
     core = Core(cfg, store, clock, registry, EventBus(), LogStore(cfg.logs_dir, 1 << 20), learner)
-    await core.load_live()
+    await core.writer.load_live()
 
     async def no_liveness() -> None:
         return None
 
-    return core, Scheduler(core, make_policy("horus", model), no_liveness)
+    return core, scheduler_for(core, make_policy("horus", model), no_liveness)
 
 
 async def submit(core: Core, n: int, counts: np.ndarray, types: list[str], rng: np.random.Generator) -> None:
@@ -80,7 +81,7 @@ async def submit(core: Core, n: int, counts: np.ndarray, types: list[str], rng: 
         for g, t in shapes
     ]  # fmt: skip
     for lo in range(0, n, 1000):
-        await asyncio.gather(*(core.submit(j, None) for j in jobs[lo : lo + 1000]))
+        await asyncio.gather(*(core.writer.submit(j, None) for j in jobs[lo : lo + 1000]))
 
 
 async def finish_some(core: Core, rng: np.random.Generator) -> int:
@@ -93,7 +94,7 @@ async def finish_some(core: Core, rng: np.random.Generator) -> int:
         job = active[i]
         fn = tr.worker_update(job.node, job.attempt, JobState.SUCCEEDED, 0, "", now, tr.UpdateVerdict())
         todo.append((job.id, fn))
-    return len(await core.apply(todo))
+    return len(await core.writer.apply(todo))
 
 
 def check(rows: list[JobRow], core: Core) -> None:

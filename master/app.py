@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 import grpc
@@ -22,8 +23,10 @@ from master.config import MAX_MESSAGE_BYTES, MasterConfig
 from master.http.run import HttpSide
 from master.learning.learner import Learner
 from master.loopmon import LoopMonitor, TimedAttempts
+from master.observe.view import measured_speeds
 from master.services.core import Core
 from master.services.events import EventBus, JobEvent
+from master.services.floor import FloorEnforcer
 from master.services.joblogs import LogReader
 from master.services.jobs import JobService
 from master.services.logs import LogStore
@@ -33,6 +36,21 @@ from master.services.workers import WorkerPlane
 from master.store import Store
 
 log = logging.getLogger(__name__)
+
+
+def scheduler_for(core: Core, policy: Policy, liveness: Callable[[], Awaitable[None]]) -> Scheduler:
+    """The scheduling loop over the master's parts (also what bench/master_pass.py times)."""
+    floor = FloorEnforcer(
+        min_speed=core.config.min_speed,
+        clock=core.clock,
+        live=lambda: core.writer.live,
+        measure=lambda active: measured_speeds(core, active),
+    )
+    return Scheduler(
+        config=core.config, clock=core.clock, registry=core.registry, writer=core.writer,
+        dispatch=core.dispatch, wakeup=core.wakeup, learner=core.learner, lock=core.lock,
+        policy=policy, liveness=liveness, floor=floor,
+    )  # fmt: skip
 
 
 class Master:
@@ -77,7 +95,7 @@ class Master:
         )
         try:
             await self._build(policy, model)
-            await self.core.load_live()
+            await self.core.writer.load_live()
             learned = await self.core.learner.load()  # before the first pass: no policy runs yet
             if learned:
                 log.info("interference model: %d stored observations loaded", learned)
@@ -100,11 +118,28 @@ class Master:
         events.add_listener(lambda ev: _wake_logs(logs, ev))
         # A progress report counts once two heartbeats have shown who shares the job's GPUs.
         learner = Learner(self.store, self.clock, model, settle_s=2 * cfg.heartbeat_s)
-        self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
-        self.plane = WorkerPlane(self.core)
-        self.attempts = TimedAttempts(self.core, self.plane)
-        self.jobs = JobService(self.core)
-        self.scheduler = Scheduler(self.core, policy, self.plane.check_liveness)
+        core = self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
+        reg, clock, writer, dispatch, wakeup = (
+            core.registry,
+            core.clock,
+            core.writer,
+            core.dispatch,
+            core.wakeup,
+        )
+        read = self.store.read
+        self.plane = WorkerPlane(
+            config=cfg, store=self.store, clock=clock, registry=reg, writer=writer, dispatch=dispatch,
+            wakeup=wakeup, learner=learner, lock=core.lock,
+        )  # fmt: skip
+        self.attempts = TimedAttempts(
+            plane=self.plane, registry=reg, clock=clock, writer=writer, dispatch=dispatch, wakeup=wakeup,
+            learner=learner, logs=logs, read=read,
+        )  # fmt: skip
+        self.jobs = JobService(
+            config=cfg, read=read, clock=clock, registry=reg, writer=writer, dispatch=dispatch,
+            wakeup=wakeup, events=events,
+        )  # fmt: skip
+        self.scheduler = scheduler_for(core, policy, self.plane.check_liveness)
         self.policy = policy
         self.http = HttpSide(self.core, self.scheduler, self._tokens)
 
@@ -130,7 +165,7 @@ class Master:
             HorusServicer(
                 self.core,
                 self.jobs,
-                LogReader(self.core),
+                LogReader(self.store.read, self.core.logs),
                 self.policy.name,
                 monitor=self.monitor,
                 heartbeats=self.attempts.heartbeats,

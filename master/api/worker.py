@@ -73,7 +73,7 @@ class WorkerServicer(wgrpc.WorkerServiceServicer):
         if not isinstance(first, wpb.WorkerMessage) or first.WhichOneof("msg") != "register":
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected Register as the first message")
         try:
-            identity = peer_identity(context, self.plane.core.config.join_token)
+            identity = peer_identity(context, self.plane.config.join_token)
             session = await self.plane.register(registration_from_pb(first.register, identity))
         except HorusError as exc:
             await context.abort(status_code_for(exc), str(exc))

@@ -7,12 +7,15 @@ from collections import OrderedDict
 
 from horus_core.model import JobState
 from horus_core.plane import AttemptLog, AttemptProgress, AttemptUpdate, Heartbeat
+from master.clock import Clock
+from master.learning.learner import Learner
 from master.services import transitions as tr
-from master.services.core import Core
-from master.services.logs import JOB_ID
-from master.services.nodes import NodeEntry
+from master.services.core import Dispatcher, JobWriter, Wakeup
+from master.services.logs import JOB_ID, LogStore
+from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.session import Session
 from master.services.workers import WorkerPlane
+from master.store.reads import Reader
 from master.store.rows import JobRow
 
 log = logging.getLogger(__name__)
@@ -23,18 +26,32 @@ _REPORTABLE = (JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.C
 
 
 class AttemptHandler:
-    def __init__(self, core: Core, plane: WorkerPlane) -> None:
-        self.core = core
+    def __init__(
+        self,
+        *,
+        plane: WorkerPlane,
+        registry: NodeRegistry,
+        clock: Clock,
+        writer: JobWriter,
+        dispatch: Dispatcher,
+        wakeup: Wakeup,
+        learner: Learner,
+        logs: LogStore,
+        read: Reader,
+    ) -> None:
         self.plane = plane
+        self.registry, self.clock, self.read = registry, clock, read
+        self.writer, self.dispatch, self.wakeup = writer, dispatch, wakeup
+        self.learner, self.logs = learner, logs
         self._kills: dict[tuple[str, int], float] = {}
         self._log_nodes: OrderedDict[tuple[str, int], str] = OrderedDict()
 
     def touch(self, session: Session) -> NodeEntry | None:
         """Record that the node spoke; None if ``session`` is no longer the node's stream."""
-        entry = self.core.registry.get(session.node)
+        entry = self.registry.get(session.node)
         if entry is None or entry.session is not session:
             return None
-        entry.last_heard = self.core.clock.now()
+        entry.last_heard = self.clock.now()
         return entry
 
     async def heartbeat(self, session: Session, hb: Heartbeat) -> None:
@@ -42,25 +59,25 @@ class AttemptHandler:
         if entry is None:
             return
         was_fenced = entry.fenced
-        self.core.registry.record_heartbeat(entry, hb, self.core.clock.now())
+        self.registry.record_heartbeat(entry, hb, self.clock.now())
         if was_fenced and not entry.fenced:
-            self.core.poke()  # it takes work again
+            self.wakeup.poke()  # it takes work again
         self.plane.renew(entry, hb.seq)  # evidence the worker is alive: the only lease renewal
-        learner = self.core.learner
+        learner = self.learner
         learner.on_heartbeat(entry.name, hb)
-        rows = self.core.live.active_on(entry.name) if entry.running else []
+        rows = self.writer.live.active_on(entry.name) if entry.running else []
         learner.on_placement(entry.name, [r.job for r in rows], entry.running, entry.gpu_types())
         if entry.running:
             self._fence(entry, rows)
 
     def _fence(self, entry: NodeEntry, active: list[JobRow]) -> None:
         """Kill attempts the worker runs that are not current on this node (fencing)."""
-        now = self.core.clock.now()
+        now = self.clock.now()
         current = {(r.job.id, r.job.attempt) for r in active if not r.cancel_requested}
         for key in entry.running - current:
             if now - self._kills.get(key, float("-inf")) >= KILL_REPEAT_S:
                 self._kills[key] = now
-                self.core.send_kill(entry.name, key[0], key[1], STALE)
+                self.dispatch.kill(entry.name, key[0], key[1], STALE)
         if len(self._kills) > 10_000:
             self._kills = {k: t for k, t in self._kills.items() if now - t < KILL_REPEAT_S}
 
@@ -77,21 +94,21 @@ class AttemptHandler:
                 "node %s reported %s/%d, not its registration's; ignored", entry.name, msg.job_id, msg.attempt
             )
             if state is JobState.RUNNING:
-                self.core.send_kill(entry.name, msg.job_id, msg.attempt, STALE)
+                self.dispatch.kill(entry.name, msg.job_id, msg.attempt, STALE)
             return
         verdict = tr.UpdateVerdict()
-        now = self.core.clock.now()
+        now = self.clock.now()
         fn = tr.worker_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict)
-        changes = await self.core.apply([(msg.job_id, fn)])
+        changes = await self.writer.apply([(msg.job_id, fn)])
         if verdict.kill or (not verdict.seen and state is JobState.RUNNING):
-            self.core.send_kill(entry.name, msg.job_id, msg.attempt, STALE)
+            self.dispatch.kill(entry.name, msg.job_id, msg.attempt, STALE)
         if verdict.ended:
             entry.owned.discard((msg.job_id, msg.attempt))
-            self.core.logs.forget(msg.job_id, msg.attempt)
+            self.logs.forget(msg.job_id, msg.attempt)
             for c in changes:
-                await self.core.learner.attempt_ended(c.before.job, msg.attempt)
+                await self.learner.attempt_ended(c.before.job, msg.attempt)
         if changes:
-            self.core.poke()
+            self.wakeup.poke()
 
     async def log(self, session: Session, msg: AttemptLog) -> None:
         entry = self.touch(session)
@@ -102,13 +119,13 @@ class AttemptHandler:
         if await self._attempt_node(msg.job_id, msg.attempt) != entry.name:
             log.debug("node %s sent logs of %s/%d, not its attempt", entry.name, msg.job_id, msg.attempt)
             return
-        self.core.logs.append(msg.job_id, msg.attempt, msg.offset, msg.data)
+        self.logs.append(msg.job_id, msg.attempt, msg.offset, msg.data)
 
     async def _attempt_node(self, job_id: str, attempt: int) -> str | None:
         key = (job_id, attempt)
         node = self._log_nodes.get(key)
         if node is None:
-            node = await self.core.store.read.attempt_node(job_id, attempt)
+            node = await self.read.attempt_node(job_id, attempt)
             if node is None:
                 return None
             self._log_nodes[key] = node
@@ -119,4 +136,4 @@ class AttemptHandler:
     def progress(self, session: Session, msg: AttemptProgress) -> None:
         entry = self.touch(session)
         if entry is not None and (msg.job_id, msg.attempt) in entry.owned and JOB_ID.match(msg.job_id):
-            self.core.learner.on_progress(entry.name, msg)
+            self.learner.on_progress(entry.name, msg)

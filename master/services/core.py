@@ -1,6 +1,11 @@
-"""What the services share: the store and its live-job index, the node registry, events, logs,
-the clock and the lock. Every job write goes through :meth:`Core.submit`, :meth:`Core.apply` or
-:meth:`Core.set_pending_reason`, which feed what committed to the live index."""
+"""The master's shared parts and the composition root that holds them.
+
+Every job write goes through :class:`JobWriter` (submit, apply, set_pending_reason), which feeds
+what committed to the live index; :class:`Dispatcher` queues assignments and kills on the nodes'
+streams (as model types: the worker-plane API converts them); :class:`Wakeup` asks for a
+scheduling pass. :class:`Core` only holds the parts for ``master/app.py`` (and tests): each
+service is handed the parts it uses, never the whole.
+"""
 
 from __future__ import annotations
 
@@ -24,26 +29,13 @@ from master.store.live import LiveIndex
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Core:
-    config: MasterConfig
-    store: Store
-    clock: Clock
-    registry: NodeRegistry
-    events: EventBus
-    logs: LogStore
-    learner: Learner
-    live: LiveIndex = field(default_factory=LiveIndex)  # rebuilt from the store at start
-    # Held while the cluster's placement changes hands: reconciliation, node loss, and a
-    # scheduling pass's apply + dispatch. Never held across a policy decision.
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    schedule_needed: asyncio.Event = field(default_factory=asyncio.Event)
+class JobWriter:
+    """The one way jobs change: each write commits, then the live index and the watchers follow."""
 
-    def poke(self) -> None:
-        """Ask for a scheduling pass soon (coalesced). Without a schedulable node a pass could not
-        place anything: the tick alone keeps the pending reasons current then."""
-        if self.registry.any_schedulable():
-            self.schedule_needed.set()
+    def __init__(self, store: Store, events: EventBus) -> None:
+        self.store = store
+        self.events = events
+        self.live = LiveIndex()  # rebuilt from the store at start (load_live)
 
     async def load_live(self) -> None:
         """Build the live index from the database (at start, before any write)."""
@@ -80,12 +72,60 @@ class Core:
         await self.store.write(SetPendingReasonOp(reason))
         self.live.set_pending_reason(reason)
 
-    def send_assignment(self, job: Job) -> bool:
-        msg = Assignment(job.id, job.attempt, job.spec, tuple(job.gpus))
-        sent = self.registry.send(job.node, msg)
+
+class Dispatcher:
+    """Assignments and kills onto the nodes' streams."""
+
+    def __init__(self, registry: NodeRegistry) -> None:
+        self.registry = registry
+
+    def assign(self, job: Job) -> bool:
+        sent = self.registry.send(job.node, Assignment(job.id, job.attempt, job.spec, tuple(job.gpus)))
         if not sent:
             log.info("assignment %s/%d waits for node %s to reconnect", job.id, job.attempt, job.node)
         return sent
 
-    def send_kill(self, node: str, job_id: str, attempt: int, reason: str) -> bool:
+    def kill(self, node: str, job_id: str, attempt: int, reason: str) -> bool:
         return self.registry.send(node, Kill(job_id, attempt, reason))
+
+
+class Wakeup:
+    """Asks for a scheduling pass soon (coalesced)."""
+
+    def __init__(self, registry: NodeRegistry) -> None:
+        self.registry = registry
+        self.needed = asyncio.Event()
+
+    def poke(self) -> None:
+        """Without a schedulable node a pass could not place anything: the tick alone keeps the
+        pending reasons current then."""
+        if self.registry.any_schedulable():
+            self.needed.set()
+
+
+@dataclass
+class Core:
+    """The parts, built once (master/app.py); services get the ones they use."""
+
+    config: MasterConfig
+    store: Store
+    clock: Clock
+    registry: NodeRegistry
+    events: EventBus
+    logs: LogStore
+    learner: Learner
+    writer: JobWriter = field(init=False)
+    dispatch: Dispatcher = field(init=False)
+    wakeup: Wakeup = field(init=False)
+    # Held while the cluster's placement changes hands: reconciliation, node loss, and a
+    # scheduling pass's apply + dispatch. Never held across a policy decision.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        self.writer = JobWriter(self.store, self.events)
+        self.dispatch = Dispatcher(self.registry)
+        self.wakeup = Wakeup(self.registry)
+
+    @property
+    def live(self) -> LiveIndex:
+        return self.writer.live

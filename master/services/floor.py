@@ -6,37 +6,48 @@ learned pair speed now breaks the floor). docs/policies.md."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from horus_core.floor import FloorWatch, decide_moves
 from horus_core.model import Job, Preempt
-from master.observe.view import measured_speeds
-from master.services.core import Core
+from master.clock import Clock
+from master.store.live import LiveIndex
 
 log = logging.getLogger(__name__)
 READING_S = 20.0  # one measured-speed reading per running job this often (master clock)
 
 
 class FloorEnforcer:
-    def __init__(self, core: Core, *, reading_s: float = READING_S) -> None:
-        self.core = core
+    def __init__(
+        self,
+        *,
+        min_speed: float,
+        clock: Clock,
+        live: Callable[[], LiveIndex],
+        measure: Callable[[list[Job]], Awaitable[dict[str, float]]],
+        reading_s: float = READING_S,
+    ) -> None:
+        self.min_speed, self.clock = min_speed, clock
+        self._live = live  # (the index is replaced when it is rebuilt at start)
+        self._measure = measure  # job id -> measured normalised speed (master/observe/view.py)
         self.reading_s = reading_s
         self.watch = FloorWatch()
         self._last = float("-inf")
 
     def _watched(self, active: list[Job]) -> bool:
-        return self.core.config.min_speed > 0.0 or any(j.spec.min_speed > 0.0 for j in active)
+        return self.min_speed > 0.0 or any(j.spec.min_speed > 0.0 for j in active)
 
     async def preempts(self) -> list[Preempt]:
         """This round's co-runner moves (none between reading rounds)."""
-        now = self.core.clock.now()
+        now = self.clock.now()
         if now - self._last < self.reading_s:
             return []
         self._last = now
-        active = [j for j in self.core.live.jobs() if j.state.active]
+        active = [j for j in self._live().jobs() if j.state.active]
         if not self._watched(active):
             return []
-        speeds = await measured_speeds(self.core, active)
-        moves = decide_moves(self.watch, active, speeds, now, self.core.config.min_speed)
+        speeds = await self._measure(active)
+        moves = decide_moves(self.watch, active, speeds, now, self.min_speed)
         for victim, reason in moves:
             log.info("preempting %s: %s", victim.id, reason)
         return [Preempt(victim.id, reason) for victim, reason in moves]

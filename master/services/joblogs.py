@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from horus_core.errors import InvalidArgument, NotFound
 from horus_core.model import Job
 from master.services.access import Identity, check_job_access
-from master.services.core import Core
 from master.services.jobs import check_job_id
-from master.services.logs import CHUNK
+from master.services.logs import CHUNK, LogStore
+from master.store.reads import Reader
 
 POLL_S = 1.0  # a follower re-checks the job at least this often (wakes at once on new data/events)
 
@@ -28,11 +28,11 @@ def _attempt_over(job: Job, attempt: int) -> bool:
 
 
 class LogReader:
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, read: Reader, logs: LogStore) -> None:
+        self.read, self.logs = read, logs
 
     async def _job(self, job_id: str, caller: Identity | None) -> Job:
-        row = await self.core.store.read.job(job_id)
+        row = await self.read.job(job_id)
         if row is None:
             raise NotFound(f"no job {job_id}")
         check_job_access(caller, row.job)
@@ -55,9 +55,9 @@ class LogReader:
             elif not follow or job.state.terminal:
                 return
             else:
-                await self.core.logs.wait(job_id, POLL_S)
+                await self.logs.wait(job_id, POLL_S)
                 job = await self._job(job_id, caller)
-        logs = self.core.logs
+        logs = self.logs
         while True:
             data = logs.read(job_id, attempt, offset, CHUNK)
             if data:

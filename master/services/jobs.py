@@ -11,12 +11,16 @@ from dataclasses import dataclass
 from horus_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from horus_core.model import Job, JobSpec, JobState
 from horus_core.validation import check_request_id, spec_size, strip_reserved_env, validate_spec
+from master.clock import Clock
+from master.config import MasterConfig
 from master.services import transitions as tr
 from master.services.access import Identity, check_job_access, owner_filter, owner_for
-from master.services.core import Core
-from master.services.events import JobEvent, Subscription
+from master.services.core import Dispatcher, JobWriter, Wakeup
+from master.services.events import EventBus, JobEvent, Subscription
 from master.services.logs import JOB_ID
+from master.services.nodes import NodeRegistry
 from master.store.jobs import SubmitResult, new_job_id, request_key
+from master.store.reads import Reader
 from master.store.rows import JobRow
 
 log = logging.getLogger(__name__)
@@ -70,34 +74,45 @@ def approx_size(job: Job) -> int:
 
 
 class JobService:
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(
+        self,
+        *,
+        config: MasterConfig,
+        read: Reader,
+        clock: Clock,
+        registry: NodeRegistry,
+        writer: JobWriter,
+        dispatch: Dispatcher,
+        wakeup: Wakeup,
+        events: EventBus,
+    ) -> None:
+        self.config, self.read, self.clock, self.registry = config, read, clock, registry
+        self.writer, self.dispatch, self.wakeup, self.events = writer, dispatch, wakeup, events
 
     async def submit(self, spec: JobSpec, request_id: str, caller: Identity | None) -> SubmitResult:
         check_request_id(request_id)
-        core = self.core
         owner = owner_for(caller, spec.owner)
         if spec.owner != owner:
             spec = dataclasses.replace(spec, owner=owner)
-        max_gpus = core.registry.max_gpus_per_node()
-        validate_spec(spec, max_gpus_per_node=max_gpus, allow_mounts=core.config.allow_mounts)
-        if spec.min_speed == 0.0 and core.config.min_speed > 0.0:  # the cluster default, stored
-            spec = dataclasses.replace(spec, min_speed=core.config.min_speed)
+        max_gpus = self.registry.max_gpus_per_node()
+        validate_spec(spec, max_gpus_per_node=max_gpus, allow_mounts=self.config.allow_mounts)
+        if spec.min_speed == 0.0 and self.config.min_speed > 0.0:  # the cluster default, stored
+            spec = dataclasses.replace(spec, min_speed=self.config.min_speed)
         env = strip_reserved_env(spec.env)
         if env != spec.env:
             spec = dataclasses.replace(spec, env=env)
-        now = core.clock.now()
-        reason = "waiting for a scheduling pass" if core.registry.any_schedulable() else "no ready nodes"
+        now = self.clock.now()
+        reason = "waiting for a scheduling pass" if self.registry.any_schedulable() else "no ready nodes"
         job = Job(new_job_id(), spec, JobState.PENDING, submitted_at=now, updated_at=now, reason=reason)
-        result = await core.submit(job, request_key(owner, request_id) if request_id else None)
+        result = await self.writer.submit(job, request_key(owner, request_id) if request_id else None)
         if not result.created:
             return result
-        core.events.publish(JobEvent(result.row.job, None, now, "submitted"))
-        core.poke()
+        self.events.publish(JobEvent(result.row.job, None, now, "submitted"))
+        self.wakeup.poke()
         return result
 
     async def _row(self, job_id: str, caller: Identity | None) -> JobRow:
-        row = await self.core.store.read.job(check_job_id(job_id))
+        row = await self.read.job(check_job_id(job_id))
         if row is None:
             raise NotFound(f"no job {job_id}")
         check_job_access(caller, row.job)
@@ -113,7 +128,7 @@ class JobService:
             raise InvalidArgument("page_size", "must not be negative")
         limit = min(page_size or DEFAULT_PAGE, MAX_PAGE)
         after = decode_page_token(page_token)
-        rows = await self.core.store.read.list_jobs(states, owner_filter(caller, owner), after, limit + 1)
+        rows = await self.read.list_jobs(states, owner_filter(caller, owner), after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
         budget, kept = PAGE_BYTES, list[JobRow]()
@@ -130,10 +145,9 @@ class JobService:
         row = await self._row(job_id, caller)
         if row.job.state.terminal:
             raise FailedPrecondition(f"job {job_id} is already {row.job.state.value}")
-        core = self.core
         why = reason[:MAX_REASON] or f"cancelled by {caller.user if caller else 'a user'}"
-        lost = core.registry.is_lost(row.job.node)
-        changes = await core.apply([(job_id, tr.cancel(why, core.clock.now(), node_lost=lost))])
+        lost = self.registry.is_lost(row.job.node)
+        changes = await self.writer.apply([(job_id, tr.cancel(why, self.clock.now(), node_lost=lost))])
         if not changes:
             now_row = await self._row(job_id, caller)
             if now_row.job.state.terminal:
@@ -141,12 +155,12 @@ class JobService:
             return now_row.job  # a cancel is already under way
         after = changes[-1].after
         if after.cancel_requested:
-            core.send_kill(after.job.node, after.job.id, after.job.attempt, why)
-        core.poke()
+            self.dispatch.kill(after.job.node, after.job.id, after.job.attempt, why)
+        self.wakeup.poke()
         return after.job
 
     async def watch(self, job_id: str, caller: Identity | None) -> Subscription:
         if job_id:
             await self._row(job_id, caller)
         owner = caller.user if caller is not None and not caller.admin else None
-        return self.core.events.subscribe(job_id or None, owner)
+        return self.events.subscribe(job_id or None, owner)

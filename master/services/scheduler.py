@@ -1,7 +1,7 @@
 """The scheduling loop: the live index's jobs -> ``policy.decide`` (off the loop) -> apply -> dispatch.
 
 A pass runs when something changed (a submission, a finished attempt, a node coming or going:
-:meth:`Core.poke`, coalesced) and every ``tick_s``; after a slow pass the loop first rests as long
+:meth:`Wakeup.poke`, coalesced) and every ``tick_s``; after a slow pass the loop first rests as long
 as the pass took (:func:`rest_after`). Each tick also checks node liveness. All the changes of a
 pass commit in one short transaction; Assignments and Kills go out only after it.
 """
@@ -17,9 +17,13 @@ from dataclasses import dataclass
 from horus_core.model import Assign, ClusterSnapshot, JobState, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
+from master.clock import Clock
+from master.config import MasterConfig
+from master.learning.learner import Learner
 from master.services import transitions as tr
-from master.services.core import Core
+from master.services.core import Dispatcher, JobWriter, Wakeup
 from master.services.floor import FloorEnforcer
+from master.services.nodes import NodeRegistry
 from master.store.jobs import Change, Transition
 from master.store.live import IndexLookup
 
@@ -51,8 +55,24 @@ class PassResult:
 
 
 class Scheduler:
-    def __init__(self, core: Core, policy: Policy, liveness: Callable[[], Awaitable[None]]) -> None:
-        self.core = core
+    def __init__(
+        self,
+        *,
+        config: MasterConfig,
+        clock: Clock,
+        registry: NodeRegistry,
+        writer: JobWriter,
+        dispatch: Dispatcher,
+        wakeup: Wakeup,
+        learner: Learner,
+        lock: asyncio.Lock,
+        policy: Policy,
+        liveness: Callable[[], Awaitable[None]],
+        floor: FloorEnforcer,
+    ) -> None:
+        self.config, self.clock, self.registry, self.learner = config, clock, registry, learner
+        self.writer, self.dispatch, self.wakeup = writer, dispatch, wakeup
+        self.lock = lock  # the placement lock: held over a pass's apply + dispatch
         self.policy = policy
         self._liveness = liveness
         self._last_idle_note = float("-inf")
@@ -63,7 +83,7 @@ class Scheduler:
         # Called after each pass with its duration (s) and result (the metrics); must not block.
         self.observers: list[Callable[[float, PassResult], None]] = []
         self._rest_s = 0.0
-        self.floor = FloorEnforcer(core)  # speed floors: co-runners to move (issue 10)
+        self.floor = floor  # speed floors: co-runners to move (issue 10)
 
     async def run(self) -> None:
         """Forever (until cancelled): wait for a poke or the tick, then liveness + a pass."""
@@ -77,15 +97,15 @@ class Scheduler:
                 raise
             except Exception:
                 log.exception("scheduling pass failed; the next tick retries")
-            self._rest_s = rest_after(time.perf_counter() - started, self.core.config.tick_s)
+            self._rest_s = rest_after(time.perf_counter() - started, self.config.tick_s)
 
     async def _wait(self) -> None:
         if self._rest_s > 0:  # (real time: what the last pass really cost; pokes meanwhile coalesce)
             await asyncio.sleep(self._rest_s)
-        ev = self.core.schedule_needed
+        ev = self.wakeup.needed
         if not ev.is_set():
             poked = asyncio.ensure_future(ev.wait())
-            tick = asyncio.ensure_future(self.core.clock.sleep(self.core.config.tick_s))
+            tick = asyncio.ensure_future(self.clock.sleep(self.config.tick_s))
             try:
                 await asyncio.wait((poked, tick), return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -94,9 +114,9 @@ class Scheduler:
         ev.clear()
 
     async def run_once(self) -> PassResult:
-        await self.core.learner.checkpoint()  # (every minute: stores what running attempts measured)
+        await self.learner.checkpoint()  # (every minute: stores what running attempts measured)
         async with self._pass_lock:
-            self.core.learner.apply_observations()  # no policy is running now
+            self.learner.apply_observations()  # no policy is running now
             started = time.perf_counter()
             result = await self._pass()
             for fn in self.observers:
@@ -104,30 +124,29 @@ class Scheduler:
             return result
 
     async def _pass(self) -> PassResult:
-        core = self.core
         self.passes += 1
-        nodes = core.registry.schedulable()
-        now = core.clock.now()
+        nodes = self.registry.schedulable()
+        now = self.clock.now()
         if not nodes:
-            if now - self._last_idle_note >= core.config.tick_s:
+            if now - self._last_idle_note >= self.config.tick_s:
                 self._last_idle_note = now
-                await core.set_pending_reason(NO_NODES)
+                await self.writer.set_pending_reason(NO_NODES)
             return PassResult(skipped=True)
         t0 = time.perf_counter()
-        snapshot = ClusterSnapshot(nodes=nodes, jobs=core.live.jobs())
+        snapshot = ClusterSnapshot(nodes=nodes, jobs=self.writer.live.jobs())
         t1 = time.perf_counter()
         actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
         actions = [*actions, *await self.floor.preempts()]
         t2 = time.perf_counter()
-        plan = check_actions(snapshot, list(actions), IndexLookup(core.live, nodes))
+        plan = check_actions(snapshot, list(actions), IndexLookup(self.writer.live, nodes))
         plan.assigns = self._not_stopping(plan.assigns)
-        todo = self._transitions(plan, core.clock.now())
-        async with core.lock:
-            changes = await core.apply(todo)
+        todo = self._transitions(plan, self.clock.now())
+        async with self.lock:
+            changes = await self.writer.apply(todo)
             self._dispatch(changes, {a.job_id: a for a in plan.assigns})
         for c in changes:
             if c.before.job.state.active and not c.after.job.state.active:
-                await core.learner.attempt_ended(c.before.job, c.before.job.attempt)
+                await self.learner.attempt_ended(c.before.job, c.before.job.attempt)
         done = PassResult(len(plan.assigns), len(plan.preempts), len(plan.waits), len(plan.dropped))
         done.read_s, done.decide_s, done.commit_s = t1 - t0, t2 - t1, time.perf_counter() - t2
         return done
@@ -145,7 +164,7 @@ class Scheduler:
         running (a heartbeat after the Kill without it, or the node LOST, whose lease has run out):
         never two attempts at once."""
         for job_id, (node, attempt, seen) in list(self._stopping.items()):
-            entry = self.core.registry.get(node)
+            entry = self.registry.get(node)
             if (
                 entry is None
                 or entry.state is NodeState.LOST
@@ -161,10 +180,10 @@ class Scheduler:
         for c in changes:
             before, after = c.before.job, c.after.job
             if before.state is JobState.PENDING and after.state is JobState.ASSIGNED:
-                self.core.send_assignment(after)
+                self.dispatch.assign(after)
             elif before.state.active and after.state is JobState.PENDING:
-                self.core.send_kill(before.node, before.id, before.attempt, after.reason)
-                entry = self.core.registry.get(before.node)
+                self.dispatch.kill(before.node, before.id, before.attempt, after.reason)
+                entry = self.registry.get(before.node)
                 self._stopping[before.id] = (before.node, before.attempt, entry.heartbeats if entry else 0)
         dropped = set(assigns) - {c.after.job.id for c in changes if c.after.job.state is JobState.ASSIGNED}
         for job_id in dropped:

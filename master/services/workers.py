@@ -10,6 +10,7 @@ heartbeat acknowledged within ``ack_timeout_s`` is taken back (docs/reliability.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import re
@@ -19,10 +20,14 @@ from dataclasses import dataclass
 from horus_core.errors import AlreadyExists, InvalidArgument, PermissionDenied, Unauthenticated
 from horus_core.model import Gpu, JobState, NodeState
 from horus_core.plane import LeaseGrant
+from master.clock import Clock
+from master.config import MasterConfig
+from master.learning.learner import Learner
 from master.services import transitions as tr
-from master.services.core import Core
-from master.services.nodes import NodeEntry
+from master.services.core import Dispatcher, JobWriter, Wakeup
+from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.session import Session
+from master.store import Store
 from master.store.jobs import Change, Transition
 from master.store.nodes import SetNodeStateOp, UpsertNodeOp
 
@@ -58,22 +63,37 @@ class Registration:
 
 
 class WorkerPlane:
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(
+        self,
+        *,
+        config: MasterConfig,
+        store: Store,
+        clock: Clock,
+        registry: NodeRegistry,
+        writer: JobWriter,
+        dispatch: Dispatcher,
+        wakeup: Wakeup,
+        learner: Learner,
+        lock: asyncio.Lock,
+    ) -> None:
+        self.config, self.store, self.clock, self.registry = config, store, clock, registry
+        self.writer, self.dispatch, self.wakeup = writer, dispatch, wakeup
+        self.learner = learner
+        self.lock = lock  # the placement lock (shared with the scheduler's apply + dispatch)
         self._next_ack_check = 0.0
 
     async def load(self) -> None:
         """After a (re)start: every known node gets ``node_timeout_s`` of grace to re-register."""
-        now = self.core.clock.now()
-        for row in await self.core.store.read.nodes():
-            self.core.registry.put(NodeEntry(row.name, row.gpus, row.state, now, row.version))
-        for job in await self.core.store.read.active_jobs():
+        now = self.clock.now()
+        for row in await self.store.read.nodes():
+            self.registry.put(NodeEntry(row.name, row.gpus, row.state, now, row.version))
+        for job in await self.store.read.active_jobs():
             name = job.job.node
-            if self.core.registry.get(name) is None:
-                self.core.registry.put(NodeEntry(name, (), NodeState.LOST, now))
+            if self.registry.get(name) is None:
+                self.registry.put(NodeEntry(name, (), NodeState.LOST, now))
 
     def _check(self, reg: Registration) -> None:
-        want = self.core.config.join_token
+        want = self.config.join_token
         if want is not None and not hmac.compare_digest(reg.token.encode(), want.encode()):
             raise Unauthenticated("bad or missing join token")
         if not NODE_NAME.match(reg.name):
@@ -89,24 +109,23 @@ class WorkerPlane:
         if len(reg.version) > 128:
             raise InvalidArgument("register.version", "at most 128 characters")
         for uuid in uuids:
-            other = self.core.registry.owner_of_gpu(uuid)
+            other = self.registry.owner_of_gpu(uuid)
             if other is not None and other != reg.name:
                 raise AlreadyExists(f"GPU {uuid} is already registered by node {other}")
 
     async def register(self, reg: Registration) -> Session:
         self._check(reg)
-        core = self.core
-        async with core.lock:
-            old = core.registry.get(reg.name)
+        async with self.lock:
+            old = self.registry.get(reg.name)
             continues = self._continues(old, reg)
-            now = core.clock.now()
-            await core.store.write(UpsertNodeOp(reg.name, reg.gpus, NodeState.READY, reg.version, now))
-            session = Session(reg.name, core.config.session_queue)
+            now = self.clock.now()
+            await self.store.write(UpsertNodeOp(reg.name, reg.gpus, NodeState.READY, reg.version, now))
+            session = Session(reg.name, self.config.session_queue)
             entry = NodeEntry(
                 reg.name, reg.gpus, NodeState.READY, now, reg.version, session, registered_at=now
             )
             entry.identity, entry.epoch = reg.identity, secrets.randbits(63) | 1
-            core.registry.put(entry)
+            self.registry.put(entry)
             session.send(self._registered(epoch=entry.epoch))
             log.info(
                 "node %s registered (%d GPUs, %d running, %s, %s)",
@@ -122,7 +141,7 @@ class WorkerPlane:
                 await self._reconcile(entry, reg.running, ())
             else:
                 await self._reconcile(entry, (), reg.running)
-        core.poke()
+        self.wakeup.poke()
         return session
 
     def _continues(self, old: NodeEntry | None, reg: Registration) -> bool:
@@ -143,7 +162,7 @@ class WorkerPlane:
 
     async def _apply_finals(self, node: str, finished: tuple[FinalUpdate, ...]) -> None:
         """Results that ended while the stream was down count before anything is declared lost."""
-        now = self.core.clock.now()
+        now = self.clock.now()
         todo = [
             (
                 f.job_id,
@@ -153,7 +172,7 @@ class WorkerPlane:
             if f.state in _FINAL_STATES and f.attempt >= 1
         ]
         if todo:
-            await self._ended(await self.core.apply(todo))
+            await self._ended(await self.writer.apply(todo))
 
     async def _reconcile(
         self, entry: NodeEntry, running: tuple[tuple[str, int], ...], disowned: tuple[tuple[str, int], ...]
@@ -166,8 +185,8 @@ class WorkerPlane:
         twice, even on a worker that restarted and forgot what it ran. ``disowned``: what a new
         worker under the name claims to run; it is killed and nothing of it counts.
         """
-        core, now = self.core, self.core.clock.now()
-        active = {r.job.id: r for r in await core.store.read.active_jobs(entry.name)}
+        now = self.clock.now()
+        active = {r.job.id: r for r in await self.store.read.active_jobs(entry.name)}
         reported = set(running)
         kills = [(j, a, "not this worker's attempt: a new worker took the node's name") for j, a in disowned]
         for job_id, attempt in sorted(reported):
@@ -185,9 +204,9 @@ class WorkerPlane:
                 todo.append((row.job.id, tr.cancel_unstarted(now)))
             else:
                 entry.unreported.add((row.job.id, row.job.attempt))
-        changes = await core.apply(todo)
+        changes = await self.writer.apply(todo)
         for job_id, attempt, reason in kills:
-            core.send_kill(entry.name, job_id, attempt, reason)
+            self.dispatch.kill(entry.name, job_id, attempt, reason)
         await self._ended(changes)
         await self.settle(entry)
 
@@ -196,8 +215,8 @@ class WorkerPlane:
         if not entry.unreported:
             return
         keys, entry.unreported = sorted(entry.unreported), set()
-        now = self.core.clock.now()
-        changes = await self.core.apply(
+        now = self.clock.now()
+        changes = await self.writer.apply(
             (
                 job_id,
                 tr.requeue(
@@ -211,66 +230,68 @@ class WorkerPlane:
         )
         await self._ended(changes)
         if changes:
-            self.core.poke()
+            self.wakeup.poke()
 
     async def _ended(self, changes: list[Change]) -> None:
         for c in changes:
-            await self.core.learner.attempt_ended(c.before.job, c.before.job.attempt)
+            await self.learner.attempt_ended(c.before.job, c.before.job.attempt)
 
     def disconnected(self, session: Session) -> None:
         session.close("stream ended", by_peer=True)  # no-op if already closed
-        entry = self.core.registry.get(session.node)
+        entry = self.registry.get(session.node)
         if entry is not None and entry.session is session:
             entry.session = None
             log.info(
                 "node %s disconnected; LOST unless it is back within %g s",
                 session.node,
-                self.core.config.node_timeout_s,
+                self.config.node_timeout_s,
             )
 
     async def check_liveness(self) -> None:
         """Nodes silent for ``node_timeout_s`` are LOST and their attempts go back to the queue.
         Leases are renewed only in answer to heartbeats (:meth:`AttemptHandler.heartbeat`), so a
         worker whose messages no longer reach the master fences itself before it is declared LOST."""
-        for entry in self.core.registry.all():
+        for entry in self.registry.all():
             if self._expired(entry):
                 await self._lose(entry)
-        now = self.core.clock.now()
+        now = self.clock.now()
         if now >= self._next_ack_check:
-            self._next_ack_check = now + self.core.config.ack_timeout_s / 8
+            self._next_ack_check = now + self.config.ack_timeout_s / 8
             await self.take_back_unacknowledged()
 
     async def take_back_unacknowledged(self) -> None:
         """ASSIGNED attempts of connected nodes that no heartbeat listed for ``ack_timeout_s`` since
         their assignment go back to the queue; a Kill fences them in case they arrive after all."""
-        core, now = self.core, self.core.clock.now()
-        if not any(e.connected and e.owned - e.running for e in core.registry.all()):
+        now = self.clock.now()
+        if not any(e.connected and e.owned - e.running for e in self.registry.all()):
             return  # every attempt sent on a live stream is listed in its heartbeats: nothing to read
         late: list[tuple[str, int, str]] = []
-        async with core.lock:
-            for row in await core.store.read.active_jobs():
-                job, entry = row.job, core.registry.get(row.job.node)
+        async with self.lock:
+            for row in await self.store.read.active_jobs():
+                job, entry = row.job, self.registry.get(row.job.node)
                 if job.state is not JobState.ASSIGNED or entry is None or not entry.connected:
                     continue  # a disconnected node's attempts are settled when it registers or is lost
-                if (job.id, job.attempt) in entry.running or now - job.updated_at < core.config.ack_timeout_s:
+                if (job.id, job.attempt) in entry.running or now - job.updated_at < self.config.ack_timeout_s:
                     continue
                 late.append((job.id, job.attempt, job.node))
             reason = (
-                f"attempt {{attempt}} not acknowledged by {{node}} within {core.config.ack_timeout_s:g} s"
+                f"attempt {{attempt}} not acknowledged by {{node}} within {self.config.ack_timeout_s:g} s"
             )
-            changes = await core.apply((j, tr.requeue(reason, now, node=n, attempt=a)) for j, a, n in late)
+            changes = await self.writer.apply(
+                (j, tr.requeue(reason, now, node=n, attempt=a)) for j, a, n in late
+            )
             for job_id, attempt, node in late:
-                core.send_kill(node, job_id, attempt, "assignment taken back: not acknowledged in time")
-                if (entry := core.registry.get(node)) is not None:
+                self.dispatch.kill(node, job_id, attempt, "assignment taken back: not acknowledged in time")
+                if (entry := self.registry.get(node)) is not None:
                     entry.owned.discard((job_id, attempt))
         if late:
             log.warning("took back %d unacknowledged assignment(s): %s", len(late), [j for j, _, _ in late])
         await self._ended(changes)
         if changes:
-            core.poke()
+            self.wakeup.poke()
 
     def _registered(self, *, epoch: int = 0, renews_seq: int = 0) -> LeaseGrant:
-        cfg = self.core.config
+        cfg = self.config
         return LeaseGrant(cfg.heartbeat_s, cfg.lease_s, epoch, renews_seq, cfg.kill_grace)
 
     def renew(self, entry: NodeEntry, seq: int) -> None:
@@ -279,24 +300,23 @@ class WorkerPlane:
             entry.session.send(self._registered(renews_seq=seq))
 
     def _expired(self, entry: NodeEntry) -> bool:
-        now = self.core.clock.now()
-        return not entry.lost_handled and now - entry.last_heard >= self.core.config.node_timeout_s
+        now = self.clock.now()
+        return not entry.lost_handled and now - entry.last_heard >= self.config.node_timeout_s
 
     async def _lose(self, entry: NodeEntry) -> None:
-        core = self.core
-        async with core.lock:
-            if core.registry.get(entry.name) is not entry or not self._expired(entry):
+        async with self.lock:
+            if self.registry.get(entry.name) is not entry or not self._expired(entry):
                 return  # re-registered or heard from meanwhile
-            why = f"node {entry.name} sent nothing for {core.config.node_timeout_s:g} s"
+            why = f"node {entry.name} sent nothing for {self.config.node_timeout_s:g} s"
             if entry.session is not None:
                 entry.session.close(why)
                 entry.session = None
             entry.state, entry.lost_handled = NodeState.LOST, True
             log.warning("%s: LOST", why)
-            await core.store.write(SetNodeStateOp(entry.name, NodeState.LOST, entry.last_heard))
-            rows = await core.store.read.active_jobs(entry.name)
-            now = core.clock.now()
-            changes = await core.apply(
+            await self.store.write(SetNodeStateOp(entry.name, NodeState.LOST, entry.last_heard))
+            rows = await self.store.read.active_jobs(entry.name)
+            now = self.clock.now()
+            changes = await self.writer.apply(
                 (
                     r.job.id,
                     tr.requeue(
@@ -309,4 +329,4 @@ class WorkerPlane:
                 for r in rows
             )
         await self._ended(changes)
-        core.poke()
+        self.wakeup.poke()

@@ -1,7 +1,7 @@
 """The live jobs (pending and active) in memory: what a scheduling pass and the worker plane read.
 
 The index is fed by the rows each committed job write hands back (submissions, transitions and
-the pending-reason sweep, through :class:`master.services.core.Core`), so a pass never reads
+the pending-reason sweep, through :class:`master.services.core.JobWriter`), so a pass never reads
 SQLite; it is built from the database when the master opens it. A row is taken only if its
 ``version`` is not older than the one held, so a late reply can never roll a job back, and a
 job that left (finished) is remembered for a while so a late reply cannot bring it back.

@@ -182,18 +182,18 @@ async def test_preempt_then_reassign(tmp_path: pathlib.Path) -> None:
         a = await w.recv_kind("assign")
         assert (a.job_id, a.attempt) == (jid, 1)
         policy.phase = "preempt"
-        m.core.poke()
+        m.core.wakeup.poke()
         kill = await w.recv_kind("kill")
         assert (kill.job_id, kill.attempt, kill.reason) == (jid, 1, "preempted: round over")
         got = await stub.GetJob(cpb.GetJobRequest(job_id=jid))
         assert got.state == pb.JOB_STATE_PENDING and got.attempt == 1 and got.predicted_slowdown == 0.9
         policy.phase = "assign"
         await w.heartbeat(running=((jid, 1),))  # the old attempt still stops: nothing new starts
-        m.core.poke()
+        m.core.wakeup.poke()
         await w.barrier()
         assert (await stub.GetJob(cpb.GetJobRequest(job_id=jid))).attempt == 1
         await w.heartbeat(running=())  # stopped: the next attempt may start
-        m.core.poke()
+        m.core.wakeup.poke()
         assert (await w.recv_kind("assign")).attempt == 2
         assert all(s.nodes[0].name == "n1" for s in policy.seen)
         await w.close()

@@ -207,7 +207,7 @@ async def test_pending_reasons_count_together_whatever_their_numbers(tmp_path: p
             "queued behind 12 jobs (look-ahead 5)",
             "needs 2.5 GiB",
         ]
-        await m.core.apply((i, tr.set_wait_reason(r, 1.0)) for i, r in zip(ids, reasons, strict=False))
+        await m.core.writer.apply((i, tr.set_wait_reason(r, 1.0)) for i, r in zip(ids, reasons, strict=False))
         got = await scrape(m.http.metrics_port)
         last = await stub.GetJob(cpb.GetJobRequest(job_id=ids[3]))
     assert by_label(got, "horus_pending_jobs", "reason") == {
