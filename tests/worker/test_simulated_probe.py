@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from horus_core.interference import default_model
 from horus_core.model import JobSpec, ProfileHints
 from worker.gpu.base import ProbeTarget
 from worker.gpu.simulated import (
@@ -15,7 +16,6 @@ from worker.gpu.simulated import (
     FallbackModel,
     Profile,
     SimulatedProbe,
-    load_model,
     parse_fake_gpus,
     simulated_gpus,
     simulated_uuid,
@@ -133,7 +133,7 @@ async def test_speed_comes_from_the_model_co_speeds() -> None:
 
 async def test_the_packaged_model_gives_sane_readings() -> None:
     g = simulated_gpus("n", parse_fake_gpus("1"))
-    probe = SimulatedProbe(g, load_model(), noise=0.5, seed=1)
+    probe = SimulatedProbe(g, default_model(), noise=0.5, seed=1)
     jobs = [
         target("r", [g[0].uuid], JobSpec(command=("x",), job_type="ResNet-18 (batch size 32)"), pid=1),
         target("t", [g[0].uuid], JobSpec(command=("x",), job_type="Transformer (batch size 128)"), pid=3),

@@ -9,7 +9,15 @@ from typing import Protocol
 from horus_core.model import JobSpec
 from horus_core.plane import GpuReading
 
-__all__ = ["GpuInfo", "GpuProbe", "GpuReading", "ProbeTarget", "ProcessReading"]
+__all__ = [
+    "GpuInfo",
+    "GpuProbe",
+    "GpuReading",
+    "InterferenceLike",
+    "ProbeTarget",
+    "ProcessReading",
+    "Profile",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +47,23 @@ class ProbeTarget:
     pids: tuple[int, ...]
     gpu_uuids: tuple[str, ...]
     spec: JobSpec
+
+
+class Profile(Protocol):
+    @property
+    def util_avg(self) -> float: ...
+    @property
+    def util_peak(self) -> float: ...
+    @property
+    def mem_mib(self) -> int: ...
+
+
+class InterferenceLike(Protocol):
+    """The part of ``horus_core.interference.InterferenceModel`` the simulation uses."""
+
+    def profile(self, spec: JobSpec) -> Profile: ...
+    def signature(self, spec: JobSpec) -> str: ...
+    def co_speeds(self, signatures: Sequence[str], gpu_type: str) -> tuple[float, ...]: ...
 
 
 class GpuProbe(Protocol):

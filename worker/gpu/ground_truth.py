@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
 from horus_core.model import JobSpec
+from worker.gpu.base import InterferenceLike, Profile
 
 MAX_PAIRS = 10_000
 MAX_NAME = 256
@@ -111,23 +112,22 @@ class GroundTruthModel:
     base model says does not fit in memory still does not fit.
     """
 
-    def __init__(self, base: Any, pairs: Sequence[PairTruth]) -> None:
+    def __init__(self, base: InterferenceLike, pairs: Sequence[PairTruth]) -> None:
         self._base = base
         self._pairs: dict[tuple[str, str, str], tuple[float, float]] = {}
         for p in pairs:
             self._pairs[(p.gpu_type, p.a, p.b)] = (p.speed_a, p.speed_b)
             self._pairs[(p.gpu_type, p.b, p.a)] = (p.speed_b, p.speed_a)
 
-    def profile(self, spec: JobSpec) -> Any:
+    def profile(self, spec: JobSpec) -> Profile:
         return self._base.profile(spec)
 
-    def signature(self, spec: JobSpec) -> Hashable:
-        sig: Hashable = self._base.signature(spec)
-        return sig
+    def signature(self, spec: JobSpec) -> str:
+        return self._base.signature(spec)
 
-    def co_speeds(self, signatures: Sequence[Hashable], gpu_type: str) -> tuple[float, ...]:
-        base: tuple[float, ...] = tuple(self._base.co_speeds(signatures, gpu_type))
-        names = [_sig_name(s) for s in signatures]
+    def co_speeds(self, signatures: Sequence[str], gpu_type: str) -> tuple[float, ...]:
+        base = tuple(self._base.co_speeds(signatures, gpu_type))
+        names = list(signatures)  # a signature is the job type it stands for
         if len(signatures) < 2 or all(s == 0.0 for s in base):
             return base
         pairs = list(combinations(range(len(signatures)), 2))
@@ -141,15 +141,5 @@ class GroundTruthModel:
             speeds[j] *= s_j
         return tuple(speeds)
 
-    def _truth(self, a: str | None, b: str | None, gpu_type: str) -> tuple[float, float] | None:
-        if a is None or b is None:
-            return None
+    def _truth(self, a: str, b: str, gpu_type: str) -> tuple[float, float] | None:
         return self._pairs.get((gpu_type, a, b)) or self._pairs.get(("", a, b))
-
-
-def _sig_name(sig: Hashable) -> str | None:
-    """The job type a signature stands for (the real model's are strings)."""
-    if isinstance(sig, str):
-        return sig
-    name = getattr(sig, "name", None)
-    return name if isinstance(name, str) else None

@@ -14,13 +14,12 @@ import asyncio
 import hashlib
 import random
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, cast
 
 from horus_core.interference import default_model
 from horus_core.model import JobSpec, gpu_type_of
-from worker.gpu.base import GpuInfo, GpuReading, ProbeTarget, ProcessReading
+from worker.gpu.base import GpuInfo, GpuReading, InterferenceLike, ProbeTarget, ProcessReading, Profile
 from worker.gpu.ground_truth import GroundTruthModel, PairTruth
 
 
@@ -73,23 +72,6 @@ def simulated_gpus(worker_name: str, models: Sequence[GpuModel]) -> list[GpuInfo
 # ------------------------------------------------------------------------ interference model
 
 
-class Profile(Protocol):
-    @property
-    def util_avg(self) -> float: ...
-    @property
-    def util_peak(self) -> float: ...
-    @property
-    def mem_mib(self) -> int: ...
-
-
-class InterferenceLike(Protocol):
-    """The part of ``horus_core.interference.InterferenceModel`` the simulation uses."""
-
-    def profile(self, spec: JobSpec) -> Profile: ...
-    def signature(self, spec: JobSpec) -> Hashable: ...
-    def co_speeds(self, signatures: Sequence[Hashable], gpu_type: str) -> tuple[float, ...]: ...
-
-
 @dataclass(frozen=True, slots=True)
 class _FallbackProfile:
     util_avg: float
@@ -97,15 +79,13 @@ class _FallbackProfile:
     mem_mib: int
 
 
-@dataclass(frozen=True, slots=True)
-class _FallbackSignature:
-    name: str
-    util_avg: float
-
-
 class FallbackModel:
     """A simple stand-in model for tests: hints or 50 % / 2 GiB, and a slowdown from summed
-    utilisation (none up to 100 %, proportional above)."""
+    utilisation (none up to 100 %, proportional above). A signature is the job type (or the
+    command); its utilisation is the one of the last spec seen with it."""
+
+    def __init__(self) -> None:
+        self._util: dict[str, float] = {}
 
     def profile(self, spec: JobSpec) -> Profile:
         h = spec.hints
@@ -113,19 +93,15 @@ class FallbackModel:
         peak = h.util_peak if h.util_peak is not None else max(avg, min(100.0, avg * 1.2))
         return _FallbackProfile(avg, peak, h.mem_mib if h.mem_mib is not None else 2048)
 
-    def signature(self, spec: JobSpec) -> Hashable:
+    def signature(self, spec: JobSpec) -> str:
         name = spec.job_type or (spec.command[0] if spec.command else "")
-        return _FallbackSignature(name, self.profile(spec).util_avg)
+        self._util[name] = self.profile(spec).util_avg
+        return name
 
-    def co_speeds(self, signatures: Sequence[Hashable], gpu_type: str) -> tuple[float, ...]:
-        total = sum(s.util_avg if isinstance(s, _FallbackSignature) else 50.0 for s in signatures)
+    def co_speeds(self, signatures: Sequence[str], gpu_type: str) -> tuple[float, ...]:
+        total = sum(self._util.get(s, 50.0) for s in signatures)
         speed = 1.0 if total <= 100.0 else 100.0 / total
         return tuple(speed for _ in signatures)
-
-
-def load_model() -> InterferenceLike:
-    """The packaged interference model (``horus_core.interference.default_model()``)."""
-    return cast(InterferenceLike, default_model())
 
 
 # --------------------------------------------------------------------------------- the probe
@@ -171,7 +147,7 @@ class SimulatedProbe:
     ) -> tuple[list[GpuReading], list[ProcessReading], dict[tuple[str, int], float]]:
         """The synchronous computation behind :meth:`read` (runs in a thread)."""
         if self._model is None:
-            self._model = self._with_truth(load_model())
+            self._model = self._with_truth(default_model())
         model = self._model
         profiles = {(t.job_id, t.attempt): model.profile(t.spec) for t in running}
         speeds = {key: 1.0 for key in profiles}
