@@ -20,6 +20,7 @@ from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, JobState
 log = logging.getLogger(__name__)
 
 MAX_JOBS_PER_GPU = 3
+_PENDING = JobState.PENDING
 
 
 @dataclass
@@ -117,7 +118,16 @@ def check_actions(snapshot: ClusterSnapshot, actions: list[Action], lookup: Look
     look = lookup if lookup is not None else SnapshotLookup(snapshot)
     occ = _Occupancy(look)
     plan, acted = Plan(), set[str]()
+    find, waits = look.job, plan.waits
     for action in actions:
+        if type(action) is Wait:  # most of a busy pass: the same checks as _problem's, inline
+            job = find(action.job_id)
+            if job is not None and job.state is _PENDING and action.job_id not in acted:
+                acted.add(action.job_id)
+                plan.n_waits += 1
+                if job.reason != action.reason:
+                    waits.append(action)
+                continue
         job = look.job(action.job_id) if isinstance(action, Assign | Preempt | Wait) else None
         problem = _problem(action, job, occ, acted)
         if problem or job is None:
