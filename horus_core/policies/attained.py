@@ -85,12 +85,13 @@ class Attained:
         room already (it waits for another reason), stops nobody."""
         waits = {a.job_id for a in actions if isinstance(a, Wait)}
         waiting = [j for j in snapshot.jobs if j.id in waits and j.state is JobState.PENDING]
-        waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
         victims = [j for j in snapshot.jobs if j.state is _RUNNING]
         victims = [j for j in victims if now - self.since.get(j.id, (0, now))[1] >= self.min_slice_s]
-        victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)
-        if not waiting or not victims or self._class(waiting[0]) >= self._class(victims[0]):
+        # (the usual pass: no waiting job outranks a victim; known before sorting either list)
+        if not waiting or not victims or min(map(self._class, waiting)) >= max(map(self._class, victims)):
             return []
+        waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
+        victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)
         rooms = [_Node(n, [j for j in snapshot.jobs if j.state.active]) for n in snapshot.nodes]
         rooms = [r for r in rooms if r.ready]
         out: list[Preempt] = []
