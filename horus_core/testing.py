@@ -18,7 +18,8 @@ V100 = ("Tesla V100-SXM2-16GB", 16160, "v100")  # model name, memory (MiB), GPU 
 
 class FakeClock:
     """A clock that moves only when :meth:`advance` is called; sleepers wake when their time
-    comes (the master's ``Clock``: ``now`` and ``sleep``)."""
+    comes. Both daemons' clocks: the master's (``now``, ``sleep``) and the worker's
+    (``monotonic``, ``time``: the same reading)."""
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
         self._now = start
@@ -26,6 +27,12 @@ class FakeClock:
         self._seq = itertools.count()
 
     def now(self) -> float:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._now
+
+    def time(self) -> float:
         return self._now
 
     async def sleep(self, seconds: float) -> None:

@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 
 from horus_core.errors import InvalidArgument
 from horus_core.interference import default_model
-from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, Preempt, Wait
+from horus_core.model import Assign, ClusterSnapshot, Job, JobSpec, JobState, Node, Preempt, Wait
 from horus_core.policies import make_policy
 from horus_core.policies.checks import check_actions
 from horus_core.policies.optimus import OptimusPolicy
 from horus_core.policies.optimus.allocate import Demand, allocate
 from horus_core.policies.optimus.place import feasible_resizes
 from horus_core.sim.elastic import synthetic_curve
+from horus_core.testing import gpu
 from horus_core.validation import validate_spec
 
 INF = math.inf
@@ -81,7 +82,7 @@ def test_allocation_never_exceeds_capacity_and_respects_minimums(case: tuple[lis
 
 
 def node(name: str = "n0", per: int = 8) -> Node:
-    return Node(name, tuple(Gpu(f"{name}g{k}", name, k, "V100", 16160, "v100") for k in range(per)))
+    return Node(name, tuple(gpu(name, k) for k in range(per)))
 
 
 def elastic(jid: str, gpus: int = 1, lo: int = 1, hi: int = 8, steps: int = 2_000_000) -> Job:

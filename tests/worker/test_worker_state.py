@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from horus_core.model import JobSpec, JobState
+from horus_core.testing import FakeClock
 from worker.connection import Backoff
 from worker.runtime.base import AttemptKey, ExitStatus
 from worker.state import Phase, Send, Start, Stop, Update, WorkerState
@@ -17,23 +18,9 @@ K1 = AttemptKey("job-1", 1)
 K2 = AttemptKey("job-2", 1)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return 1_700_000_000.0 + self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(start=1000.0)
 
 
 @pytest.fixture
@@ -179,7 +166,7 @@ def test_renewal_counts_from_when_the_heartbeat_left(ws: WorkerState, clock: Fak
     seq = ws.heartbeat_sent()  # at t=10
     clock.advance(9)  # the answer is slow...
     ws.on_registered(1.0, 20.0, renews_seq=seq)  # ...and arrives at t=19
-    assert ws.lease_deadline() == pytest.approx(clock.now - 9 + 20)
+    assert ws.lease_deadline() == pytest.approx(clock.now() - 9 + 20)
     clock.advance(10.9)
     assert ws.tick() == []
     clock.advance(0.2)  # t = 30.1 > 10 + 20
