@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Protocol, runtime_checkable
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.policies import make_policy
@@ -31,6 +32,14 @@ from horus_core.sim import (
     parse_synthetic,
     summarize,
 )
+
+
+@runtime_checkable
+class Packing(Protocol):
+    """A packing policy: it keeps its placement pipeline in ``packer``."""
+
+    packer: Packer
+
 
 TARGET_S = 60.0  # issue 4: 100,000 jobs on 1,024 GPUs on a 2-core machine (``of_target`` = s / this)
 
@@ -99,8 +108,8 @@ def reference(
     runs = []
     for plain in (False, True):
         policy = make_policy(policy_name, model)
-        if plain and isinstance(getattr(policy, "packer", None), Packer):
-            policy.packer = Packer(plain=True)  # type: ignore[attr-defined]
+        if plain and isinstance(policy, Packing):
+            policy.packer = Packer(plain=True)
         sim = Simulator(jobs, build_cluster(f"v100:{gpus}"), policy, model, SimConfig(timeline=False))
         runs.append(sim.run())
     fast, slow = runs
