@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from horus_core.model import Assign, ClusterSnapshot, JobSpec, Wait
-from horus_core.policies import make_policy
+from horus_core.policies import make_policy, policy_names
 from horus_core.policies.checks import check_actions
 from horus_core.policies.spread import FreeNode, Shape, choose, place
 from horus_core.testing import nodes, pending, running
@@ -146,3 +146,19 @@ def test_checks_refuse_a_gang_out_of_rank_order() -> None:
     assert not plan.assigns and "rank order" in plan.dropped[0][1]
     wrong_head = Assign("g", "n0", ("n1g0", "n1g1", "n0g0", "n0g1"))
     assert not check_actions(snap, [wrong_head]).assigns
+
+
+@pytest.mark.parametrize("name", policy_names())
+def test_every_policy_starts_a_gang_larger_than_a_node(name: str) -> None:
+    r50 = "ResNet-50 (batch size 64)"
+    big = replace(
+        pending("big", r50, gpus=16, at=1.0), spec=JobSpec(("t",), gpus=16, job_type=r50, total_steps=1000)
+    )
+    snap = ClusterSnapshot(nodes(3, 8), (running("r", r50, ("n0g0",), "n0"), big, pending("s", r50, at=2.0)))
+    policy = make_policy(name)
+    actions = [a for t in (0.0, 400.0, 800.0) for a in policy.decide(snap, t) if a.job_id == "big"]
+    started = [a for a in actions if isinstance(a, Assign)]
+    assert started, f"{name} never started the 16-GPU gang: {actions}"
+    gang = started[0]
+    assert len(gang.gpus) == 16 and "n0g0" not in gang.gpus
+    assert check_actions(snap, [gang]).assigns == [gang]
