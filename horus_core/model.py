@@ -77,6 +77,10 @@ class JobSpec:
     # GPU types the job accepts, lowercase families as in ``Gpu.gpu_type`` ("v100", "a100");
     # empty = any type. Every policy places the job only on GPUs of these types.
     gpu_types: tuple[str, ...] = ()
+    # Gang shape across nodes (issue 11): ``gpus_per_node`` GPUs on each of ``nodes`` nodes;
+    # 0 = any shape (the placement prefers one node, then the fewest nodes in one rack).
+    gpus_per_node: int = 0
+    nodes: int = 0
 
     @property
     def elastic(self) -> bool:
@@ -129,6 +133,7 @@ class Node:
     gpus: tuple[Gpu, ...]
     state: NodeState = NodeState.READY
     last_seen: float = 0.0
+    rack: str = ""  # the worker's --rack; "" = not given (all such nodes count as one rack)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +158,8 @@ class ClusterSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class Assign:
-    """Start the next attempt of a pending job on ``gpus`` (all on ``node``)."""
+    """Start the next attempt of a pending job on ``gpus``: all on ``node``, or, for a gang
+    spread over nodes, in rank order (all GPUs of the rank-0 node ``node`` first, then rank 1...)."""
 
     job_id: str
     node: str

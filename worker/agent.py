@@ -57,6 +57,7 @@ class AgentConfig:
     credentials: grpc.ChannelCredentials | None = None
     poll_s: float = 0.2  # tails and lease ticks
     watchdog: bool = True  # a lease watchdog process (worker/lease.py) backs the daemon's own checks
+    rack: str = ""  # --rack: the rack (switch) this node sits in, reported at registration
 
 
 class Agent:
@@ -173,6 +174,7 @@ class Agent:
             self.config.join_token,
             self.state.finals(),
             self.state.epoch,
+            rack=self.config.rack,
         )
 
     def on_registered(self, msg: worker_pb2.Registered) -> None:

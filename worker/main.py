@@ -53,6 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--name", default=socket.gethostname().split(".")[0], help="node name (default: the host name)"
     )
     p.add_argument(
+        "--rack", default="", help="the rack (switch) of this node: gangs spread over nodes prefer one rack"
+    )
+    p.add_argument(
         "--fake-gpus",
         metavar="N|NxMODEL[,...]",
         help="simulated GPUs instead of NVML: 4 (V100s), 4xV100, 2xK80,2xH100",
@@ -102,6 +105,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--master HOST:PORT is required (or set $HORUS_MASTER)")
     if not _NAME.match(args.name):
         p.error(f"--name must be 1-63 letters, digits, '.', '_' or '-', got {args.name!r}")
+    if args.rack and not _NAME.match(args.rack):
+        p.error(f"--rack must be 1-63 letters, digits, '.', '_' or '-', got {args.rack!r}")
     if args.sim_interference and not args.fake_gpus:
         p.error("--sim-interference needs --fake-gpus (it changes how simulated GPUs behave)")
     if args.grace_s < 0:
@@ -243,8 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("grpc").setLevel(logging.WARNING)
     try:
         config = AgentConfig(
-            args.name, args.master, make_state_dir(args), args.join_token, args.grace_s, credentials(args)
-        )
+            args.name, args.master, make_state_dir(args), args.join_token, args.grace_s, credentials(args),
+            rack=args.rack,
+        )  # fmt: skip
         asyncio.run(serve(args, config))
     except StartupError as exc:
         print(f"horus-worker: error: {exc}", file=sys.stderr)

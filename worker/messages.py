@@ -34,6 +34,7 @@ def register(
     token: str,
     finished: Iterable[Update] = (),
     resume_epoch: int = 0,
+    rack: str = "",
 ) -> worker_pb2.WorkerMessage:
     pb_gpus = [
         gpu_to_pb(Gpu(g.uuid, name, g.index, g.model, g.memory_mib, gpu_type_of(g.model))) for g in gpus
@@ -46,6 +47,7 @@ def register(
         version=__version__,
         finished=[update(u).update for u in finished],
         resume_epoch=resume_epoch,
+        rack=rack,
     )
     return worker_pb2.WorkerMessage(register=msg)
 

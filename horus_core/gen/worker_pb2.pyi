@@ -52,6 +52,7 @@ class Register(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     FINISHED_FIELD_NUMBER: _builtins.int
     RESUME_EPOCH_FIELD_NUMBER: _builtins.int
+    RACK_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     token: _builtins.str
     """join token, when the master requires one"""
@@ -60,6 +61,10 @@ class Register(_message.Message):
     """The epoch of this worker's previous registration (Registered.epoch, kept in its state dir):
     only a worker that presents its node's current epoch may re-state or finish that node's
     attempts; a newcomer's claims are killed and the node's attempts re-queued.
+    """
+    rack: _builtins.str
+    """The rack (switch) the node sits in, from horus-worker --rack; "" = not given. Gangs spread
+    over nodes prefer one rack (issue 11).
     """
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Gpu]: ...
@@ -83,10 +88,11 @@ class Register(_message.Message):
         version: _builtins.str = ...,
         finished: _abc.Iterable[Global___AttemptUpdate] | None = ...,
         resume_epoch: _builtins.int = ...,
+        rack: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished", b"finished", "gpus", b"gpus", "name", b"name", "resume_epoch", b"resume_epoch", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished", b"finished", "gpus", b"gpus", "name", b"name", "rack", b"rack", "resume_epoch", b"resume_epoch", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -55,7 +55,7 @@ def registration_from_pb(msg: wpb.Register, identity: str = "anonymous") -> Regi
         for u in msg.finished[:MAX_FINISHED]
     )
     return Registration(
-        msg.name, tuple(gpus), running, msg.token, msg.version, finished, identity, msg.resume_epoch
+        msg.name, tuple(gpus), running, msg.token, msg.version, finished, identity, msg.resume_epoch, msg.rack
     )
 
 

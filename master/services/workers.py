@@ -60,6 +60,7 @@ class Registration:
     finished: tuple[FinalUpdate, ...] = ()
     identity: str = "anonymous"  # "cert:<CN>" under mutual TLS, "join-token", or "anonymous"
     resume_epoch: int = 0
+    rack: str = ""  # horus-worker --rack (issue 11)
 
 
 class WorkerPlane:
@@ -86,7 +87,9 @@ class WorkerPlane:
         """After a (re)start: every known node gets ``node_timeout_s`` of grace to re-register."""
         now = self.clock.now()
         for row in await self.store.read.nodes():
-            self.registry.put(NodeEntry(row.name, row.gpus, row.state, now, row.version))
+            entry = NodeEntry(row.name, row.gpus, row.state, now, row.version)
+            entry.rack = row.rack
+            self.registry.put(entry)
         for job in await self.store.read.active_jobs():
             name = job.job.node
             if self.registry.get(name) is None:
@@ -108,6 +111,8 @@ class WorkerPlane:
                 raise InvalidArgument("register.gpus", f"bad description of GPU {g.uuid}")
         if len(reg.version) > 128:
             raise InvalidArgument("register.version", "at most 128 characters")
+        if reg.rack and not NODE_NAME.match(reg.rack):
+            raise InvalidArgument("register.rack", f"not a valid rack name: {reg.rack[:80]!r}")
         for uuid in uuids:
             other = self.registry.owner_of_gpu(uuid)
             if other is not None and other != reg.name:
@@ -119,12 +124,15 @@ class WorkerPlane:
             old = self.registry.get(reg.name)
             continues = self._continues(old, reg)
             now = self.clock.now()
-            await self.store.write(UpsertNodeOp(reg.name, reg.gpus, NodeState.READY, reg.version, now))
+            await self.store.write(
+                UpsertNodeOp(reg.name, reg.gpus, NodeState.READY, reg.version, now, reg.rack)
+            )
             session = Session(reg.name, self.config.session_queue)
             entry = NodeEntry(
                 reg.name, reg.gpus, NodeState.READY, now, reg.version, session, registered_at=now
             )
             entry.identity, entry.epoch = reg.identity, secrets.randbits(63) | 1
+            entry.rack = reg.rack
             self.registry.put(entry)
             session.send(self._registered(epoch=entry.epoch))
             log.info(
