@@ -28,6 +28,8 @@ from master.services.joblogs import LogReader
 from master.services.jobs import JobService
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
+from master.services.progress import ProgressKeeper
+from master.services.restore import restore_policy_state
 from master.services.scheduler import Scheduler
 from master.services.workers import WorkerPlane
 from master.store import Store
@@ -78,6 +80,7 @@ class Master:
         try:
             await self._build(policy, model)
             await self.core.load_live()
+            await restore_policy_state(self.core, policy)  # progress journals, attained service
             learned = await self.core.learner.load()  # before the first pass: no policy runs yet
             if learned:
                 log.info("interference model: %d stored observations loaded", learned)
@@ -101,6 +104,7 @@ class Master:
         # A progress report counts once two heartbeats have shown who shares the job's GPUs.
         learner = Learner(self.store, self.clock, model, settle_s=2 * cfg.heartbeat_s)
         self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
+        self.core.progress = ProgressKeeper(self.store, self.clock)
         self.plane = WorkerPlane(self.core)
         self.attempts = TimedAttempts(self.core, self.plane)
         self.jobs = JobService(self.core)
@@ -171,6 +175,8 @@ class Master:
                 entry.session.close("the master is shutting down")
         if self._server is not None:
             await self._server.stop(self.config.shutdown_grace_s)
+        if self.core.progress is not None:
+            await self.core.progress.save(force=True)
         await self.store.close()
         st = self.store.writer.stats
         log.info(

@@ -4,13 +4,14 @@ passes, and the discrete Tiresias-style priority levels and preemptions it impli
 The policy keeps the ledger itself because neither the live master's nor the simulator's Job
 carries an attempt history: each pass adds ``GPUs x (now - last pass)`` to every running job
 (from the later of the last pass and the moment its current attempt was first seen running), and forgets
-ids that left the snapshot (finished). A master restart starts the ledger at zero.
+ids that left the snapshot (finished). A restarted master rebuilds the ledger from the stored
+attempt history (:meth:`Attained.restore`), so the order survives a restart.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,15 @@ class Attained:
         present = {j.id for j in snapshot.jobs}
         if len(self.service) > len(present):
             self.service = {k: v for k, v in self.service.items() if k in present}
+        self.last = now
+
+    def restore(
+        self, service: Mapping[str, float], running: Mapping[str, tuple[int, float]], now: float
+    ) -> None:
+        """Start from a ledger rebuilt from the store (a restarted master): GPU-seconds per job
+        up to ``now``, and each running job's (attempt, start) for its minimum slice."""
+        self.service = {k: v for k, v in service.items() if v > 0}
+        self.since = dict(running)
         self.last = now
 
     def level(self, job_id: str) -> int:

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from horus_core.errors import InvalidArgument
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import JobState
+from horus_core.policies.optimus.journal import ProgressPoint
 from horus_core.wire import job_state_from_pb
 from master.services import transitions as tr
 from master.services.core import Core
@@ -22,6 +23,12 @@ log = logging.getLogger(__name__)
 KILL_REPEAT_S = 15.0  # a stale attempt still reported running gets another Kill after this long
 STALE = "stale attempt: not current on this node"
 _REPORTABLE = (JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+def point_of(msg: wpb.AttemptProgress) -> ProgressPoint:
+    """A report as the journal keeps it; the wire's loss 0 means the job reported none."""
+    loss = msg.loss if msg.loss > 0 else None
+    return ProgressPoint(msg.attempt, msg.step, loss, msg.samples_per_s, msg.at)
 
 
 class AttemptHandler:
@@ -126,6 +133,8 @@ class AttemptHandler:
         entry = self.touch(session)
         if entry is not None and (msg.job_id, msg.attempt) in entry.owned and JOB_ID.match(msg.job_id):
             self.core.learner.on_progress(entry.name, msg)
+            if self.core.progress is not None:
+                self.core.progress.record(msg.job_id, point_of(msg))
 
     async def handle(self, session: Session, msg: wpb.WorkerMessage) -> None:
         kind = msg.WhichOneof("msg")

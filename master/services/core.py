@@ -18,6 +18,7 @@ from master.learning.learner import Learner
 from master.services.events import EventBus
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
+from master.services.progress import ProgressKeeper
 from master.store import Store
 from master.store.jobs import Change, SetPendingReasonOp, SubmitOp, SubmitResult, Transition, TransitionOp
 from master.store.live import LiveIndex
@@ -39,6 +40,8 @@ class Core:
     # scheduling pass's apply + dispatch. Never held across a policy decision.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     schedule_needed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Jobs' progress journals (issue 12): None in harnesses that build a Core without one.
+    progress: ProgressKeeper | None = None
 
     def poke(self) -> None:
         """Ask for a scheduling pass soon (coalesced). Without a schedulable node a pass could not

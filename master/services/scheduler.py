@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from horus_core.model import Assign, ClusterSnapshot, JobState, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
+from horus_core.policies.optimus.history import ProgressObserver
 from master.services import transitions as tr
 from master.services.core import Core
 from master.services.floor import FloorEnforcer
@@ -95,13 +96,31 @@ class Scheduler:
 
     async def run_once(self) -> PassResult:
         await self.core.learner.checkpoint()  # (every minute: stores what running attempts measured)
+        await self._save_progress()
         async with self._pass_lock:
             self.core.learner.apply_observations()  # no policy is running now
+            self._observe_progress()
             started = time.perf_counter()
             result = await self._pass()
             for fn in self.observers:
                 fn(time.perf_counter() - started, result)
             return result
+
+    async def _save_progress(self) -> None:
+        keeper = self.core.progress
+        if keeper is not None:
+            keeper.prune(lambda job_id: self.core.live.get(job_id) is not None)
+            await keeper.save()
+
+    def _observe_progress(self) -> None:
+        """Hand the progress reports since the last pass to a policy that wants them (optimus)."""
+        keeper = self.core.progress
+        if keeper is None:
+            return
+        seen = keeper.take_observations()
+        if isinstance(self.policy, ProgressObserver):
+            for job_id, step, loss, at in seen:
+                self.policy.observe_progress(job_id, step, loss, at)
 
     async def _pass(self) -> PassResult:
         core = self.core
