@@ -13,6 +13,7 @@ from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import worker_pb2_grpc as wgrpc
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.policies import Policy, make_policy
+from horus_core.policies.optimus import OptimusPolicy
 from master.api.client import HorusServicer
 from master.api.decode import DecodeGuard
 from master.api.worker import WorkerServicer
@@ -71,6 +72,8 @@ class Master:
             self._tokens = TokenTable.load(cfg.auth_tokens)
         model = self._interference if self._interference is not None else default_model()
         policy = self._policy or make_policy(cfg.policy, model)
+        if cfg.optimus_replan_s is not None and isinstance(policy, OptimusPolicy):
+            policy.replan_s = cfg.optimus_replan_s
         self.store = await Store.open(
             cfg.db_path,
             group_commit=cfg.group_commit,

@@ -55,6 +55,13 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="TYPES",
         help="GPU types the job accepts, comma-separated, e.g. v100,a100 (default: any)",
     )
+    p.add_argument(
+        "--total-steps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the steps the job trains for, if known (progress estimates and optimus use it; 0: unknown)",
+    )
     p.add_argument("--util-avg", type=float, metavar="PCT", help="expected average GPU utilisation, %%")
     p.add_argument("--util-peak", type=float, metavar="PCT", help="expected peak GPU utilisation, %%")
     p.add_argument("--mem-mib", type=int, metavar="MIB", help="expected GPU memory use")
@@ -94,6 +101,7 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         gpu_types=parse_gpu_types(args.gpu_types),
         gpus_min=gpus_min,
         gpus_max=gpus_max,
+        total_steps=args.total_steps,
     )
     return validate_spec(spec)
 
