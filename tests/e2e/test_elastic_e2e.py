@@ -4,6 +4,7 @@ checkpoint at every start, and never runs two attempts at once."""
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 import re
 import sys
@@ -70,9 +71,9 @@ def test_elastic_job_grows_from_2_to_8_gpus_resuming_each_time(
     assert "world size 8" in logs[-1] and "finished at step 300" in logs[-1]
     events = runs(ckpt)
     starts = [e for e in events if e[0] == "start"]
-    assert [e[2] for e in starts][0] == 2 and starts[-1][2] == 8
+    assert next(e[2] for e in starts) == 2 and starts[-1][2] == 8
     # Never two attempts at once: every run ended before the next one started.
-    for prev, nxt in zip(events, events[1:], strict=False):
+    for prev, nxt in itertools.pairwise(events):
         assert (prev[0] == "start") != (nxt[0] == "start"), events
         if nxt[0] == "start":
             assert prev[4] <= nxt[4] and prev[1] < nxt[1], events
