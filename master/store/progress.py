@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from horus_core.policies.optimus.journal import ProgressPoint
 from master.store.reads import Reader
@@ -32,10 +33,11 @@ class SaveProgressOp(WriteOp[int]):
         return rows
 
 
-def _point(row: Sequence[object]) -> ProgressPoint:
+def _point(row: Sequence[Any]) -> ProgressPoint:
     attempt, step, loss, rate, at = row
-    return ProgressPoint(int(str(attempt)), int(str(step)), None if loss is None else float(str(loss)),
-                         float(str(rate)), float(str(at)))  # fmt: skip
+    return ProgressPoint(
+        int(attempt), int(step), None if loss is None else float(loss), float(rate), float(at)
+    )
 
 
 async def load_progress(read: Reader, job_id: str) -> list[ProgressPoint]:
