@@ -46,8 +46,8 @@ class ProgressKeeper:
             journal = self.journals[job_id] = ProgressJournal(self.cap)
         if not point.valid:
             return
-        if journal.add(point):
-            self._dirty.add(job_id)
+        journal.add(point)
+        self._dirty.add(job_id)  # (the latest report is saved even when thinned out)
         self._queued.append((job_id, float(point.step), point.loss, point.at))
         if len(self._queued) > MAX_QUEUED:
             del self._queued[: len(self._queued) - MAX_QUEUED]
@@ -73,7 +73,7 @@ class ProgressKeeper:
             return 0
         self._last_save = now
         todo, self._dirty = self._dirty, set()
-        jobs = tuple((j, tuple(self.journals[j].points)) for j in sorted(todo) if j in self.journals)
+        jobs = tuple((j, stored_points(self.journals[j])) for j in sorted(todo) if j in self.journals)
         try:
             saved: int = await self.store.write(SaveProgressOp(jobs))
         except Exception as exc:
@@ -100,6 +100,14 @@ class ProgressKeeper:
         if journal is None:
             journal = ProgressJournal.restore(await load_progress(self.store.read, job_id), self.cap)
         return journal
+
+
+def stored_points(journal: ProgressJournal) -> tuple[ProgressPoint, ...]:
+    """What the store keeps of a journal: its points, and the latest report after them."""
+    latest = journal.latest
+    if latest is None or (journal.points and journal.points[-1] == latest):
+        return tuple(journal.points)
+    return (*journal.points, latest)
 
 
 def estimate_of(job: Job, journal: ProgressJournal) -> Estimate:

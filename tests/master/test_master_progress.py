@@ -15,8 +15,11 @@ from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.policies.attained import Attained
 from horus_core.policies.optimus import OptimusPolicy
+from horus_core.policies.optimus.journal import ProgressPoint
 from horus_core.sim.elastic import synthetic_curve
 from horus_core.testing import FakeClock
+from master.services.progress import SAVE_EVERY_S, ProgressKeeper
+from master.store import Store
 
 CURVE = synthetic_curve(100_000, 4.0, 0.5)
 
@@ -126,3 +129,27 @@ async def test_attained_service_is_rebuilt_from_the_store_after_a_restart(tmp_pa
         assert las.service[jid] == pytest.approx(2 * 3600)
         assert las.service.get(short, 0.0) == 0.0 and las.level(jid) > las.level(short)
         assert las.since[jid] == (a.attempt, pytest.approx(started))
+
+
+async def test_the_keeper_saves_on_its_interval_and_drops_finished_jobs_once_saved(
+    tmp_path: pathlib.Path,
+) -> None:
+    store = await Store.open(tmp_path / "horus.db")
+    try:
+        clock = FakeClock()
+        keeper = ProgressKeeper(store, clock, cap=8)
+        for k in range(20):
+            keeper.record("j1", ProgressPoint(1, k, CURVE.loss(k), 10.0, float(k)))
+        keeper.record("j1", ProgressPoint(1, 21, float("inf"), 10.0, 21.0))  # refused: not finite
+        assert await keeper.save() > 0
+        keeper.record("j1", ProgressPoint(1, 22, 0.6, 10.0, 22.0))
+        assert await keeper.save() == 0  # within the interval
+        keeper.prune(lambda job_id: False)  # j1 finished: kept in memory until its last save
+        assert "j1" in keeper.journals
+        clock.advance(SAVE_EVERY_S)
+        assert await keeper.save() > 0 and "j1" not in keeper.journals
+        stored = await keeper.journal("j1")  # from the store now
+        assert stored.latest is not None and stored.latest.step == 22 and len(stored.points) < 8
+        assert len(keeper.take_observations()) == 21 and keeper.take_observations() == []
+    finally:
+        await store.close()
