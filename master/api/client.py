@@ -128,7 +128,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
 
     @unary
     async def GetJobProgress(self, request: cpb.GetJobProgressRequest, context: Ctx) -> cpb.JobProgressReport:
-        job = await self.jobs.get(request.job_id, caller())  # (access checked: NotFound otherwise)
+        job = await self.jobs.get(request.job_id, caller())  # (access checked as for GetJob)
         return await progress_report(self.core, job, request.history)
 
     @unary

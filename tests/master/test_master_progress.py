@@ -153,3 +153,16 @@ async def test_the_keeper_saves_on_its_interval_and_drops_finished_jobs_once_sav
         assert len(keeper.take_observations()) == 21 and keeper.take_observations() == []
     finally:
         await store.close()
+
+
+async def test_users_read_only_their_own_jobs_progress(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text("tok-alice alice\ntok-bob bob\n")
+    alice, bob = (("authorization", "Bearer tok-alice"),), (("authorization", "Bearer tok-bob"),)
+    async with running_master(tmp_path, auth_tokens=path, join_token="jt") as m, client_for(m) as stub:
+        jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(total_steps=9)), metadata=alice)).job.id
+        mine = await stub.GetJobProgress(cpb.GetJobProgressRequest(job_id=jid), metadata=alice)
+        assert mine.job_id == jid and mine.steps_left == 9
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.GetJobProgress(cpb.GetJobProgressRequest(job_id=jid), metadata=bob)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED  # as GetJob answers
