@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from horus_core.errors import InvalidArgument
-from horus_core.model import JobSpec
+from horus_core.model import Job, JobSpec
 
 _COUNT = re.compile(r"^\s*(?P<lo>[0-9]{1,6})\s*(?:(?P<sep>[:-])\s*(?P<hi>[0-9]{1,6})\s*)?$")
 
@@ -34,3 +34,12 @@ def format_gpus(spec: JobSpec, sep: str = ":") -> str:
     if spec.elastic:
         return f"{spec.gpus_min}{sep}{spec.gpus_max}"
     return str(spec.gpus)
+
+
+def gpus_text(job: Job) -> str:
+    """hctl's GPUS column: the count asked for, or for an elastic job the count it runs on now
+    (or was last given) with its range, e.g. ``4 (2:8)``."""
+    if not job.spec.elastic:
+        return str(job.spec.gpus)
+    now = len(job.gpus) if job.gpus else job.spec.gpus
+    return f"{now} ({format_gpus(job.spec)})"

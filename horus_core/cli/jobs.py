@@ -11,7 +11,7 @@ from horus_core.cli.output import Output
 from horus_core.cli.progress import progress_fields, progress_record
 from horus_core.cli.records import job_gpu_stats_record, job_record
 from horus_core.client import GpuStatus, HorusClient, JobGpuStats
-from horus_core.gpurange import format_gpus
+from horus_core.gpurange import format_gpus, gpus_text
 from horus_core.model import Job, JobSpec, JobState
 
 REASON_WIDTH = 70
@@ -85,7 +85,7 @@ async def show_queue(client: HorusClient, args: argparse.Namespace, out: Output)
         out.dump([{"position": i, **job_record(j)} for i, j in enumerate(queue, 1)])
         return 0
     rows = [
-        (i, j.id, j.spec.name, j.spec.owner, j.spec.gpus, j.spec.priority, fmt.age(j.submitted_at), j.reason)
+        (i, j.id, j.spec.name, j.spec.owner, gpus_text(j), j.spec.priority, fmt.age(j.submitted_at), j.reason)
         for i, j in enumerate(queue, 1)
     ]
     out.table(("#", "ID", "NAME", "OWNER", "GPUS", "PRIO", "WAITING", "REASON"), rows)
@@ -155,15 +155,6 @@ def job_fields(job: Job) -> list[tuple[str, object]]:
         ("Finished", fmt.timestamp(job.finished_at)),
         ("Exit code", job.exit_code),
     ]
-
-
-def gpus_text(job: Job) -> str:
-    """The GPUS column: the count asked for, or for an elastic job the count it runs on now (or
-    was last given) with its range, e.g. ``4 (2:8)``."""
-    if not job.spec.elastic:
-        return str(job.spec.gpus)
-    now = len(job.gpus) if job.gpus else job.spec.gpus
-    return f"{now} ({format_gpus(job.spec)})"
 
 
 def requested_text(spec: JobSpec) -> str:

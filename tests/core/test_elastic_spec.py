@@ -86,6 +86,8 @@ def test_hctl_submit_range_and_the_views(
     jid = out.strip()
     spec = server.fake.jobs[jid].spec
     assert (spec.gpus, spec.gpus_min, spec.gpus_max, spec.total_steps) == (2, 2, 8, 300)
+    queued = next(line for line in run(server, capsys, "queue")[1].splitlines() if jid in line)
+    assert "2 (2:8)" in queued
     server.call(
         lambda: server.fake.set_state(jid, JobState.RUNNING, gpus=("g0", "g1", "g2", "g3"), attempt=2)
     )
