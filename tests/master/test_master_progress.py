@@ -1,6 +1,7 @@
 """Progress in the live master: reports kept per job (bounded), answered by GetJobProgress with
 the fitted estimate, handed to the optimus policy between passes, and kept across a restart;
-the attained service of ``horus``'s order rebuilt from the store after a restart."""
+the attained service of ``horus``'s order rebuilt from the store after a restart; the optimus
+re-plan interval from the flag or the environment."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pathlib
 
 import grpc
 import pytest
-from master_fakes import FakeWorker, client_for, running_master, spec
+from master_fakes import FakeWorker, client_for, config, running_master, spec
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
@@ -18,6 +19,7 @@ from horus_core.policies.optimus import OptimusPolicy
 from horus_core.policies.optimus.journal import ProgressPoint
 from horus_core.sim.elastic import synthetic_curve
 from horus_core.testing import FakeClock
+from master.main import REPLAN_ENV, config_from, parse_args
 from master.services.progress import SAVE_EVERY_S, ProgressKeeper
 from master.store import Store
 
@@ -166,3 +168,26 @@ async def test_users_read_only_their_own_jobs_progress(tmp_path: pathlib.Path) -
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.GetJobProgress(cpb.GetJobProgressRequest(job_id=jid), metadata=bob)
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED  # as GetJob answers
+
+
+def test_the_optimus_replan_interval_comes_from_the_flag_or_the_environment(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = ["--db", str(tmp_path / "h.db")]
+    monkeypatch.delenv(REPLAN_ENV, raising=False)
+    assert config_from(parse_args(db)).optimus_replan_s is None
+    assert config_from(parse_args([*db, "--optimus-replan-s", "5"])).optimus_replan_s == 5.0
+    monkeypatch.setenv(REPLAN_ENV, "7")
+    assert config_from(parse_args(db)).optimus_replan_s == 7.0
+    with pytest.raises(SystemExit):
+        parse_args([*db, "--optimus-replan-s", "-1"])
+    monkeypatch.setenv(REPLAN_ENV, "soon")
+    with pytest.raises(SystemExit, match=REPLAN_ENV):
+        parse_args(db)
+
+
+async def test_the_master_gives_optimus_its_configured_interval(tmp_path: pathlib.Path) -> None:
+    async with running_master(tmp_path, FakeClock(), policy="optimus", optimus_replan_s=2.5) as m:
+        assert isinstance(m.policy, OptimusPolicy) and m.policy.replan_s == 2.5
+    with pytest.raises(ValueError, match="optimus_replan_s"):
+        config(tmp_path, optimus_replan_s=float("nan"))
