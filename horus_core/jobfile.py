@@ -15,11 +15,14 @@ from typing import Any
 import yaml
 
 from horus_core.errors import InvalidArgument
+from horus_core.gpurange import format_gpus, parse_gpus
 from horus_core.model import JobSpec, ProfileHints
 from horus_core.validation import validate_spec
 
 SHELL = ("sh", "-c")  # a ``run:`` string runs through the shell, as in SkyPilot and dstack
-_ACCEL = re.compile(r"^(?:(?P<type>[A-Za-z][A-Za-z0-9_-]*(?:,[A-Za-z][A-Za-z0-9_-]*)*):)?(?P<count>[0-9]+)$")
+_ACCEL = re.compile(
+    r"^(?:(?P<type>[A-Za-z][A-Za-z0-9_-]*(?:,[A-Za-z][A-Za-z0-9_-]*)*):)?(?P<count>[0-9]+(?:-[0-9]+)?)$"
+)
 
 
 @dataclass(frozen=True)
@@ -156,14 +159,19 @@ def _flatten(node: yaml.MappingNode, prefix: str = "") -> list[tuple[str, yaml.N
     return out
 
 
-def _accelerators(node: yaml.Node) -> tuple[int, tuple[str, ...]]:
-    """``COUNT`` or ``TYPE:COUNT`` -> (gpus, gpu_types); ``TYPE`` may list several: ``V100,A100:2``."""
-    text = _scalar("resources.accelerators", node).strip()
+def _accelerators(node: yaml.Node) -> tuple[tuple[int, int, int], tuple[str, ...]]:
+    """``COUNT`` or ``TYPE:COUNT`` -> ((gpus, gpus_min, gpus_max), gpu_types); ``TYPE`` may list
+    several (``V100,A100:2``) and ``COUNT`` may be an elastic range ``MIN-MAX`` (``V100:2-8``)."""
+    path = "resources.accelerators"
+    text = _scalar(path, node).strip()
     match = _ACCEL.match(text)
     if match is None:
-        raise _bad("resources.accelerators", node, f"expected COUNT or TYPE:COUNT like V100:2, got {text!r}")
+        raise _bad(path, node, f"expected COUNT, TYPE:COUNT or TYPE:MIN-MAX like V100:2-8, got {text!r}")
     types = tuple(t.strip().lower() for t in match["type"].split(",")) if match["type"] else ()
-    return int(match["count"]), types
+    try:
+        return parse_gpus(match["count"], path), types
+    except InvalidArgument as exc:
+        raise _bad(path, node, exc.message) from None
 
 
 def _value(path: str, key: yaml.Node, value: yaml.Node, warnings: list[str]) -> Any:
@@ -197,7 +205,7 @@ def load(text: str, *, max_gpus_per_node: int | None = None) -> JobFile:
         if attr is None:
             continue
         if path == "resources.accelerators":
-            values["gpus"], values["gpu_types"] = value
+            (values["gpus"], values["gpus_min"], values["gpus_max"]), values["gpu_types"] = value
         elif attr.startswith("hints."):
             hints[attr.removeprefix("hints.")] = value
         else:
@@ -218,7 +226,8 @@ def to_dict(spec: JobSpec) -> dict[str, Any]:
     if spec.name:
         out["name"] = spec.name
     types = ",".join(t.upper() for t in spec.gpu_types)
-    out["resources"] = {"accelerators": f"{types}:{spec.gpus}" if types else spec.gpus}
+    count: int | str = format_gpus(spec, "-") if spec.elastic else spec.gpus
+    out["resources"] = {"accelerators": f"{types}:{count}" if types else count}
     out["num_nodes"] = 1
     if spec.image:
         out["image"] = spec.image

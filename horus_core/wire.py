@@ -76,6 +76,8 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         total_steps=spec.total_steps,
         min_speed=spec.min_speed,
         gpu_types=list(spec.gpu_types),
+        gpus_min=spec.gpus_min,
+        gpus_max=spec.gpus_max,
     )
 
 
@@ -103,6 +105,8 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         total_steps=msg.total_steps,
         min_speed=msg.min_speed,
         gpu_types=tuple(msg.gpu_types),
+        gpus_min=msg.gpus_min,
+        gpus_max=msg.gpus_max,
     )
 
 

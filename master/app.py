@@ -14,6 +14,7 @@ from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import worker_pb2_grpc as wgrpc
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.policies import Policy, make_policy
+from horus_core.policies.optimus import OptimusPolicy
 from master.api.client import HorusServicer
 from master.api.decode import DecodeGuard
 from master.api.worker import WorkerServicer
@@ -31,6 +32,8 @@ from master.services.joblogs import LogReader
 from master.services.jobs import JobService
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
+from master.services.progress import ProgressKeeper
+from master.services.restore import restore_policy_state
 from master.services.scheduler import Scheduler
 from master.services.workers import WorkerPlane
 from master.store import Store
@@ -49,7 +52,7 @@ def scheduler_for(core: Core, policy: Policy, liveness: Callable[[], Awaitable[N
     return Scheduler(
         config=core.config, clock=core.clock, registry=core.registry, writer=core.writer,
         dispatch=core.dispatch, wakeup=core.wakeup, learner=core.learner, lock=core.lock,
-        policy=policy, liveness=liveness, floor=floor,
+        policy=policy, liveness=liveness, floor=floor, progress=core.progress,
     )  # fmt: skip
 
 
@@ -87,6 +90,8 @@ class Master:
             self._tokens = TokenTable.load(cfg.auth_tokens)
         model = self._interference if self._interference is not None else default_model()
         policy = self._policy or make_policy(cfg.policy, model)
+        if cfg.optimus_replan_s is not None and isinstance(policy, OptimusPolicy):
+            policy.replan_s = cfg.optimus_replan_s
         self.store = await Store.open(
             cfg.db_path,
             group_commit=cfg.group_commit,
@@ -96,6 +101,7 @@ class Master:
         try:
             await self._build(policy, model)
             await self.core.writer.load_live()
+            await restore_policy_state(self.core, policy)  # progress journals, attained service
             learned = await self.core.learner.load()  # before the first pass: no policy runs yet
             if learned:
                 log.info("interference model: %d stored observations loaded", learned)
@@ -119,6 +125,7 @@ class Master:
         # A progress report counts once two heartbeats have shown who shares the job's GPUs.
         learner = Learner(self.store, self.clock, model, settle_s=2 * cfg.heartbeat_s)
         core = self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
+        core.progress = progress = ProgressKeeper(self.store, self.clock)
         reg, clock, writer, dispatch, wakeup = (
             core.registry,
             core.clock,
@@ -133,7 +140,7 @@ class Master:
         )  # fmt: skip
         self.attempts = TimedAttempts(
             plane=self.plane, registry=reg, clock=clock, writer=writer, dispatch=dispatch, wakeup=wakeup,
-            learner=learner, logs=logs, read=read,
+            learner=learner, logs=logs, read=read, progress=progress,
         )  # fmt: skip
         self.jobs = JobService(
             config=cfg, read=read, clock=clock, registry=reg, writer=writer, dispatch=dispatch,
@@ -206,6 +213,8 @@ class Master:
                 entry.session.close("the master is shutting down")
         if self._server is not None:
             await self._server.stop(self.config.shutdown_grace_s)
+        if self.core.progress is not None:
+            await self.core.progress.save(force=True)
         await self.store.close()
         st = self.store.writer.stats
         log.info(

@@ -54,6 +54,8 @@ class MasterConfig:
     # Speed floor (issue 10) of a job submitted without one (min_speed 0), filled in at
     # submission; also what the floor enforcement checks measured speeds against. 0: none.
     min_speed: float = 0.0
+    # The optimus policy's re-plan interval (issue 12); None: its own default (600 s).
+    optimus_replan_s: float | None = None
 
     def __post_init__(self) -> None:
         problem = timeout_problem(
@@ -65,6 +67,9 @@ class MasterConfig:
             raise ValueError(OPEN_WORKER_PLANE)
         if not (math.isfinite(self.min_speed) and 0.0 <= self.min_speed <= 1.0):
             raise ValueError(f"min_speed must be within [0, 1], got {self.min_speed}")
+        replan = self.optimus_replan_s
+        if replan is not None and not (math.isfinite(replan) and replan >= 0):
+            raise ValueError(f"optimus_replan_s must be a finite number >= 0, got {replan}")
 
     @property
     def kill_grace(self) -> float:

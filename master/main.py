@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import math
+import os
 import pathlib
 import signal
 import sys
@@ -17,6 +18,20 @@ from master.auth import TokenTable
 from master.config import OPEN_WORKER_PLANE, MasterConfig, timeout_problem
 
 log = logging.getLogger("master")
+
+
+REPLAN_ENV = "HORUS_OPTIMUS_REPLAN_S"
+
+
+def _env_float(key: str) -> float | None:
+    """A number from the environment (None if unset); a bad value fails at start, named."""
+    text = os.environ.get(key, "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise SystemExit(f"horus-master: ${key} must be a number, got {text!r}") from None
 
 
 def default_policy() -> str:
@@ -74,6 +89,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="FRACTION",
         help="cluster default speed floor in [0, 1] for jobs submitted without one (0: none)",
     )
+    p.add_argument(
+        "--optimus-replan-s",
+        type=float,
+        default=_env_float(REPLAN_ENV),
+        metavar="SECONDS",
+        help=f"how often the optimus policy re-plans GPU counts (default 600, or ${REPLAN_ENV})",
+    )
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
@@ -92,6 +114,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(problem)
     if args.auth_tokens is not None and args.join_token is None and args.tls_client_ca is None:
         p.error(OPEN_WORKER_PLANE)
+    replan = args.optimus_replan_s
+    if replan is not None and not (math.isfinite(replan) and replan >= 0):
+        p.error(f"--optimus-replan-s must be a number >= 0, got {replan}")
     if not (math.isfinite(args.min_speed) and 0.0 <= args.min_speed <= 1.0):
         p.error(f"--min-speed must be within [0, 1], got {args.min_speed}")
     return args
@@ -117,6 +142,7 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         tls_client_ca=args.tls_client_ca,
         allow_mounts=tuple(args.allow_mount),
         min_speed=args.min_speed,
+        optimus_replan_s=args.optimus_replan_s,
     )
 
 

@@ -27,6 +27,7 @@ from worker import messages
 from worker.connection import Connection
 from worker.files import AttemptFiles, attempts_dir
 from worker.gpu.base import GpuInfo, GpuProbe, ProbeTarget
+from worker.jobenv import attempt_env
 from worker.lease import WatchdogProcess, write_lease
 from worker.runtime.base import AttemptKey, ExitStatus, LaunchRequest, RunningAttempt, Runtime
 from worker.runtime.containers import ContainerRecords
@@ -251,14 +252,7 @@ class Agent:
     async def _launch(self, start: Start) -> None:
         key = start.key
         files = AttemptFiles.of(self.config.state_dir, key)
-        env = (
-            ("CUDA_VISIBLE_DEVICES", ",".join(start.gpus)),
-            ("HORUS_JOB_ID", key.job_id),
-            ("HORUS_ATTEMPT", str(key.attempt)),
-            ("HORUS_PROGRESS_FILE", str(files.progress)),
-            ("HORUS_SPEED_FILE", str(files.speed)),
-            ("HORUS_WORKER", self.config.name),
-        )
+        env = attempt_env(key, start.gpus, files, self.config.name)
         try:
             await asyncio.to_thread(files.prepare, start.spec, start.gpus)
             handle = await self._runtime.start(LaunchRequest(key, start.spec, start.gpus, files.log, env))

@@ -11,6 +11,7 @@ from horus_core.cli.output import YAML, Output
 from horus_core.cli.records import job_record
 from horus_core.client import HorusClient
 from horus_core.errors import InvalidArgument
+from horus_core.gpurange import gpus_text
 
 MAX_FILE_BYTES = 1 << 20
 
@@ -60,6 +61,6 @@ async def get_object(client: HorusClient, args: argparse.Namespace, out: Output)
     elif out.json:
         out.dump(job_record(job))
     else:
-        row = (job.id, job.spec.name, job.state.value, job.spec.gpus, job.node)
+        row = (job.id, job.spec.name, job.state.value, gpus_text(job), job.node)
         out.table(("ID", "NAME", "STATE", "GPUS", "NODE"), [row])
     return 0

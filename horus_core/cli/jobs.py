@@ -8,9 +8,11 @@ import shlex
 from horus_core.cli import output as fmt
 from horus_core.cli.base import ACTIVE_STATES, Subparsers, add_command, job_state
 from horus_core.cli.output import Output
+from horus_core.cli.progress import progress_fields, progress_record
 from horus_core.cli.records import job_gpu_stats_record, job_record
 from horus_core.client import GpuStatus, HorusClient, JobGpuStats
-from horus_core.model import Job, JobState
+from horus_core.gpurange import format_gpus, gpus_text
+from horus_core.model import Job, JobSpec, JobState
 
 REASON_WIDTH = 70
 TYPE_WIDTH = 32
@@ -64,7 +66,7 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
             j.spec.name,
             j.state.value,
             fmt.truncate(j.spec.job_type, TYPE_WIDTH),
-            j.spec.gpus,
+            gpus_text(j),
             j.node,
             predicted_speed(j),
             fmt.age(j.submitted_at),
@@ -83,7 +85,7 @@ async def show_queue(client: HorusClient, args: argparse.Namespace, out: Output)
         out.dump([{"position": i, **job_record(j)} for i, j in enumerate(queue, 1)])
         return 0
     rows = [
-        (i, j.id, j.spec.name, j.spec.owner, j.spec.gpus, j.spec.priority, fmt.age(j.submitted_at), j.reason)
+        (i, j.id, j.spec.name, j.spec.owner, gpus_text(j), j.spec.priority, fmt.age(j.submitted_at), j.reason)
         for i, j in enumerate(queue, 1)
     ]
     out.table(("#", "ID", "NAME", "OWNER", "GPUS", "PRIO", "WAITING", "REASON"), rows)
@@ -109,13 +111,15 @@ async def show_job(client: HorusClient, args: argparse.Namespace, out: Output) -
     statuses = await client.gpus() if job.gpus and job.state.active else []
     co_runners = co_runners_of(job, statuses)
     usage = usage_of(job, statuses)
+    progress = await client.progress(job.id)
     if out.json:
         record = job_record(job)
         record["co_runners"] = co_runners
         record["gpu_stats"] = [job_gpu_stats_record(u) for u in usage]
+        record["progress"] = progress_record(progress)
         out.dump(record)
         return 0
-    out.line(fmt.render_fields(job_fields(job)))
+    out.line(fmt.render_fields(job_fields(job) + progress_fields(progress)))
     if co_runners:
         out.line("Co-runners:")
         for uuid, ids in co_runners.items():
@@ -139,7 +143,7 @@ def job_fields(job: Job) -> list[tuple[str, object]]:
         ("Reason", job.reason),
         ("Command", shlex.join(spec.command)),
         ("Image", spec.image or "(none: runs as a process)"),
-        ("Requested", f"{spec.gpus} GPU(s), {share}, priority {spec.priority}"),
+        ("Requested", f"{requested_text(spec)}, {share}, priority {spec.priority}"),
         ("Speed floor", f"{spec.min_speed:g}x of solo" if spec.min_speed > 0 else "(cluster default)"),
         ("GPU types", ", ".join(spec.gpu_types) or "(any)"),
         ("Hints", hints_text(job)),
@@ -151,6 +155,12 @@ def job_fields(job: Job) -> list[tuple[str, object]]:
         ("Finished", fmt.timestamp(job.finished_at)),
         ("Exit code", job.exit_code),
     ]
+
+
+def requested_text(spec: JobSpec) -> str:
+    if spec.elastic:
+        return f"{format_gpus(spec)} GPU(s), elastic (starts on {spec.gpus})"
+    return f"{spec.gpus} GPU(s)"
 
 
 def hints_text(job: Job) -> str:

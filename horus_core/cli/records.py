@@ -26,6 +26,8 @@ def job_record(job: Job) -> Record:
         "node": job.node,
         "gpus": list(job.gpus),  # GPU UUIDs of the current/last attempt
         "gpus_requested": spec.gpus,
+        "gpus_min": spec.gpus_min,  # elastic range; both 0: not elastic
+        "gpus_max": spec.gpus_max,
         "exclusive": spec.exclusive,
         "priority": spec.priority,
         "min_speed": spec.min_speed,

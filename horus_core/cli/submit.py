@@ -9,14 +9,22 @@ from horus_core.cli.output import Output
 from horus_core.cli.records import job_record
 from horus_core.client import HorusClient
 from horus_core.errors import InvalidArgument
+from horus_core.gpurange import parse_gpus
 from horus_core.model import JobSpec, ProfileHints
 from horus_core.validation import validate_spec
 
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p = add_command(sub, "submit", submit_job, common, "submit a job; prints its id")
-    p.usage = "hctl submit --gpus N [options] -- CMD [ARGS...]"
-    p.add_argument("--gpus", type=int, required=True, metavar="N", help="number of GPUs (all on one node)")
+    p.usage = "hctl submit --gpus N|MIN:MAX [options] -- CMD [ARGS...]"
+    p.add_argument(
+        "--gpus",
+        required=True,
+        metavar="N|MIN:MAX",
+        help="number of GPUs (all on one node), or an elastic range MIN:MAX: the job starts on MIN "
+        "and the policy (optimus) may resize it within the range; it reads its count from "
+        "$WORLD_SIZE / $HORUS_GPUS at every start",
+    )
     p.add_argument("--name", default="")
     p.add_argument(
         "--type",
@@ -47,6 +55,13 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="TYPES",
         help="GPU types the job accepts, comma-separated, e.g. v100,a100 (default: any)",
     )
+    p.add_argument(
+        "--total-steps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the steps the job trains for, if known (progress estimates and optimus use it; 0: unknown)",
+    )
     p.add_argument("--util-avg", type=float, metavar="PCT", help="expected average GPU utilisation, %%")
     p.add_argument("--util-peak", type=float, metavar="PCT", help="expected peak GPU utilisation, %%")
     p.add_argument("--mem-mib", type=int, metavar="MIB", help="expected GPU memory use")
@@ -67,9 +82,10 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         raise InvalidArgument(
             "command", "missing; give it after '--', e.g. hctl submit --gpus 1 -- python train.py"
         )
+    gpus, gpus_min, gpus_max = parse_gpus(str(args.gpus))
     spec = JobSpec(
         command=tuple(command),
-        gpus=args.gpus,
+        gpus=gpus,
         name=args.name,
         job_type=args.job_type,
         image=args.image,
@@ -83,6 +99,9 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         mounts=tuple(args.mounts),
         min_speed=args.min_speed,
         gpu_types=parse_gpu_types(args.gpu_types),
+        gpus_min=gpus_min,
+        gpus_max=gpus_max,
+        total_steps=args.total_steps,
     )
     return validate_spec(spec)
 

@@ -19,6 +19,7 @@ from horus_core.client._views import (
     GpuStatus,
     JobEvent,
     JobPage,
+    JobProgress,
     LogChunk,
     PairSpeed,
     Profile,
@@ -249,6 +250,15 @@ class HorusClient:
         req = cpb.GetServerStatsRequest(reset=reset)
         return _convert.server_stats_from_pb(
             await self._unary(lambda: self._stub.GetServerStats(req, **self._opts()))
+        )
+
+    async def progress(self, job_id: str, history: int = 0) -> JobProgress:
+        """A job's latest progress report and the master's estimate of what is left (steps and
+        seconds, from the fitted loss curve or ``total_steps``); ``history``: also that many of
+        the kept reports (at most 512), oldest first."""
+        req = cpb.GetJobProgressRequest(job_id=job_id, history=history)
+        return _convert.job_progress_from_pb(
+            await self._unary(lambda: self._stub.GetJobProgress(req, **self._opts()))
         )
 
     # --------------------------------------------------------------------------- helpers

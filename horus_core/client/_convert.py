@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from horus_core import wire
 from horus_core.client._views import (
     ClusterInfo,
     GpuStatus,
     JobEvent,
     JobPage,
+    JobProgress,
     LatencySummary,
     LogChunk,
     PairSpeed,
     Profile,
+    ProgressReport,
     ServerStats,
 )
 from horus_core.gen import client_pb2 as cpb
@@ -83,3 +87,26 @@ def server_stats_from_pb(msg: cpb.ServerStats) -> ServerStats:
 
 def job_page_from_pb(msg: cpb.ListJobsResponse) -> JobPage:
     return JobPage(jobs=tuple(wire.job_from_pb(j) for j in msg.jobs), next_page_token=msg.next_page_token)
+
+
+def _opt(msg: Any, name: str) -> float | None:
+    return float(getattr(msg, name)) if msg.HasField(name) else None
+
+
+def progress_report_from_pb(msg: cpb.ProgressPoint) -> ProgressReport:
+    return ProgressReport(msg.attempt, msg.step, _opt(msg, "loss"), msg.samples_per_s, msg.at)
+
+
+def job_progress_from_pb(msg: cpb.JobProgressReport) -> JobProgress:
+    b = (_opt(msg, "curve_b0"), _opt(msg, "curve_b1"), _opt(msg, "curve_b2"))
+    return JobProgress(
+        job_id=msg.job_id,
+        latest=progress_report_from_pb(msg.latest) if msg.HasField("latest") else None,
+        points=msg.points,
+        estimate_from=msg.estimate_from,
+        steps_left=_opt(msg, "steps_left"),
+        seconds_left=_opt(msg, "seconds_left"),
+        target_step=_opt(msg, "target_step"),
+        curve=(b[0], b[1], b[2]) if b[0] is not None and b[1] is not None and b[2] is not None else None,
+        history=tuple(progress_report_from_pb(p) for p in msg.history),
+    )

@@ -22,6 +22,7 @@ from horus_core.client._views import (
     GpuStatus,
     JobEvent,
     JobPage,
+    JobProgress,
     PairSpeed,
     Profile,
     ServerStats,
@@ -152,6 +153,9 @@ class SyncHorusClient:
 
     def server_stats(self, reset: bool = False) -> ServerStats:
         return self._run(self._client.server_stats(reset))
+
+    def progress(self, job_id: str, history: int = 0) -> JobProgress:
+        return self._run(self._client.progress(job_id, history))
 
     # -------------------------------------------------------------------------- plumbing
 

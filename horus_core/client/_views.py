@@ -107,3 +107,31 @@ class JobPage:
 
     jobs: tuple[Job, ...]
     next_page_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressReport:
+    """One progress report of a job as the master kept it (:meth:`HorusClient.progress`)."""
+
+    attempt: int
+    step: int
+    loss: float | None  # None: the job reported none
+    samples_per_s: float
+    at: float  # unix seconds
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """A job's latest progress and what is left of it, estimated by the master from its kept
+    reports (Optimus's loss-curve fit, or the spec's ``total_steps``); estimates are None until
+    there is one. ``history`` holds the kept reports asked for, oldest first."""
+
+    job_id: str
+    latest: ProgressReport | None
+    points: int  # reports kept in the master's bounded history
+    estimate_from: str  # "total_steps", "loss curve" or "" (no estimate)
+    steps_left: float | None
+    seconds_left: float | None
+    target_step: float | None
+    curve: tuple[float, float, float] | None  # (b0, b1, b2) of l(k) = 1 / (b0*k + b1) + b2
+    history: tuple[ProgressReport, ...] = ()

@@ -484,3 +484,146 @@ class ServerStats(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ServerStats: _TypeAlias = ServerStats  # noqa: Y015
+
+@_typing.final
+class GetJobProgressRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    HISTORY_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    history: _builtins.int
+    """points of the kept history to return, newest last (0 = none, at most 512)"""
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        history: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "job_id", b"job_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetJobProgressRequest: _TypeAlias = GetJobProgressRequest  # noqa: Y015
+
+@_typing.final
+class ProgressPoint(_message.Message):
+    """One progress report of a job, as the master kept it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    STEP_FIELD_NUMBER: _builtins.int
+    LOSS_FIELD_NUMBER: _builtins.int
+    SAMPLES_PER_S_FIELD_NUMBER: _builtins.int
+    AT_FIELD_NUMBER: _builtins.int
+    attempt: _builtins.int
+    step: _builtins.int
+    loss: _builtins.float
+    samples_per_s: _builtins.float
+    at: _builtins.float
+    """unix seconds"""
+    def __init__(
+        self,
+        *,
+        attempt: _builtins.int = ...,
+        step: _builtins.int = ...,
+        loss: _builtins.float | None = ...,
+        samples_per_s: _builtins.float = ...,
+        at: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_loss", b"_loss", "loss", b"loss"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_loss", b"_loss", "at", b"at", "attempt", b"attempt", "loss", b"loss", "samples_per_s", b"samples_per_s", "step", b"step"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__loss: _TypeAlias = _typing.Literal["loss"]  # noqa: Y015
+    _WhichOneofArgType__loss: _TypeAlias = _typing.Literal["_loss", b"_loss"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__loss) -> _WhichOneofReturnType__loss | None: ...
+
+Global___ProgressPoint: _TypeAlias = ProgressPoint  # noqa: Y015
+
+@_typing.final
+class JobProgressReport(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    LATEST_FIELD_NUMBER: _builtins.int
+    POINTS_FIELD_NUMBER: _builtins.int
+    STEPS_LEFT_FIELD_NUMBER: _builtins.int
+    SECONDS_LEFT_FIELD_NUMBER: _builtins.int
+    ESTIMATE_FROM_FIELD_NUMBER: _builtins.int
+    CURVE_B0_FIELD_NUMBER: _builtins.int
+    CURVE_B1_FIELD_NUMBER: _builtins.int
+    CURVE_B2_FIELD_NUMBER: _builtins.int
+    TARGET_STEP_FIELD_NUMBER: _builtins.int
+    HISTORY_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    points: _builtins.int
+    """reports kept in the bounded history"""
+    steps_left: _builtins.float
+    """The estimate (Optimus's loss-curve fit, or total_steps when the spec gives it): unset when
+    there is none yet (too few points, or no loss curve that descends).
+    """
+    seconds_left: _builtins.float
+    """steps_left at the recent steps/s rate"""
+    estimate_from: _builtins.str
+    """"total_steps", "loss curve" or "" (no estimate)"""
+    curve_b0: _builtins.float
+    """the fitted l(k) = 1 / (b0*k + b1) + b2"""
+    curve_b1: _builtins.float
+    curve_b2: _builtins.float
+    target_step: _builtins.float
+    """total_steps or the curve's convergence step"""
+    @_builtins.property
+    def latest(self) -> Global___ProgressPoint:
+        """unset when the job never reported"""
+
+    @_builtins.property
+    def history(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProgressPoint]: ...
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        latest: Global___ProgressPoint | None = ...,
+        points: _builtins.int = ...,
+        steps_left: _builtins.float | None = ...,
+        seconds_left: _builtins.float | None = ...,
+        estimate_from: _builtins.str = ...,
+        curve_b0: _builtins.float | None = ...,
+        curve_b1: _builtins.float | None = ...,
+        curve_b2: _builtins.float | None = ...,
+        target_step: _builtins.float | None = ...,
+        history: _abc.Iterable[Global___ProgressPoint] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0", "_curve_b1", b"_curve_b1", "_curve_b2", b"_curve_b2", "_seconds_left", b"_seconds_left", "_steps_left", b"_steps_left", "_target_step", b"_target_step", "curve_b0", b"curve_b0", "curve_b1", b"curve_b1", "curve_b2", b"curve_b2", "latest", b"latest", "seconds_left", b"seconds_left", "steps_left", b"steps_left", "target_step", b"target_step"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0", "_curve_b1", b"_curve_b1", "_curve_b2", b"_curve_b2", "_seconds_left", b"_seconds_left", "_steps_left", b"_steps_left", "_target_step", b"_target_step", "curve_b0", b"curve_b0", "curve_b1", b"curve_b1", "curve_b2", b"curve_b2", "estimate_from", b"estimate_from", "history", b"history", "job_id", b"job_id", "latest", b"latest", "points", b"points", "seconds_left", b"seconds_left", "steps_left", b"steps_left", "target_step", b"target_step"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__curve_b0: _TypeAlias = _typing.Literal["curve_b0"]  # noqa: Y015
+    _WhichOneofArgType__curve_b0: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0"]  # noqa: Y015
+    _WhichOneofReturnType__curve_b1: _TypeAlias = _typing.Literal["curve_b1"]  # noqa: Y015
+    _WhichOneofArgType__curve_b1: _TypeAlias = _typing.Literal["_curve_b1", b"_curve_b1"]  # noqa: Y015
+    _WhichOneofReturnType__curve_b2: _TypeAlias = _typing.Literal["curve_b2"]  # noqa: Y015
+    _WhichOneofArgType__curve_b2: _TypeAlias = _typing.Literal["_curve_b2", b"_curve_b2"]  # noqa: Y015
+    _WhichOneofReturnType__seconds_left: _TypeAlias = _typing.Literal["seconds_left"]  # noqa: Y015
+    _WhichOneofArgType__seconds_left: _TypeAlias = _typing.Literal["_seconds_left", b"_seconds_left"]  # noqa: Y015
+    _WhichOneofReturnType__steps_left: _TypeAlias = _typing.Literal["steps_left"]  # noqa: Y015
+    _WhichOneofArgType__steps_left: _TypeAlias = _typing.Literal["_steps_left", b"_steps_left"]  # noqa: Y015
+    _WhichOneofReturnType__target_step: _TypeAlias = _typing.Literal["target_step"]  # noqa: Y015
+    _WhichOneofArgType__target_step: _TypeAlias = _typing.Literal["_target_step", b"_target_step"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__curve_b0) -> _WhichOneofReturnType__curve_b0 | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__curve_b1) -> _WhichOneofReturnType__curve_b1 | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__curve_b2) -> _WhichOneofReturnType__curve_b2 | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__seconds_left) -> _WhichOneofReturnType__seconds_left | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__steps_left) -> _WhichOneofReturnType__steps_left | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__target_step) -> _WhichOneofReturnType__target_step | None: ...
+
+Global___JobProgressReport: _TypeAlias = JobProgressReport  # noqa: Y015

@@ -50,6 +50,8 @@ class HorusServiceStub:
     """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
     client auth is on).
     """
+    GetJobProgress: _grpc.UnaryUnaryMultiCallable[_client_pb2.GetJobProgressRequest, _client_pb2.JobProgressReport]
+    """A job's reported progress (bounded history) and the fitted estimate of what is left."""
 
 @_typing.type_check_only
 class HorusServiceAsyncStub(HorusServiceStub):
@@ -72,6 +74,8 @@ class HorusServiceAsyncStub(HorusServiceStub):
     """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
     client auth is on).
     """
+    GetJobProgress: _aio.UnaryUnaryMultiCallable[_client_pb2.GetJobProgressRequest, _client_pb2.JobProgressReport]  # type: ignore[assignment]
+    """A job's reported progress (bounded history) and the fitted estimate of what is left."""
 
 class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
     """The client plane: the SDK and hctl talk to the master through this service."""
@@ -157,5 +161,13 @@ class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
         """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
         client auth is on).
         """
+
+    @_abc_1.abstractmethod
+    def GetJobProgress(
+        self,
+        request: _client_pb2.GetJobProgressRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_client_pb2.JobProgressReport, _abc.Awaitable[_client_pb2.JobProgressReport]]:
+        """A job's reported progress (bounded history) and the fitted estimate of what is left."""
 
 def add_HorusServiceServicer_to_server(servicer: HorusServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

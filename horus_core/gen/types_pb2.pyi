@@ -142,6 +142,8 @@ class JobSpec(_message.Message):
     MEMORY_MIB_FIELD_NUMBER: _builtins.int
     MOUNTS_FIELD_NUMBER: _builtins.int
     TOTAL_STEPS_FIELD_NUMBER: _builtins.int
+    GPUS_MIN_FIELD_NUMBER: _builtins.int
+    GPUS_MAX_FIELD_NUMBER: _builtins.int
     GPU_TYPES_FIELD_NUMBER: _builtins.int
     MIN_SPEED_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
@@ -158,6 +160,11 @@ class JobSpec(_message.Message):
     cpus: _builtins.float
     memory_mib: _builtins.int
     total_steps: _builtins.int
+    gpus_min: _builtins.int
+    """Elastic range (Optimus): the job runs on any GPU count in [gpus_min, gpus_max] and learns it
+    from WORLD_SIZE / HORUS_GPUS at each start; both 0 = not elastic (gpus only).
+    """
+    gpus_max: _builtins.int
     min_speed: _builtins.float
     """speed floor in [0, 1] (1.0 = solo); 0 = the cluster default"""
     @_builtins.property
@@ -190,12 +197,14 @@ class JobSpec(_message.Message):
         memory_mib: _builtins.int = ...,
         mounts: _abc.Iterable[_builtins.str] | None = ...,
         total_steps: _builtins.int = ...,
+        gpus_min: _builtins.int = ...,
+        gpus_max: _builtins.int = ...,
         gpu_types: _abc.Iterable[_builtins.str] | None = ...,
         min_speed: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hints", b"hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "owner", b"owner", "priority", b"priority", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "gpus_max", b"gpus_max", "gpus_min", b"gpus_min", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "owner", b"owner", "priority", b"priority", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -4,13 +4,14 @@ passes, and the discrete Tiresias-style priority levels and preemptions it impli
 The policy keeps the ledger itself because neither the live master's nor the simulator's Job
 carries an attempt history: each pass adds ``GPUs x (now - last pass)`` to every running job
 (from the later of the last pass and the moment its current attempt was first seen running), and forgets
-ids that left the snapshot (finished). A master restart starts the ledger at zero.
+ids that left the snapshot (finished). A restarted master rebuilds the ledger from the stored
+attempt history (:meth:`Attained.restore`), so the order survives a restart.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +46,12 @@ class Attained:
     factor: float = FACTOR
     levels: int = LEVELS
     min_slice_s: float = MIN_SLICE_S
+    # Hysteresis (``horus+``): a job stopped k times by this ledger runs ``min_slice_s x
+    # slice_growth^k`` before it may be stopped again, and a victim must be ``min_gap`` levels
+    # above the waiting job (1: any higher level). The defaults are ``horus``'s (none).
+    slice_growth: float = 1.0
+    min_gap: int = 1
+    stops: dict[str, int] = field(default_factory=dict)  # job id -> times stopped here
     service: dict[str, float] = field(default_factory=dict)  # job id -> GPU-seconds
     since: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, first seen)
     last: float | None = None
@@ -52,6 +59,9 @@ class Attained:
 
     def __post_init__(self) -> None:
         self.bounds = thresholds(self.base_gpu_s, self.factor, self.levels)
+        if not (self.slice_growth >= 1.0 and self.min_gap >= 1):
+            raise InvalidArgument("las", f"need slice_growth >= 1 and min_gap >= 1; got {self.slice_growth}, "
+                                  f"{self.min_gap}")  # fmt: skip
 
     def observe(self, snapshot: ClusterSnapshot, now: float) -> None:
         """Credit every running job with its GPU-seconds since the last pass."""
@@ -69,6 +79,17 @@ class Attained:
         present = {j.id for j in snapshot.jobs}
         if len(self.service) > len(present):
             self.service = {k: v for k, v in self.service.items() if k in present}
+        if len(self.stops) > len(present):
+            self.stops = {k: v for k, v in self.stops.items() if k in present}
+        self.last = now
+
+    def restore(
+        self, service: Mapping[str, float], running: Mapping[str, tuple[int, float]], now: float
+    ) -> None:
+        """Start from a ledger rebuilt from the store (a restarted master): GPU-seconds per job
+        up to ``now``, and each running job's (attempt, start) for its minimum slice."""
+        self.service = {k: v for k, v in service.items() if v > 0}
+        self.since = dict(running)
         self.last = now
 
     def level(self, job_id: str) -> int:
@@ -86,9 +107,9 @@ class Attained:
         waits = {a.job_id for a in actions if isinstance(a, Wait)}
         waiting = [j for j in snapshot.jobs if j.id in waits and j.state is JobState.PENDING]
         victims = [j for j in snapshot.jobs if j.state is _RUNNING]
-        victims = [j for j in victims if now - self.since.get(j.id, (0, now))[1] >= self.min_slice_s]
+        victims = [j for j in victims if now - self.since.get(j.id, (0, now))[1] >= self._slice(j.id)]
         # (the usual pass: no waiting job outranks a victim; known before sorting either list)
-        if not waiting or not victims or min(map(self._class, waiting)) >= max(map(self._class, victims)):
+        if not waiting or not victims or min(map(self._bar, waiting)) >= max(map(self._class, victims)):
             return []
         waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
         victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)
@@ -96,7 +117,7 @@ class Attained:
         rooms = [r for r in rooms if r.ready]
         out: list[Preempt] = []
         for job in waiting:
-            top = self._class(job)
+            top = self._bar(job)
             best: tuple[int, _Node, list[Job]] | None = None
             for room in rooms:
                 here = [v for v in victims if v.node == room.name and self._class(v) > top]
@@ -107,11 +128,21 @@ class Attained:
                 best[1].take(job.spec.gpus, best[2])
                 why = f"job {job.id} has attained less service (level {self.level(job.id)})"
                 out += [Preempt(v.id, why) for v in best[2]]
+                for v in best[2]:
+                    self.stops[v.id] = self.stops.get(v.id, 0) + 1
                 victims = [v for v in victims if v not in best[2]]
         return out
 
     def _class(self, job: Job) -> tuple[int, int]:
         return (-job.spec.priority, self.level(job.id))
+
+    def _bar(self, job: Job) -> tuple[int, int]:
+        """The class a victim must be above to be stopped for ``job`` (``min_gap`` levels up)."""
+        return (-job.spec.priority, self.level(job.id) + self.min_gap - 1)
+
+    def _slice(self, job_id: str) -> float:
+        """The minimum run of the job's current attempt (longer for a job stopped before)."""
+        return self.min_slice_s * self.slice_growth ** self.stops.get(job_id, 0)
 
 
 class _Node:

@@ -13,6 +13,7 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
 from master.api.errors import Ctx, streaming, unary
+from master.api.progress import progress_report
 from master.api.views import NodeViews, gpu_statuses, learned_profiles, pair_to_pb
 from master.auth import caller
 from master.loopmon import LatencySnapshot, LatencyWindow, LoopMonitor
@@ -124,6 +125,11 @@ class HorusServicer(cgrpc.HorusServiceServicer):
             policy=self.policy_name,
             max_gpus_per_node=self.core.registry.max_gpus_per_node() or 0,
         )
+
+    @unary
+    async def GetJobProgress(self, request: cpb.GetJobProgressRequest, context: Ctx) -> cpb.JobProgressReport:
+        job = await self.jobs.get(request.job_id, caller())  # (access checked as for GetJob)
+        return await progress_report(self.core, job, request.history)
 
     @unary
     async def GetServerStats(self, request: cpb.GetServerStatsRequest, context: Ctx) -> cpb.ServerStats:

@@ -7,12 +7,14 @@ from collections import OrderedDict
 
 from horus_core.model import JobState
 from horus_core.plane import AttemptLog, AttemptProgress, AttemptUpdate, Heartbeat
+from horus_core.policies.optimus.journal import ProgressPoint
 from master.clock import Clock
 from master.learning.learner import Learner
 from master.services import transitions as tr
 from master.services.core import Dispatcher, JobWriter, Wakeup
 from master.services.logs import JOB_ID, LogStore
 from master.services.nodes import NodeEntry, NodeRegistry
+from master.services.progress import ProgressKeeper
 from master.services.session import Session
 from master.services.workers import WorkerPlane
 from master.store.reads import Reader
@@ -23,6 +25,12 @@ log = logging.getLogger(__name__)
 KILL_REPEAT_S = 15.0  # a stale attempt still reported running gets another Kill after this long
 STALE = "stale attempt: not current on this node"
 _REPORTABLE = (JobState.RUNNING, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+def point_of(msg: AttemptProgress) -> ProgressPoint:
+    """A report as the journal keeps it; the wire's loss 0 means the job reported none."""
+    loss = msg.loss if msg.loss > 0 else None
+    return ProgressPoint(msg.attempt, msg.step, loss, msg.samples_per_s, msg.at)
 
 
 class AttemptHandler:
@@ -38,11 +46,13 @@ class AttemptHandler:
         learner: Learner,
         logs: LogStore,
         read: Reader,
+        progress: ProgressKeeper | None = None,
     ) -> None:
         self.plane = plane
         self.registry, self.clock, self.read = registry, clock, read
         self.writer, self.dispatch, self.wakeup = writer, dispatch, wakeup
         self.learner, self.logs = learner, logs
+        self.journals = progress  # the jobs' progress journals (issue 12)
         self._kills: dict[tuple[str, int], float] = {}
         self._log_nodes: OrderedDict[tuple[str, int], str] = OrderedDict()
 
@@ -137,3 +147,5 @@ class AttemptHandler:
         entry = self.touch(session)
         if entry is not None and (msg.job_id, msg.attempt) in entry.owned and JOB_ID.match(msg.job_id):
             self.learner.on_progress(entry.name, msg)
+            if self.journals is not None:
+                self.journals.record(msg.job_id, point_of(msg))

@@ -22,6 +22,7 @@ from master.learning.learner import Learner
 from master.services.events import EventBus
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
+from master.services.progress import ProgressKeeper
 from master.store import Store
 from master.store.jobs import Change, SetPendingReasonOp, SubmitOp, SubmitResult, Transition, TransitionOp
 from master.store.live import LiveIndex
@@ -120,6 +121,8 @@ class Core:
     # Held while the cluster's placement changes hands: reconciliation, node loss, and a
     # scheduling pass's apply + dispatch. Never held across a policy decision.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Jobs' progress journals (issue 12): None in harnesses that build a Core without one.
+    progress: ProgressKeeper | None = None
 
     def __post_init__(self) -> None:
         self.writer = JobWriter(self.store, self.events)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from horus_core.model import Assign, ClusterSnapshot, JobState, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
+from horus_core.policies.optimus.history import ProgressObserver
 from master.clock import Clock
 from master.config import MasterConfig
 from master.learning.learner import Learner
@@ -24,6 +25,7 @@ from master.services import transitions as tr
 from master.services.core import Dispatcher, JobWriter, Wakeup
 from master.services.floor import FloorEnforcer
 from master.services.nodes import NodeRegistry
+from master.services.progress import ProgressKeeper
 from master.store.jobs import Change, Transition
 from master.store.live import IndexLookup
 
@@ -69,6 +71,7 @@ class Scheduler:
         policy: Policy,
         liveness: Callable[[], Awaitable[None]],
         floor: FloorEnforcer,
+        progress: ProgressKeeper | None = None,
     ) -> None:
         self.config, self.clock, self.registry, self.learner = config, clock, registry, learner
         self.writer, self.dispatch, self.wakeup = writer, dispatch, wakeup
@@ -84,6 +87,7 @@ class Scheduler:
         self.observers: list[Callable[[float, PassResult], None]] = []
         self._rest_s = 0.0
         self.floor = floor  # speed floors: co-runners to move (issue 10)
+        self.progress = progress  # the jobs' progress journals (issue 12)
 
     async def run(self) -> None:
         """Forever (until cancelled): wait for a poke or the tick, then liveness + a pass."""
@@ -115,13 +119,31 @@ class Scheduler:
 
     async def run_once(self) -> PassResult:
         await self.learner.checkpoint()  # (every minute: stores what running attempts measured)
+        await self._save_progress()
         async with self._pass_lock:
             self.learner.apply_observations()  # no policy is running now
+            self._observe_progress()
             started = time.perf_counter()
             result = await self._pass()
             for fn in self.observers:
                 fn(time.perf_counter() - started, result)
             return result
+
+    async def _save_progress(self) -> None:
+        keeper = self.progress
+        if keeper is not None:
+            keeper.prune(lambda job_id: self.writer.live.get(job_id) is not None)
+            await keeper.save()
+
+    def _observe_progress(self) -> None:
+        """Hand the progress reports since the last pass to a policy that wants them (optimus)."""
+        keeper = self.progress
+        if keeper is None:
+            return
+        seen = keeper.take_observations()
+        if isinstance(self.policy, ProgressObserver):
+            for job_id, step, loss, at in seen:
+                self.policy.observe_progress(job_id, step, loss, at)
 
     async def _pass(self) -> PassResult:
         self.passes += 1

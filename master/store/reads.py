@@ -77,6 +77,10 @@ class Reader:
         async with self._pool.conn() as conn, conn.execute(sql, tuple(params)) as cur:
             return list(await cur.fetchall())
 
+    async def rows(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        """Rows of a read-only query, for the store modules that own their tables' SQL."""
+        return await self._all(sql, params)
+
     async def _one(self, sql: str, params: Sequence[object] = ()) -> Any:
         async with self._pool.conn() as conn, conn.execute(sql, tuple(params)) as cur:
             return await cur.fetchone()

@@ -95,6 +95,8 @@ def spec_to_json(spec: JobSpec) -> str:
         "total_steps": spec.total_steps,
         "min_speed": spec.min_speed,
         "gpu_types": list(spec.gpu_types),
+        "gpus_min": spec.gpus_min,
+        "gpus_max": spec.gpus_max,
     }
     return json.dumps(doc, separators=(",", ":"), allow_nan=False)  # SQLite's JSON has no NaN
 
@@ -138,6 +140,8 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         memory_mib=int(d.get("memory_mib", 0)),
         mounts=_strings(d.get("mounts", [])),
         total_steps=int(d.get("total_steps", 0)),
+        gpus_min=int(d.get("gpus_min", 0)),
+        gpus_max=int(d.get("gpus_max", 0)),
         min_speed=_finite(d.get("min_speed", 0.0)),  # rows written before the field: the default
         gpu_types=_strings(d.get("gpu_types", [])),
     )

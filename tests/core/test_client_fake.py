@@ -61,6 +61,7 @@ class FakeMaster(client_pb2_grpc.HorusServiceServicer):
         self.watch_opened = 0
         self.logs: dict[tuple[str, int], list[bytes]] = {}
         self.max_gpus = 2
+        self.progress: dict[str, cpb.JobProgressReport] = {}  # GetJobProgress answers by job id
         self._watchers: list[tuple[str, asyncio.Queue[pb.JobEvent]]] = []
         self._seq = 0
         self.watching = asyncio.Event()  # set once a watch has subscribed
@@ -139,6 +140,11 @@ class FakeMaster(client_pb2_grpc.HorusServiceServicer):
         if self.get_delay:
             await asyncio.sleep(self.get_delay)
         return wire.job_to_pb(await self._job(request.job_id, context))
+
+    async def GetJobProgress(self, request: cpb.GetJobProgressRequest, context: Any) -> cpb.JobProgressReport:
+        await self._enter(context)
+        await self._job(request.job_id, context)
+        return self.progress.get(request.job_id) or cpb.JobProgressReport(job_id=request.job_id)
 
     async def ListJobs(self, request: cpb.ListJobsRequest, context: Any) -> cpb.ListJobsResponse:
         await self._enter(context)

@@ -1,0 +1,81 @@
+"""The least-attained-service ledger's hysteresis (what keeps ``horus+`` from thrashing): a job
+stopped before must run longer before it is stopped again, and a victim may have to be more
+than one level above the waiting job; ``horus`` keeps neither (its defaults)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from horus_core.errors import InvalidArgument
+from horus_core.model import ClusterSnapshot, Job, JobState, Preempt, Wait
+from horus_core.policies.attained import MIN_SLICE_S, Attained
+from horus_core.testing import nodes, pending, running
+
+R50 = "ResNet-50 (batch size 16)"
+ONE = nodes(1, 1)
+HOUR = 3600.0
+
+
+def stopped(las: Attained, victim: Job, waiting: Job, now: float) -> list[str]:
+    """Who the ledger stops at ``now`` for ``waiting`` left waiting behind ``victim``."""
+    snap = ClusterSnapshot(ONE, (victim, waiting))
+    las.observe(snap, now)
+    return [p.job_id for p in las.preempts(snap, [Wait(waiting.id, "no room")], now)]
+
+
+def attempt(job: Job, n: int) -> Job:
+    return replace(job, attempt=n, state=JobState.RUNNING)
+
+
+@pytest.mark.parametrize(("growth", "second_stop_after"), [(1.0, MIN_SLICE_S), (2.0, 2 * MIN_SLICE_S)])
+def test_a_job_stopped_before_runs_longer_before_the_next_stop(
+    growth: float, second_stop_after: float
+) -> None:
+    las = Attained(slice_growth=growth)
+    long = running("long", R50, ("n0g0",), exclusive=True)
+    new = pending("new", R50, at=10.0, exclusive=True)
+    las.observe(ClusterSnapshot(ONE, (long,)), 0.0)
+    assert stopped(las, long, new, 1.5 * HOUR) == ["long"]  # level 1 against level 0
+    assert las.stops == {"long": 1}
+    back = attempt(long, 2)  # started again at 2 h (the newcomer ran meanwhile and left)
+    las.observe(ClusterSnapshot(ONE, (back,)), 2 * HOUR)
+    newer = pending("newer", R50, at=20.0, exclusive=True)
+    just_before = 2 * HOUR + second_stop_after - 1.0
+    assert stopped(las, back, newer, just_before) == []
+    assert stopped(las, back, newer, just_before + 2.0) == ["long"]
+
+
+def test_a_victim_must_be_min_gap_levels_above() -> None:
+    las = Attained(min_gap=2)
+    long = running("long", R50, ("n0g0",), exclusive=True)
+    new = pending("new", R50, at=10.0, exclusive=True)
+    las.observe(ClusterSnapshot(ONE, (long,)), 0.0)
+    assert stopped(las, long, new, 1.5 * HOUR) == []  # level 1: one above, not two
+    assert stopped(las, long, new, 2.5 * HOUR) == ["long"]  # level 2
+    assert Attained().min_gap == 1 and Attained().slice_growth == 1.0  # horus's defaults
+
+
+def test_the_stop_counts_are_forgotten_with_the_job() -> None:
+    las = Attained()
+    las.stops["gone"] = 3
+    las.observe(ClusterSnapshot(ONE, ()), 0.0)
+    assert las.stops == {}
+
+
+@pytest.mark.parametrize(("growth", "gap"), [(0.5, 1), (1.0, 0)])
+def test_bad_hysteresis_is_refused(growth: float, gap: int) -> None:
+    with pytest.raises(InvalidArgument, match="las"):
+        Attained(slice_growth=growth, min_gap=gap)
+
+
+def test_preempt_actions_name_the_waiting_job() -> None:
+    las = Attained()
+    long = running("long", R50, ("n0g0",), exclusive=True)
+    new = pending("new", R50, at=10.0, exclusive=True)
+    las.observe(ClusterSnapshot(ONE, (long,)), 0.0)
+    snap = ClusterSnapshot(ONE, (long, new))
+    las.observe(snap, 1.5 * HOUR)
+    (act,) = las.preempts(snap, [Wait("new", "no room")], 1.5 * HOUR)
+    assert isinstance(act, Preempt) and "job new" in act.reason
