@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+DEFAULT_GRACE_S = 30.0  # a job's stop grace when its spec says 0
+
 
 class JobState(enum.Enum):
     PENDING = "PENDING"
@@ -77,6 +79,12 @@ class JobSpec:
     # GPU types the job accepts, lowercase families as in ``Gpu.gpu_type`` ("v100", "a100");
     # empty = any type. Every policy places the job only on GPUs of these types.
     gpu_types: tuple[str, ...] = ()
+    # Queues and priority classes (issue 13, docs/queues.md): "" = the user's default queue /
+    # the default class. ``grace_s``: SIGTERM -> SIGKILL grace when the job is stopped
+    # (preempted, cancelled); 0 = the default (DEFAULT_GRACE_S).
+    queue: str = ""
+    priority_class: str = ""
+    grace_s: float = 0.0
 
     @property
     def elastic(self) -> bool:
@@ -175,6 +183,8 @@ class Wait:
 
     job_id: str
     reason: str
+    # A reason code from the fixed vocabulary (e.g. "QuotaExceeded"); "" = none given.
+    code: str = ""
 
 
 Action = Assign | Preempt | Wait

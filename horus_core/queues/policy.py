@@ -1,0 +1,277 @@
+"""The one seam that makes any policy honour queues, quotas, fair share and priority preemption.
+
+:class:`QueuedPolicy` wraps a policy's ``decide``. Each pass it
+
+1. charges the users' fair share with what their jobs held since the last pass;
+2. orders the pending jobs (priority class, then the user's fair-share factor, then ``priority``,
+   then arrival) and admits them against their queue: first those that keep their queue within
+   its nominal quota, then those that borrow up to its borrowing limit; the rest wait with code
+   ``QuotaExceeded``;
+3. lets the inner policy place the guaranteed jobs, then (with those counted as running) the
+   borrowing ones, and drops any assignment that would take a queue past its limit on the GPU
+   types actually chosen;
+4. for a guaranteed job still waiting, preempts borrowed jobs of other queues (reclaim, code
+   ``WaitingForReclaim``); for a job of a class that may preempt, jobs of lower classes
+   (code ``Priority``). No job is preempted before it has run ``min_run_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Preempt, Wait
+from horus_core.packing.cluster import gpu_type
+from horus_core.policies.base import Policy
+from horus_core.queues.config import QueueConfig
+from horus_core.queues.fairshare import FairShare
+from horus_core.queues.ledger import WAIT_PRIORITY, WAIT_QUOTA, WAIT_RECLAIM, Ledger, demand, job_queue
+from horus_core.queues.ranking import rank_key, ranked
+from horus_core.queues.victims import Candidate, pick
+
+
+@dataclass
+class Admitted:
+    guaranteed: list[Job] = field(default_factory=list)
+    borrowing: list[Job] = field(default_factory=list)
+    held: dict[str, Wait] = field(default_factory=dict)
+    # Over its queue's limit, but of a class that may preempt lower classes of its queue.
+    over: list[Job] = field(default_factory=list)
+
+
+@dataclass
+class QueuedPolicy:
+    """``inner`` with queues and quotas (see the module doc); ``config`` may be swapped live."""
+
+    inner: Policy
+    config: QueueConfig
+    min_run_s: float = 0.0
+    fair: FairShare = field(init=False)
+    _since: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.fair = FairShare(self.config.half_life_s)
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def reload(self, config: QueueConfig) -> None:
+        """Use ``config`` from the next pass on; attained usage is kept."""
+        self.config = config
+        self.fair.half_life_s = config.half_life_s
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        cfg = self.config
+        types = {g.uuid: gpu_type(g) for n in snapshot.nodes for g in n.gpus}
+        active = list(snapshot.active())
+        self._track(active, now)
+        self.fair.charge(now)
+        ledger = Ledger.of(cfg, active, types)
+        admitted = self.admit(snapshot.pending(), ledger)
+        inner_preempts: dict[str, Preempt] = {}
+        waits: dict[str, Wait] = dict(admitted.held)
+        assigns: list[Assign] = []
+        running = list(active)
+        for tier in (admitted.guaranteed, admitted.borrowing):
+            if not tier:
+                continue
+            shown = ranked(tier, self._rank, self.inner.name)
+            actions = self.inner.decide(ClusterSnapshot(snapshot.nodes, (*running, *shown)), now)
+            placed = self._keep(actions, tier, ledger, types, waits, inner_preempts, now)
+            assigns += placed
+            running += _as_running(tier, placed)
+        preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, now)
+        for a in assigns:
+            self._since[(a.job_id, _attempt(snapshot, a.job_id) + 1)] = now
+        holding = [j for j in running if j.id not in preempts]
+        self.fair.hold(((job_queue(cfg, j), j.spec.owner), len(j.gpus)) for j in holding)
+        out: list[Action] = [*assigns, *preempts.values()]
+        return out + [
+            waits.get(j.id) or Wait(j.id, "pending") for j in snapshot.pending() if j.id not in _ids(assigns)
+        ]
+
+    # ------------------------------------------------------------------------------ admission
+
+    def share(self, job: Job) -> float:
+        """The fair-share factor of the job's user within its queue."""
+        q = job_queue(self.config, job)
+        queue = self.config.queues.get(q)
+        users = [job.spec.owner] if queue is None else list(queue.users)
+        return self.fair.factor(q, job.spec.owner, users, {} if queue is None else queue.weights)
+
+    def order(self, pending: Sequence[Job]) -> list[Job]:
+        """Higher class, then higher fair-share factor, then ``priority``, then arrival."""
+        level = self.config.level_of
+
+        def key(j: Job) -> tuple[float, ...]:
+            return (-level(j.spec.priority_class), -self.share(j), -j.spec.priority, j.submitted_at)
+
+        return sorted(pending, key=lambda j: (key(j), j.id))
+
+    def _rank(self, job: Job) -> int:
+        levels = sorted({pc.level for pc in self.config.classes.values()})
+        level = self.config.level_of(job.spec.priority_class)
+        return rank_key(levels.index(level) if level in levels else 0, self.share(job))
+
+    def admit(self, pending: Sequence[Job], ledger: Ledger) -> Admitted:
+        """Split the pending jobs into guaranteed, borrowing and held back (pure given state)."""
+        cfg, out = self.config, Admitted()
+        planned = Ledger(cfg, {q: dict(row) for q, row in ledger.used.items()})
+        for job in self.order(pending):
+            q, need = job_queue(cfg, job), demand(job)
+            queue = cfg.queues.get(q)
+            if queue is None:
+                out.held[job.id] = Wait(job.id, f"queue {q!r} is not configured", WAIT_QUOTA)
+            elif planned.within_nominal(q, need):
+                out.guaranteed.append(job)
+                planned.add(q, ["?"] * need)
+            elif planned.within_limit(q, need):
+                out.borrowing.append(job)
+                planned.add(q, ["?"] * need)
+            else:
+                why = (
+                    f"queue {q} holds or has queued ahead {planned.total(q)} GPU(s); its quota is "
+                    f"{queue.nominal_total} + {queue.borrowing_limit} borrowed"
+                )
+                out.held[job.id] = Wait(job.id, why, WAIT_QUOTA)
+                if cfg.may_preempt(job.spec.priority_class):
+                    out.over.append(job)
+        return out
+
+    def _keep(
+        self,
+        actions: Sequence[Action],
+        tier: Sequence[Job],
+        ledger: Ledger,
+        types: dict[str, str],
+        waits: dict[str, Wait],
+        preempts: dict[str, Preempt],
+        now: float,
+    ) -> list[Assign]:
+        """The inner policy's assignments that keep their queue within its limit; the rest wait."""
+        by_id = {j.id: j for j in tier}
+        out: list[Assign] = []
+        for a in actions:
+            if isinstance(a, Preempt) and a.job_id not in by_id and self._may_preempt(a.job_id, now):
+                preempts.setdefault(a.job_id, a)
+            elif isinstance(a, Wait) and a.job_id in by_id:
+                waits[a.job_id] = a
+            elif isinstance(a, Assign) and a.job_id in by_id:
+                q, chosen = job_queue(self.config, by_id[a.job_id]), [types.get(u, "") for u in a.gpus]
+                if ledger.fits(q, chosen):
+                    ledger.add(q, chosen)
+                    out.append(a)
+                else:
+                    why = f"queue {q} would pass its borrowing limit on {', '.join(sorted(set(chosen)))} GPUs"
+                    waits[a.job_id] = Wait(a.job_id, why, WAIT_QUOTA)
+        return out
+
+    # ----------------------------------------------------------------------------- preemption
+
+    def _preempt(
+        self,
+        snapshot: ClusterSnapshot,
+        running: list[Job],
+        admitted: Admitted,
+        waits: dict[str, Wait],
+        preempts: dict[str, Preempt],
+        ledger: Ledger,
+        now: float,
+    ) -> dict[str, Preempt]:
+        """Reclaim for waiting guaranteed jobs, then priority preemption (see the module doc)."""
+        cfg = self.config
+        active_ids = {j.id for j in snapshot.active()}
+        cands = [
+            Candidate(j, job_queue(cfg, j), cfg.level_of(j.spec.priority_class), self._start(j, now))
+            for j in running
+            if j.id in active_ids and j.id not in preempts and self._may_preempt(j.id, now)
+        ]
+        avail = _idle_gpus(snapshot, running)
+        budget = {q: ledger.borrowed(q) for q in cfg.queues}
+        for job in admitted.guaranteed + admitted.borrowing:
+            if job.id not in waits:
+                continue
+            short = demand(job) - avail
+            if short <= 0:
+                avail -= demand(job)  # idle GPUs it may get once what holds it back clears
+                continue
+            chosen, code, why = self._victims(job, job in admitted.guaranteed, cands, short, budget)
+            for c in chosen:
+                cands.remove(c)
+                budget[c.queue] = budget.get(c.queue, 0) - c.gpus
+                preempts[c.job.id] = Preempt(c.job.id, f"preempted: {why} (for {job.id})")
+            if chosen:
+                avail = max(0, avail + sum(c.gpus for c in chosen) - demand(job))
+                waits[job.id] = Wait(job.id, f"{why}: preempting {len(chosen)} job(s)", code)
+        for job in admitted.over:
+            q, level = job_queue(cfg, job), cfg.level_of(job.spec.priority_class)
+            chosen = pick(cands, demand(job), lambda c: c.queue == q and c.level < level)  # noqa: B023
+            for c in chosen:
+                cands.remove(c)
+                preempts[c.job.id] = Preempt(
+                    c.job.id, f"preempted: a job of a higher class needs queue {q}'s quota (for {job.id})"
+                )
+            if chosen:
+                waits[job.id] = Wait(
+                    job.id,
+                    f"queue {q} is at its quota: preempting {len(chosen)} job(s) of lower classes",
+                    WAIT_PRIORITY,
+                )
+        return preempts
+
+    def _victims(
+        self, job: Job, guaranteed: bool, cands: list[Candidate], short: int, budget: dict[str, int]
+    ) -> tuple[list[Candidate], str, str]:
+        """Who to preempt for ``job`` (reclaim if it is within its quota, else by class)."""
+        cfg = self.config
+        q, level = job_queue(cfg, job), cfg.level_of(job.spec.priority_class)
+        if guaranteed:
+            chosen = pick(cands, short, lambda c: c.queue != q, budget)
+            if chosen:
+                return chosen, WAIT_RECLAIM, f"queue {q} reclaims its quota"
+        if not cfg.may_preempt(job.spec.priority_class):
+            return [], "", ""
+
+        def lower(c: Candidate) -> bool:
+            return c.level < level and (c.queue == q or budget.get(c.queue, 0) >= c.gpus)
+
+        why = f"a job of a higher class ({job.spec.priority_class or cfg.default_class}) needs the GPUs"
+        return pick(cands, short, lower), WAIT_PRIORITY, why
+
+    def _may_preempt(self, job_id: str, now: float) -> bool:
+        starts = [t for (j, _), t in self._since.items() if j == job_id]
+        return not starts or now - max(starts) >= self.min_run_s
+
+    def _start(self, job: Job, now: float) -> float:
+        return self._since.get((job.id, job.attempt), now)
+
+    def _track(self, active: Sequence[Job], now: float) -> None:
+        """Remember when each running attempt was first seen; forget attempts that ended."""
+        keep = {(j.id, j.attempt) for j in active}
+        self._since = {k: t for k, t in self._since.items() if k in keep}
+        for k in keep:
+            self._since.setdefault(k, now)
+
+
+def _attempt(snapshot: ClusterSnapshot, job_id: str) -> int:
+    return next((j.attempt for j in snapshot.jobs if j.id == job_id), 0)
+
+
+def _ids(actions: Sequence[Assign]) -> set[str]:
+    return {a.job_id for a in actions}
+
+
+def _idle_gpus(snapshot: ClusterSnapshot, running: Sequence[Job]) -> int:
+    busy = {u for j in running for u in j.gpus}
+    return sum(1 for g in snapshot.ready_gpus() if g.uuid not in busy)
+
+
+def _as_running(jobs: Sequence[Job], assigns: Sequence[Assign]) -> list[Job]:
+    by_id = {j.id: j for j in jobs}
+    return [
+        dataclasses.replace(by_id[a.job_id], state=JobState.ASSIGNED, node=a.node, gpus=a.gpus)
+        for a in assigns
+        if a.job_id in by_id
+    ]
