@@ -75,6 +75,9 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         total_steps=spec.total_steps,
         min_speed=spec.min_speed,
         gpu_types=list(spec.gpu_types),
+        queue=spec.queue,
+        priority_class=spec.priority_class,
+        grace_s=spec.grace_s,
     )
 
 
@@ -102,6 +105,9 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         total_steps=msg.total_steps,
         min_speed=msg.min_speed,
         gpu_types=tuple(msg.gpu_types),
+        queue=msg.queue,
+        priority_class=msg.priority_class,
+        grace_s=msg.grace_s,
     )
 
 

@@ -47,6 +47,17 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="TYPES",
         help="GPU types the job accepts, comma-separated, e.g. v100,a100 (default: any)",
     )
+    p.add_argument("--queue", default="", help="queue to run in (default: your default queue)")
+    p.add_argument(
+        "--priority-class", default="", metavar="CLASS", help="priority class (default: the default class)"
+    )
+    p.add_argument(
+        "--grace-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="SIGTERM -> SIGKILL grace when stopped (0: 30 s)",
+    )
     p.add_argument("--util-avg", type=float, metavar="PCT", help="expected average GPU utilisation, %%")
     p.add_argument("--util-peak", type=float, metavar="PCT", help="expected peak GPU utilisation, %%")
     p.add_argument("--mem-mib", type=int, metavar="MIB", help="expected GPU memory use")
@@ -83,6 +94,9 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         mounts=tuple(args.mounts),
         min_speed=args.min_speed,
         gpu_types=parse_gpu_types(args.gpu_types),
+        queue=args.queue,
+        priority_class=args.priority_class,
+        grace_s=args.grace_s,
     )
     return validate_spec(spec)
 

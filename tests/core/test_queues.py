@@ -222,3 +222,39 @@ def test_unknown_queue_after_reload_waits(tmp_path: pathlib.Path) -> None:
     c.submit(job("x", "alice", queue="gone"))
     c.step()
     assert c.waits["x"].code == "QuotaExceeded" and "not configured" in c.waits["x"].reason
+
+
+# ------------------------------------------------------------------------ spec fields, wire
+
+
+def test_queue_fields_cross_the_wire_hctl_and_validation() -> None:
+    from horus_core.cli.main import build_parser
+    from horus_core.cli.submit import build_spec
+    from horus_core.model import JobSpec
+    from horus_core.validation import validate_spec
+    from horus_core.wire import spec_from_pb, spec_to_pb
+
+    args = build_parser().parse_args(
+        [
+            "submit",
+            "--gpus",
+            "1",
+            "--queue",
+            "team-a",
+            "--priority-class",
+            "high",
+            "--grace-s",
+            "45",
+            "--",
+            "python",
+            "t.py",
+        ]
+    )
+    args.command_argv = []
+    spec = build_spec(args)
+    assert (spec.queue, spec.priority_class, spec.grace_s) == ("team-a", "high", 45.0)
+    assert spec_from_pb(spec_to_pb(spec)) == spec
+    with pytest.raises(InvalidArgument, match="grace_s"):
+        validate_spec(JobSpec(("x",), grace_s=float("inf")))
+    with pytest.raises(InvalidArgument, match="queue"):
+        validate_spec(JobSpec(("x",), queue="q" * 300))
