@@ -6,8 +6,10 @@ from __future__ import annotations
 import grpc
 
 from horus_core import errors
+from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState, ProfileHints
+from horus_core.queues.usage import QueueUsage
 
 # ------------------------------------------------------------------------------------ enums
 
@@ -232,3 +234,32 @@ def error_from_status(code: grpc.StatusCode, details: str) -> errors.HorusError:
         if known is code:
             return cls(details)
     return errors.HorusError(f"{code.name}: {details}")
+
+
+# ------------------------------------------------------------------------------ queues (issue 13)
+
+
+def queue_usage_to_pb(row: QueueUsage) -> cpb.QueueUsageRow:
+    return cpb.QueueUsageRow(
+        name=row.name,
+        nominal=[cpb.QueueQuota(gpu_type=t, gpus=n) for t, n in sorted(row.nominal.items())],
+        borrowing_limit=row.borrowing_limit,
+        used=row.used,
+        borrowed=row.borrowed,
+        running=row.running,
+        pending=row.pending,
+        pending_gpus=row.pending_gpus,
+    )
+
+
+def queue_usage_from_pb(msg: cpb.QueueUsageRow) -> QueueUsage:
+    return QueueUsage(
+        msg.name,
+        {q.gpu_type: q.gpus for q in msg.nominal},
+        msg.borrowing_limit,
+        msg.used,
+        msg.borrowed,
+        msg.running,
+        msg.pending,
+        msg.pending_gpus,
+    )

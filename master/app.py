@@ -13,6 +13,7 @@ from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import worker_pb2_grpc as wgrpc
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.policies import Policy, make_policy
+from horus_core.queues import QueuedPolicy, load_config
 from master.api.client import HorusServicer
 from master.api.decode import DecodeGuard
 from master.api.worker import WorkerServicer
@@ -28,6 +29,7 @@ from master.services.joblogs import LogReader
 from master.services.jobs import JobService
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
+from master.services.queues import QueueService
 from master.services.scheduler import Scheduler
 from master.services.workers import WorkerPlane
 from master.store import Store
@@ -69,6 +71,8 @@ class Master:
             self._tokens = TokenTable.load(cfg.auth_tokens)
         model = self._interference if self._interference is not None else default_model()
         policy = self._policy or make_policy(cfg.policy, model)
+        if cfg.queues is not None:  # one wrapper gives every policy queues and quotas
+            policy = QueuedPolicy(policy, load_config(str(cfg.queues)), min_run_s=cfg.min_run_s)
         self.store = await Store.open(
             cfg.db_path,
             group_commit=cfg.group_commit,
@@ -103,7 +107,11 @@ class Master:
         self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
         self.plane = WorkerPlane(self.core)
         self.attempts = TimedAttempts(self.core, self.plane)
-        self.jobs = JobService(self.core)
+        qfile = self.config.queues
+        self.queues: QueueService | None = None
+        if isinstance(policy, QueuedPolicy) and qfile is not None:
+            self.queues = QueueService(self.core, policy, qfile)
+        self.jobs = JobService(self.core, self.queues)
         self.scheduler = Scheduler(self.core, policy, self.plane.check_liveness)
         self.policy = policy
         self.http = HttpSide(self.core, self.scheduler, self._tokens)
@@ -134,6 +142,7 @@ class Master:
                 self.policy.name,
                 monitor=self.monitor,
                 heartbeats=self.attempts.heartbeats,
+                queues=self.queues,
             ),
             server,
         )
@@ -153,6 +162,13 @@ class Master:
         await server.start()
         self._server = server
         return port
+
+    def reload_queues(self) -> bool:
+        """SIGHUP: read the queue file again (a bad one is logged and the old config kept)."""
+        if self.queues is None:
+            log.info("SIGHUP: no --queues file to reload")
+            return False
+        return self.queues.reload()
 
     async def stop(self) -> None:
         """Stop accepting, end the streams, let the writer finish its batch, close the db."""

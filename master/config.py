@@ -54,6 +54,10 @@ class MasterConfig:
     # Speed floor (issue 10) of a job submitted without one (min_speed 0), filled in at
     # submission; also what the floor enforcement checks measured speeds against. 0: none.
     min_speed: float = 0.0
+    # Queues and quotas (issue 13, docs/queues.md): the TOML file (None: one queue for all) and
+    # the least time an attempt runs before it may be preempted.
+    queues: pathlib.Path | None = None
+    min_run_s: float = 0.0
 
     def __post_init__(self) -> None:
         problem = timeout_problem(
@@ -65,6 +69,8 @@ class MasterConfig:
             raise ValueError(OPEN_WORKER_PLANE)
         if not (math.isfinite(self.min_speed) and 0.0 <= self.min_speed <= 1.0):
             raise ValueError(f"min_speed must be within [0, 1], got {self.min_speed}")
+        if not (math.isfinite(self.min_run_s) and self.min_run_s >= 0.0):
+            raise ValueError(f"min_run_s must be a number of seconds >= 0, got {self.min_run_s}")
 
     @property
     def kill_grace(self) -> float:

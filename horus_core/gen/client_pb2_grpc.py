@@ -91,6 +91,11 @@ class HorusServiceStub:
                 request_serializer=horus_dot_v1_dot_client__pb2.GetServerStatsRequest.SerializeToString,
                 response_deserializer=horus_dot_v1_dot_client__pb2.ServerStats.FromString,
                 _registered_method=True)
+        self.ListQueueUsage = channel.unary_unary(
+                '/horus.v1.HorusService/ListQueueUsage',
+                request_serializer=horus_dot_v1_dot_client__pb2.ListQueueUsageRequest.SerializeToString,
+                response_deserializer=horus_dot_v1_dot_client__pb2.ListQueueUsageResponse.FromString,
+                _registered_method=True)
 
 
 class HorusServiceServicer:
@@ -167,6 +172,13 @@ class HorusServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListQueueUsage(self, request, context):
+        """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HorusServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -224,6 +236,11 @@ def add_HorusServiceServicer_to_server(servicer, server):
                     servicer.GetServerStats,
                     request_deserializer=horus_dot_v1_dot_client__pb2.GetServerStatsRequest.FromString,
                     response_serializer=horus_dot_v1_dot_client__pb2.ServerStats.SerializeToString,
+            ),
+            'ListQueueUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueueUsage,
+                    request_deserializer=horus_dot_v1_dot_client__pb2.ListQueueUsageRequest.FromString,
+                    response_serializer=horus_dot_v1_dot_client__pb2.ListQueueUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -524,6 +541,33 @@ class HorusService:
             '/horus.v1.HorusService/GetServerStats',
             horus_dot_v1_dot_client__pb2.GetServerStatsRequest.SerializeToString,
             horus_dot_v1_dot_client__pb2.ServerStats.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueueUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/horus.v1.HorusService/ListQueueUsage',
+            horus_dot_v1_dot_client__pb2.ListQueueUsageRequest.SerializeToString,
+            horus_dot_v1_dot_client__pb2.ListQueueUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,6 +50,8 @@ class HorusServiceStub:
     """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
     client auth is on).
     """
+    ListQueueUsage: _grpc.UnaryUnaryMultiCallable[_client_pb2.ListQueueUsageRequest, _client_pb2.ListQueueUsageResponse]
+    """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md)."""
 
 @_typing.type_check_only
 class HorusServiceAsyncStub(HorusServiceStub):
@@ -72,6 +74,8 @@ class HorusServiceAsyncStub(HorusServiceStub):
     """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
     client auth is on).
     """
+    ListQueueUsage: _aio.UnaryUnaryMultiCallable[_client_pb2.ListQueueUsageRequest, _client_pb2.ListQueueUsageResponse]  # type: ignore[assignment]
+    """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md)."""
 
 class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
     """The client plane: the SDK and hctl talk to the master through this service."""
@@ -157,5 +161,13 @@ class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
         """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
         client auth is on).
         """
+
+    @_abc_1.abstractmethod
+    def ListQueueUsage(
+        self,
+        request: _client_pb2.ListQueueUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_client_pb2.ListQueueUsageResponse, _abc.Awaitable[_client_pb2.ListQueueUsageResponse]]:
+        """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md)."""
 
 def add_HorusServiceServicer_to_server(servicer: HorusServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -47,15 +47,13 @@ class QueuedPolicy:
     inner: Policy
     config: QueueConfig
     min_run_s: float = 0.0
+    name: str = field(init=False)  # the inner policy's
     fair: FairShare = field(init=False)
     _since: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.fair = FairShare(self.config.half_life_s)
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
+        self.name = self.inner.name
 
     def reload(self, config: QueueConfig) -> None:
         """Use ``config`` from the next pass on; attained usage is kept."""

@@ -16,6 +16,7 @@ from master.services.access import Identity, check_job_access, owner_filter, own
 from master.services.core import Core
 from master.services.events import JobEvent, Subscription
 from master.services.logs import JOB_ID
+from master.services.queues import QueueService
 from master.store.jobs import SubmitResult, new_job_id, request_key
 from master.store.rows import JobRow
 
@@ -70,8 +71,9 @@ def approx_size(job: Job) -> int:
 
 
 class JobService:
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, queues: QueueService | None = None) -> None:
         self.core = core
+        self.queues = queues  # --queues: each job's queue and class are checked at submit
 
     async def submit(self, spec: JobSpec, request_id: str, caller: Identity | None) -> SubmitResult:
         check_request_id(request_id)
@@ -81,6 +83,8 @@ class JobService:
             spec = dataclasses.replace(spec, owner=owner)
         max_gpus = core.registry.max_gpus_per_node()
         validate_spec(spec, max_gpus_per_node=max_gpus, allow_mounts=core.config.allow_mounts)
+        if self.queues is not None:
+            spec = self.queues.check(spec)
         if spec.min_speed == 0.0 and core.config.min_speed > 0.0:  # the cluster default, stored
             spec = dataclasses.replace(spec, min_speed=core.config.min_speed)
         env = strip_reserved_env(spec.env)
