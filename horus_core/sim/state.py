@@ -111,6 +111,8 @@ class JobRecord:
     attempts: int
     preemptions: int
     evictions: int
+    owner: str = ""
+    queue: str = ""
 
     @property
     def jct(self) -> float | None:
@@ -136,4 +138,6 @@ def record_of(job: SimJob) -> JobRecord:
         attempts=job.attempt,
         preemptions=job.preemptions,
         evictions=job.evictions,
+        owner=job.spec.owner,
+        queue=job.spec.queue,
     )
