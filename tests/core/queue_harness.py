@@ -9,8 +9,17 @@ from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobSpec, JobS
 from horus_core.policies.base import Policy
 
 
-def job(jid: str, owner: str, gpus: int = 1, *, queue: str = "", cls: str = "", at: float = 0.0) -> Job:
-    spec = JobSpec(("train",), gpus=gpus, owner=owner, queue=queue, priority_class=cls, exclusive=True)
+def job(
+    jid: str,
+    owner: str,
+    gpus: int = 1,
+    *,
+    queue: str = "",
+    cls: str = "",
+    at: float = 0.0,
+    exclusive: bool = True,
+) -> Job:
+    spec = JobSpec(("train",), gpus=gpus, owner=owner, queue=queue, priority_class=cls, exclusive=exclusive)
     return Job(jid, spec, JobState.PENDING, submitted_at=at)
 
 
@@ -21,6 +30,7 @@ class Cluster:
     jobs: dict[str, Job] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
     preempted: list[tuple[str, float]] = field(default_factory=list)  # (job, when)
+    ran_for: list[float] = field(default_factory=list)  # how long each preempted attempt had run
     waits: dict[str, Wait] = field(default_factory=dict)
     now: float = 0.0
 
@@ -55,6 +65,7 @@ class Cluster:
         elif isinstance(a, Preempt):
             assert j.state.active
             self.preempted.append((j.id, self.now))
+            self.ran_for.append(self.now - (j.started_at or 0.0))
             self.jobs[j.id] = dataclasses.replace(j, state=JobState.PENDING, gpus=(), node="")
         else:
             self.waits[j.id] = a
