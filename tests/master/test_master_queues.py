@@ -65,8 +65,13 @@ async def test_owner_reclaims_borrowed_gpu_and_usage_shows_it(tmp_path: pathlib.
         assert (kill.job_id, kill.attempt) == (a2, 1) and "queue b reclaims" in kill.reason
         got = await stub.GetJob(cpb.GetJobRequest(job_id=b1))
         assert got.state == pb.JOB_STATE_PENDING and "reclaims" in got.reason
+        await w.heartbeat(running=((a1, 1), (a2, 1)))  # a2 still stops: its GPU goes to no one
+        await w.barrier()
+        await m.scheduler.run_once()
+        assert (await stub.GetJob(cpb.GetJobRequest(job_id=b1))).state == pb.JOB_STATE_PENDING
         await w.update(a2, 1, pb.JOB_STATE_CANCELLED, exit_code=143)
         await w.heartbeat(running=((a1, 1),))
+        await w.barrier()
         m.core.poke()
         assert (await w.recv_kind("assign")).job_id == b1
         back = await stub.GetJob(cpb.GetJobRequest(job_id=a2))
