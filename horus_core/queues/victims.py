@@ -27,8 +27,8 @@ class Candidate:
 
 
 def order(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """Lowest priority class first, then the youngest attempt, then id (deterministic)."""
-    return sorted(candidates, key=lambda c: (c.level, -c.since, c.job.id))
+    """Lowest priority class first, then the youngest attempt, then the latest submitted, then id."""
+    return sorted(candidates, key=lambda c: (c.level, -c.since, -c.job.submitted_at, c.job.id))
 
 
 def pick(

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from horus_core.gen import types_pb2 as pb
-from horus_core.metrics import GpuSample, JobGpuSample, reason_label
+from horus_core.metrics import DEFAULT_QUEUE, GpuSample, JobGpuSample, reason_label
 from horus_core.model import Gpu, Job, JobState
 from master.services.core import Core
 from master.services.nodes import NodeEntry
@@ -79,6 +79,7 @@ class ClusterView:
                         mem_used_mib=u.mem_used_mib,
                         speed=self.speeds.get(job.id),
                         predicted_speed=job.predicted_slowdown,
+                        queue=job.spec.queue or DEFAULT_QUEUE,
                     )
                 )
         return out

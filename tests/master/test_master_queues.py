@@ -53,6 +53,7 @@ async def test_owner_reclaims_borrowed_gpu_and_usage_shows_it(tmp_path: pathlib.
         await w.connect()
         a1 = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
         assert (await w.recv_kind("assign")).job_id == a1
+        m.clock.advance(1.0)  # type: ignore[attr-defined]
         a2 = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
         assert (await w.recv_kind("assign")).job_id == a2  # borrowed: b's idle GPU
         await w.update(a1, 1, pb.JOB_STATE_RUNNING)
@@ -98,3 +99,35 @@ async def test_without_queues_the_rpc_says_so(tmp_path: pathlib.Path) -> None:
         answer = await stub.ListQueueUsage(cpb.ListQueueUsageRequest())
         assert not answer.configured and not answer.queues
         assert m.reload_queues() is False
+
+
+async def test_job_metrics_carry_the_jobs_queue(tmp_path: pathlib.Path) -> None:
+    from master_fakes import config
+    from test_metrics import scrape
+
+    from horus_core.testing import FakeClock
+    from master.app import Master
+
+    master = Master(
+        config(tmp_path, queues=queue_file(tmp_path)), clock=FakeClock(), metrics_listen="127.0.0.1:0"
+    )
+    async with master as m, client_for(m) as stub:
+        w = FakeWorker(m.port, "n1", n_gpus=1)
+        await w.connect()
+        jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="bob")))).job.id
+        a = await w.recv_kind("assign")
+        usage = [
+            pb.JobGpuStats(job_id=jid, attempt=1, gpu_uuid=w.gpus[0].uuid, util_sm=40.0, mem_used_mib=100)
+        ]
+        stats = [
+            pb.GpuStats(
+                uuid=w.gpus[0].uuid, util_sm=40.0, mem_used_mib=100, mem_total_mib=16384, healthy=True
+            )
+        ]
+        await w.update(jid, a.attempt, pb.JOB_STATE_RUNNING)
+        await w.heartbeat(running=((jid, 1),), gpus=stats, jobs=usage)
+        await w.barrier()
+        got = await scrape(m.http.metrics_port)
+        [row] = [s for s in got["horus_job_gpu_utilization"] if s.labels["job"] == jid]
+        assert (row.labels["queue"], row.labels["user"]) == ("b", "bob")
+        await w.close()
