@@ -1,8 +1,9 @@
-"""What each queue holds now: GPUs in use per GPU type, against its nominal quota and borrowing limit.
+"""What each queue holds now: the GPUs its jobs occupy, per GPU type, against its quota.
 
-A queue's *borrowed* GPUs are those beyond its nominal quota: per type, the GPUs above that
-type's quota, less the GPUs its any-type quota (``"*"``) covers. A queue may hold at most its
-borrowing limit of borrowed GPUs.
+A queue holds a GPU while any of its active jobs runs there; jobs of one queue sharing a GPU
+hold it once, so packing a queue's jobs costs it no quota. A queue's *borrowed* GPUs are those
+beyond its nominal quota: per type, the GPUs above that type's quota, less the GPUs its
+any-type quota (``"*"``) covers. A queue may hold at most its borrowing limit of borrowed GPUs.
 """
 
 from __future__ import annotations
@@ -35,39 +36,48 @@ def borrowed(queue: Queue, used: Mapping[str, int]) -> int:
 
 @dataclass
 class Ledger:
-    """GPUs in use per queue and type; grows as a pass admits and places jobs."""
+    """The GPUs each queue holds, plus GPUs planned for admitted jobs not yet placed."""
 
     config: QueueConfig
-    used: dict[str, dict[str, int]] = field(default_factory=dict)
+    types: Mapping[str, str]  # GPU uuid -> type
+    held: dict[str, set[str]] = field(default_factory=dict)
+    planned: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, config: QueueConfig, active: Iterable[Job], types: Mapping[str, str]) -> Ledger:
-        ledger = cls(config)
+        ledger = cls(config, types)
         for job in active:
-            ledger.add(job_queue(config, job), [types.get(u, "") for u in job.gpus])
+            ledger.hold(job_queue(config, job), job.gpus)
         return ledger
 
-    def add(self, queue: str, gpu_types: Iterable[str]) -> None:
-        row = self.used.setdefault(queue, {})
-        for t in gpu_types:
+    def copy(self) -> Ledger:
+        return Ledger(self.config, self.types, {q: set(g) for q, g in self.held.items()}, dict(self.planned))
+
+    def hold(self, queue: str, uuids: Iterable[str]) -> None:
+        self.held.setdefault(queue, set()).update(uuids)
+
+    def plan(self, queue: str, gpus: int) -> None:
+        self.planned[queue] = self.planned.get(queue, 0) + gpus
+
+    def used(self, queue: str, extra: Iterable[str] = ()) -> dict[str, int]:
+        """GPUs held per type (with ``extra`` GPUs added)."""
+        row: dict[str, int] = {}
+        for uuid in self.held.get(queue, set()) | set(extra):
+            t = self.types.get(uuid, "")
             row[t] = row.get(t, 0) + 1
+        return row
 
     def total(self, queue: str) -> int:
-        return sum(self.used.get(queue, {}).values())
+        return len(self.held.get(queue, ())) + self.planned.get(queue, 0)
 
     def borrowed(self, queue: str) -> int:
         q = self.config.queues.get(queue)
-        return 0 if q is None else borrowed(q, self.used.get(queue, {}))
+        return 0 if q is None else borrowed(q, self.used(queue))
 
-    def fits(self, queue: str, gpu_types: Iterable[str]) -> bool:
-        """Whether ``queue`` stays within nominal + borrowing limit with these GPUs added."""
+    def fits(self, queue: str, uuids: Iterable[str]) -> bool:
+        """Whether ``queue`` stays within nominal + borrowing limit also holding ``uuids``."""
         q = self.config.queues.get(queue)
-        if q is None:
-            return False
-        row = dict(self.used.get(queue, {}))
-        for t in gpu_types:
-            row[t] = row.get(t, 0) + 1
-        return borrowed(q, row) <= q.borrowing_limit
+        return q is not None and borrowed(q, self.used(queue, uuids)) <= q.borrowing_limit
 
     def within_nominal(self, queue: str, gpus: int) -> bool:
         """Whether ``gpus`` more (of any type) keep the queue within its nominal total."""

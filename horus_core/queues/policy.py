@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Preempt, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies.base import Policy
 from horus_core.queues.config import QueueConfig
@@ -38,6 +38,8 @@ class Admitted:
     held: dict[str, Wait] = field(default_factory=dict)
     # Over its queue's limit, but of a class that may preempt lower classes of its queue.
     over: list[Job] = field(default_factory=list)
+    # Over its queue's limit, but it may share a GPU the queue already holds (costs no quota).
+    packing: dict[str, list[Job]] = field(default_factory=dict)
 
 
 @dataclass
@@ -73,13 +75,10 @@ class QueuedPolicy:
         assigns: list[Assign] = []
         running = list(active)
         for tier in (admitted.guaranteed, admitted.borrowing):
-            if not tier:
-                continue
-            shown = ranked(tier, self._rank, self.inner.name)
-            actions = self.inner.decide(ClusterSnapshot(snapshot.nodes, (*running, *shown)), now)
-            placed = self._keep(actions, tier, ledger, types, waits, inner_preempts, now)
-            assigns += placed
-            running += _as_running(tier, placed)
+            assigns += self._tier(snapshot.nodes, tier, running, ledger, waits, inner_preempts, now)
+        for q, jobs in admitted.packing.items():  # at the limit: only beside the queue's own jobs
+            nodes = _only_gpus(snapshot.nodes, ledger.held.get(q, set()))
+            assigns += self._tier(nodes, jobs, running, ledger, {}, inner_preempts, now)
         preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, now)
         for a in assigns:
             self._since[(a.job_id, _attempt(snapshot, a.job_id) + 1)] = now
@@ -116,7 +115,7 @@ class QueuedPolicy:
     def admit(self, pending: Sequence[Job], ledger: Ledger) -> Admitted:
         """Split the pending jobs into guaranteed, borrowing and held back (pure given state)."""
         cfg, out = self.config, Admitted()
-        planned = Ledger(cfg, {q: dict(row) for q, row in ledger.used.items()})
+        planned = ledger.copy()
         for job in self.order(pending):
             q, need = job_queue(cfg, job), demand(job)
             queue = cfg.queues.get(q)
@@ -124,10 +123,10 @@ class QueuedPolicy:
                 out.held[job.id] = Wait(job.id, f"queue {q!r} is not configured", WAIT_QUOTA)
             elif planned.within_nominal(q, need):
                 out.guaranteed.append(job)
-                planned.add(q, ["?"] * need)
+                planned.plan(q, need)
             elif planned.within_limit(q, need):
                 out.borrowing.append(job)
-                planned.add(q, ["?"] * need)
+                planned.plan(q, need)
             else:
                 why = (
                     f"queue {q} holds or has queued ahead {planned.total(q)} GPU(s); its quota is "
@@ -136,14 +135,34 @@ class QueuedPolicy:
                 out.held[job.id] = Wait(job.id, why, WAIT_QUOTA)
                 if cfg.may_preempt(job.spec.priority_class):
                     out.over.append(job)
+                if not job.spec.exclusive and ledger.held.get(q):
+                    out.packing.setdefault(q, []).append(job)
         return out
+
+    def _tier(
+        self,
+        nodes: tuple[Node, ...],
+        tier: Sequence[Job],
+        running: list[Job],
+        ledger: Ledger,
+        waits: dict[str, Wait],
+        preempts: dict[str, Preempt],
+        now: float,
+    ) -> list[Assign]:
+        """One inner pass over ``tier`` beside ``running`` (which grows with what it places)."""
+        if not tier:
+            return []
+        shown = ranked(tier, self._rank, self.inner.name)
+        actions = self.inner.decide(ClusterSnapshot(nodes, (*running, *shown)), now)
+        placed = self._keep(actions, tier, ledger, waits, preempts, now)
+        running += _as_running(tier, placed)
+        return placed
 
     def _keep(
         self,
         actions: Sequence[Action],
         tier: Sequence[Job],
         ledger: Ledger,
-        types: dict[str, str],
         waits: dict[str, Wait],
         preempts: dict[str, Preempt],
         now: float,
@@ -157,12 +176,13 @@ class QueuedPolicy:
             elif isinstance(a, Wait) and a.job_id in by_id:
                 waits[a.job_id] = a
             elif isinstance(a, Assign) and a.job_id in by_id:
-                q, chosen = job_queue(self.config, by_id[a.job_id]), [types.get(u, "") for u in a.gpus]
-                if ledger.fits(q, chosen):
-                    ledger.add(q, chosen)
+                q = job_queue(self.config, by_id[a.job_id])
+                if ledger.fits(q, a.gpus):
+                    ledger.hold(q, a.gpus)
                     out.append(a)
                 else:
-                    why = f"queue {q} would pass its borrowing limit on {', '.join(sorted(set(chosen)))} GPUs"
+                    chosen = sorted({ledger.types.get(u, "") for u in a.gpus})
+                    why = f"queue {q} would pass its borrowing limit on {', '.join(chosen)} GPUs"
                     waits[a.job_id] = Wait(a.job_id, why, WAIT_QUOTA)
         return out
 
@@ -264,6 +284,16 @@ def _ids(actions: Sequence[Assign]) -> set[str]:
 def _idle_gpus(snapshot: ClusterSnapshot, running: Sequence[Job]) -> int:
     busy = {u for j in running for u in j.gpus}
     return sum(1 for g in snapshot.ready_gpus() if g.uuid not in busy)
+
+
+def _only_gpus(nodes: Sequence[Node], keep: set[str]) -> tuple[Node, ...]:
+    """The nodes with every GPU not in ``keep`` marked unhealthy."""
+    return tuple(
+        dataclasses.replace(
+            n, gpus=tuple(g if g.uuid in keep else dataclasses.replace(g, healthy=False) for g in n.gpus)
+        )
+        for n in nodes
+    )
 
 
 def _as_running(jobs: Sequence[Job], assigns: Sequence[Assign]) -> list[Job]:

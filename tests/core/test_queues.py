@@ -258,3 +258,23 @@ def test_queue_fields_cross_the_wire_hctl_and_validation() -> None:
         validate_spec(JobSpec(("x",), grace_s=float("inf")))
     with pytest.raises(InvalidArgument, match="queue"):
         validate_spec(JobSpec(("x",), queue="q" * 300))
+
+
+def test_jobs_of_a_queue_at_its_limit_may_share_its_own_gpus() -> None:
+    import dataclasses
+    import tomllib
+
+    from horus_core.model import ProfileHints
+
+    cfg = parse_config(tomllib.loads('[queues.a]\nnominal = { v100 = 1 }\nusers = ["alice"]\n'))
+    c = Cluster(nodes(1, 2), QueuedPolicy(make_policy("binpack"), cfg))
+    small = ProfileHints(util_avg=20.0, util_peak=30.0, mem_mib=1000)
+    for i in range(3):
+        j = job(f"a{i}", "alice", exclusive=False)
+        c.submit(dataclasses.replace(j, spec=dataclasses.replace(j.spec, hints=small)))
+    for _ in range(3):
+        c.step()
+    gpus = {g for j in c.running() for g in j.gpus}
+    assert len(c.running()) >= 2 and len(gpus) == 1  # packed on the one GPU its quota allows
+    waiting = [w for jid, w in c.waits.items() if c.jobs[jid].state.name == "PENDING"]
+    assert all(w.code == "QuotaExceeded" for w in waiting)
