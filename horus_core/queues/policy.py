@@ -51,7 +51,8 @@ class QueuedPolicy:
     min_run_s: float = 0.0
     name: str = field(init=False)  # the inner policy's
     fair: FairShare = field(init=False)
-    _since: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
+    # job id -> (attempt, when it was first seen holding GPUs, or assigned by this wrapper)
+    _since: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.fair = FairShare(self.config.half_life_s)
@@ -80,13 +81,15 @@ class QueuedPolicy:
             nodes = _only_gpus(snapshot.nodes, ledger.held.get(q, set()))
             assigns += self._tier(nodes, jobs, running, ledger, {}, inner_preempts, now)
         preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, now)
+        attempts = {j.id: j.attempt for j in snapshot.pending()}
         for a in assigns:
-            self._since[(a.job_id, _attempt(snapshot, a.job_id) + 1)] = now
+            self._since[a.job_id] = (attempts.get(a.job_id, 0) + 1, now)
         holding = [j for j in running if j.id not in preempts]
         self.fair.hold(((job_queue(cfg, j), j.spec.owner), len(j.gpus)) for j in holding)
         out: list[Action] = [*assigns, *preempts.values()]
+        placed = {a.job_id for a in assigns}
         return out + [
-            waits.get(j.id) or Wait(j.id, "pending") for j in snapshot.pending() if j.id not in _ids(assigns)
+            waits.get(j.id) or Wait(j.id, "pending") for j in snapshot.pending() if j.id not in placed
         ]
 
     # ------------------------------------------------------------------------------ admission
@@ -259,26 +262,20 @@ class QueuedPolicy:
         return pick(cands, short, lower), WAIT_PRIORITY, why
 
     def _may_preempt(self, job_id: str, now: float) -> bool:
-        starts = [t for (j, _), t in self._since.items() if j == job_id]
-        return not starts or now - max(starts) >= self.min_run_s
+        seen = self._since.get(job_id)
+        return seen is None or now - seen[1] >= self.min_run_s
 
     def _start(self, job: Job, now: float) -> float:
-        return self._since.get((job.id, job.attempt), now)
+        seen = self._since.get(job.id)
+        return seen[1] if seen is not None and seen[0] == job.attempt else now
 
     def _track(self, active: Sequence[Job], now: float) -> None:
         """Remember when each running attempt was first seen; forget attempts that ended."""
-        keep = {(j.id, j.attempt) for j in active}
-        self._since = {k: t for k, t in self._since.items() if k in keep}
-        for k in keep:
-            self._since.setdefault(k, now)
-
-
-def _attempt(snapshot: ClusterSnapshot, job_id: str) -> int:
-    return next((j.attempt for j in snapshot.jobs if j.id == job_id), 0)
-
-
-def _ids(actions: Sequence[Assign]) -> set[str]:
-    return {a.job_id for a in actions}
+        since: dict[str, tuple[int, float]] = {}
+        for j in active:
+            seen = self._since.get(j.id)
+            since[j.id] = seen if seen is not None and seen[0] == j.attempt else (j.attempt, now)
+        self._since = since
 
 
 def _idle_gpus(snapshot: ClusterSnapshot, running: Sequence[Job]) -> int:
