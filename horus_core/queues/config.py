@@ -78,16 +78,23 @@ class QueueConfig:
     user_queues: Mapping[str, str] = field(default_factory=dict)
     default_queue: str = ""
     half_life_s: float = DEFAULT_HALF_LIFE_S
+    # user -> default queue: [users], else the first queue listing the user (built once)
+    _defaults: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        defaults: dict[str, str] = {}
+        for q in self.queues.values():
+            for user in q.users:
+                defaults.setdefault(user, q.name)
+        object.__setattr__(self, "_defaults", {**defaults, **self.user_queues})
 
     def queue_of(self, user: str, asked: str = "") -> str:
         """The queue a job of ``user`` goes to: the one it names, else the user's default."""
         if asked:
             return asked
-        if user in self.user_queues:
-            return self.user_queues[user]
-        named = [q.name for q in self.queues.values() if q.users and user in q.users]
-        if named:
-            return named[0]
+        hit = self._defaults.get(user)
+        if hit is not None:
+            return hit
         return self.default_queue or next(iter(self.queues), "")
 
     def level_of(self, class_name: str) -> int:

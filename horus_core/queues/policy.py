@@ -53,6 +53,7 @@ class QueuedPolicy:
     fair: FairShare = field(init=False)
     # job id -> (attempt, when it was first seen holding GPUs, or assigned by this wrapper)
     _since: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)
+    _shares: dict[tuple[str, str], float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.fair = FairShare(self.config.half_life_s)
@@ -69,6 +70,7 @@ class QueuedPolicy:
         active = list(snapshot.active())
         self._track(active, now)
         self.fair.charge(now)
+        self._shares.clear()
         ledger = Ledger.of(cfg, active, types)
         admitted = self.admit(snapshot.pending(), ledger)
         inner_preempts: dict[str, Preempt] = {}
@@ -77,8 +79,10 @@ class QueuedPolicy:
         running = list(active)
         for tier in (admitted.guaranteed, admitted.borrowing):
             assigns += self._tier(snapshot.nodes, tier, running, ledger, waits, inner_preempts, now)
-        for q, jobs in admitted.packing.items():  # at the limit: only beside the queue's own jobs
-            nodes = _only_gpus(snapshot.nodes, ledger.held.get(q, set()))
+        if admitted.packing:  # at their limit: only beside their queues' own jobs (checked after)
+            held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing))
+            nodes = _only_gpus(snapshot.nodes, held)
+            jobs = [j for group in admitted.packing.values() for j in group]
             assigns += self._tier(nodes, jobs, running, ledger, {}, inner_preempts, now)
         preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, now)
         attempts = {j.id: j.attempt for j in snapshot.pending()}
@@ -95,11 +99,16 @@ class QueuedPolicy:
     # ------------------------------------------------------------------------------ admission
 
     def share(self, job: Job) -> float:
-        """The fair-share factor of the job's user within its queue."""
+        """The fair-share factor of the job's user within its queue (memoised for the pass)."""
         q = job_queue(self.config, job)
-        queue = self.config.queues.get(q)
-        users = [job.spec.owner] if queue is None else list(queue.users)
-        return self.fair.factor(q, job.spec.owner, users, {} if queue is None else queue.weights)
+        key = (q, job.spec.owner)
+        hit = self._shares.get(key)
+        if hit is None:
+            queue = self.config.queues.get(q)
+            users = [job.spec.owner] if queue is None else list(queue.users)
+            weights = {} if queue is None else queue.weights
+            hit = self._shares[key] = self.fair.factor(q, job.spec.owner, users, weights)
+        return hit
 
     def order(self, pending: Sequence[Job]) -> list[Job]:
         """Higher class, then higher fair-share factor, then ``priority``, then arrival."""
