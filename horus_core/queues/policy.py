@@ -30,6 +30,8 @@ from horus_core.queues.ledger import WAIT_PRIORITY, WAIT_QUOTA, WAIT_RECLAIM, Le
 from horus_core.queues.ranking import rank_key, ranked
 from horus_core.queues.victims import Candidate, pick
 
+RESERVE_S = 300.0  # how long GPUs freed by preemption wait for the job they were freed for
+
 
 @dataclass
 class Admitted:
@@ -54,6 +56,8 @@ class QueuedPolicy:
     # job id -> (attempt, when it was first seen holding GPUs, or assigned by this wrapper)
     _since: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)
     _shares: dict[tuple[str, str], float] = field(default_factory=dict, repr=False)
+    # job id -> (the GPUs preemptions freed for it, when): see _reservations
+    _reserved: dict[str, tuple[frozenset[str], float, str]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.fair = FairShare(self.config.half_life_s)
@@ -77,13 +81,22 @@ class QueuedPolicy:
         waits: dict[str, Wait] = dict(admitted.held)
         assigns: list[Assign] = []
         running = list(active)
-        for tier in (admitted.guaranteed, admitted.borrowing):
-            assigns += self._tier(snapshot.nodes, tier, running, ledger, waits, inner_preempts, now)
+        reserved = self._reservations(admitted, now)
+        others = _hide_gpus(snapshot.nodes, reserved) if reserved else snapshot.nodes
+        assigns += self._tier(
+            snapshot.nodes, admitted.guaranteed, running, ledger, waits, inner_preempts, now
+        )
+        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, now)
         if admitted.packing:  # at their limit: only beside their queues' own jobs (checked after)
-            held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing))
+            held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing)) - reserved
             nodes = _only_gpus(snapshot.nodes, held)
             jobs = [j for group in admitted.packing.values() for j in group]
             assigns += self._tier(nodes, jobs, running, ledger, {}, inner_preempts, now)
+        for jid, (_, _, code) in self._reserved.items():  # still waiting for what was freed for it
+            if jid in waits:
+                waits[jid] = Wait(
+                    jid, f"{waits[jid].reason} (the GPUs preempted for it are held for it)", code
+                )
         preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, now)
         attempts = {j.id: j.attempt for j in snapshot.pending()}
         for a in assigns:
@@ -233,6 +246,7 @@ class QueuedPolicy:
                 budget[c.queue] = budget.get(c.queue, 0) - c.gpus
                 preempts[c.job.id] = Preempt(c.job.id, f"preempted: {why} (for {job.id})")
             if chosen:
+                self._reserved[job.id] = (frozenset(u for c in chosen for u in c.job.gpus), now, code)
                 avail = max(0, avail + sum(c.gpus for c in chosen) - demand(job))
                 waits[job.id] = Wait(job.id, f"{why}: preempting {len(chosen)} job(s)", code)
         for job in admitted.over:
@@ -244,6 +258,11 @@ class QueuedPolicy:
                     c.job.id, f"preempted: a job of a higher class needs queue {q}'s quota (for {job.id})"
                 )
             if chosen:
+                self._reserved[job.id] = (
+                    frozenset(u for c in chosen for u in c.job.gpus),
+                    now,
+                    WAIT_PRIORITY,
+                )
                 waits[job.id] = Wait(
                     job.id,
                     f"queue {q} is at its quota: preempting {len(chosen)} job(s) of lower classes",
@@ -270,6 +289,18 @@ class QueuedPolicy:
         why = f"a job of a higher class ({job.spec.priority_class or cfg.default_class}) needs the GPUs"
         return pick(cands, short, lower), WAIT_PRIORITY, why
 
+    def _reservations(self, admitted: Admitted, now: float) -> set[str]:
+        """GPUs freed by preemption for jobs still waiting for them (at most ``RESERVE_S``): hidden
+        from every other job. Their owners move to the front tier, which sees them."""
+        waiting = {j.id: j for j in [*admitted.guaranteed, *admitted.borrowing]}
+        self._reserved = {
+            jid: r for jid, r in self._reserved.items() if jid in waiting and now - r[1] < RESERVE_S
+        }
+        owners = [waiting[jid] for jid in self._reserved]
+        admitted.borrowing = [j for j in admitted.borrowing if j.id not in self._reserved]
+        admitted.guaranteed = [*admitted.guaranteed, *(j for j in owners if j not in admitted.guaranteed)]
+        return set().union(*(r[0] for r in self._reserved.values()))
+
     def _may_preempt(self, job_id: str, now: float) -> bool:
         seen = self._since.get(job_id)
         return seen is None or now - seen[1] >= self.min_run_s
@@ -290,6 +321,18 @@ class QueuedPolicy:
 def _idle_gpus(snapshot: ClusterSnapshot, running: Sequence[Job]) -> int:
     busy = {u for j in running for u in j.gpus}
     return sum(1 for g in snapshot.ready_gpus() if g.uuid not in busy)
+
+
+def _hide_gpus(nodes: Sequence[Node], hide: set[str]) -> tuple[Node, ...]:
+    """The nodes with the GPUs in ``hide`` marked unhealthy."""
+    return tuple(
+        dataclasses.replace(
+            n, gpus=tuple(dataclasses.replace(g, healthy=False) if g.uuid in hide else g for g in n.gpus)
+        )
+        if any(g.uuid in hide for g in n.gpus)
+        else n
+        for n in nodes
+    )
 
 
 def _only_gpus(nodes: Sequence[Node], keep: set[str]) -> tuple[Node, ...]:
