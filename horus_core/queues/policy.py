@@ -27,7 +27,7 @@ from horus_core.policies.base import Policy
 from horus_core.queues.config import QueueConfig
 from horus_core.queues.fairshare import FairShare
 from horus_core.queues.ledger import WAIT_PRIORITY, WAIT_QUOTA, WAIT_RECLAIM, Ledger, demand, job_queue
-from horus_core.queues.ranking import rank_key, ranked
+from horus_core.queues.ranking import Memo, rank_key, ranked
 from horus_core.queues.victims import Candidate, pick
 
 RESERVE_S = 300.0  # how long GPUs freed by preemption wait for the job they were freed for
@@ -56,6 +56,7 @@ class QueuedPolicy:
     # job id -> (attempt, when it was first seen holding GPUs, or assigned by this wrapper)
     _since: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)
     _shares: dict[tuple[str, str], float] = field(default_factory=dict, repr=False)
+    _ranked: Memo = field(default_factory=dict, repr=False)
     # job id -> (the GPUs preemptions freed for it, when): see _reservations
     _reserved: dict[str, tuple[frozenset[str], float, str]] = field(default_factory=dict, repr=False)
 
@@ -75,6 +76,8 @@ class QueuedPolicy:
         self._track(active, now)
         self.fair.charge(now)
         self._shares.clear()
+        if len(self._ranked) > 2 * len(snapshot.jobs) + 1024:
+            self._ranked.clear()
         ledger = Ledger.of(cfg, active, types)
         admitted = self.admit(snapshot.pending(), ledger)
         inner_preempts: dict[str, Preempt] = {}
@@ -177,7 +180,7 @@ class QueuedPolicy:
         """One inner pass over ``tier`` beside ``running`` (which grows with what it places)."""
         if not tier:
             return []
-        shown = ranked(tier, self._rank, self.inner.name)
+        shown = ranked(tier, self._rank, self.inner.name, self._ranked)
         actions = self.inner.decide(ClusterSnapshot(nodes, (*running, *shown)), now)
         placed = self._keep(actions, tier, ledger, waits, preempts, now)
         running += _as_running(tier, placed)

@@ -24,12 +24,23 @@ def rank_key(class_rank: int, factor: float) -> int:
     return class_rank * _BUCKETS + min(_BUCKETS - 1, max(0, int(factor * 10)))
 
 
-def ranked(jobs: Sequence[Job], key: Callable[[Job], int], inner_name: str) -> list[Job]:
-    """``jobs`` with ``priority`` and ``version`` rewritten by ``key`` (unchanged if all tie)."""
+Memo = dict[str, tuple[int, int, Job]]  # job id -> (its version, rank key, the rewritten job)
+
+
+def ranked(jobs: Sequence[Job], key: Callable[[Job], int], inner_name: str, memo: Memo) -> list[Job]:
+    """``jobs`` with ``priority`` and ``version`` rewritten by ``key`` (unchanged if all tie).
+
+    ``memo`` keeps each rewritten job while its version and key stay (the caller prunes it)."""
     keys = [key(j) for j in jobs]
     if inner_name.startswith("gavel") or len(set(keys)) <= 1:
         return list(jobs)
-    return [_with(j, k) for j, k in zip(jobs, keys, strict=True)]
+    out = []
+    for j, k in zip(jobs, keys, strict=True):
+        hit = memo.get(j.id)
+        if hit is None or hit[0] != j.version or hit[1] != k:
+            hit = memo[j.id] = (j.version, k, _with(j, k))
+        out.append(hit[2])
+    return out
 
 
 def _with(job: Job, k: int) -> Job:
