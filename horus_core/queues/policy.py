@@ -86,15 +86,18 @@ class QueuedPolicy:
         running = list(active)
         reserved = self._reservations(admitted, now)
         others = _hide_gpus(snapshot.nodes, reserved) if reserved else snapshot.nodes
-        assigns += self._tier(
-            snapshot.nodes, admitted.guaranteed, running, ledger, waits, inner_preempts, now
-        )
-        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, now)
+        # The inner policy's own preemptions (e.g. least attained service) only in the first tier,
+        # and only of jobs of the same queues or of borrowing ones: never against a quota.
+        queues = {job_queue(cfg, j) for j in admitted.guaranteed}
+        victims = {j.id for j in active if (q := job_queue(cfg, j)) in queues or ledger.borrowed(q) > 0}
+        tier1 = (admitted.guaranteed, running, ledger, waits, inner_preempts, victims, now)
+        assigns += self._tier(snapshot.nodes, *tier1)
+        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, set(), now)
         if admitted.packing:  # at their limit: only beside their queues' own jobs (checked after)
             held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing)) - reserved
             nodes = _only_gpus(snapshot.nodes, held)
             jobs = [j for group in admitted.packing.values() for j in group]
-            assigns += self._tier(nodes, jobs, running, ledger, {}, inner_preempts, now)
+            assigns += self._tier(nodes, jobs, running, ledger, {}, inner_preempts, set(), now)
         for jid, (_, _, code) in self._reserved.items():  # still waiting for what was freed for it
             if jid in waits:
                 waits[jid] = Wait(
@@ -175,14 +178,16 @@ class QueuedPolicy:
         ledger: Ledger,
         waits: dict[str, Wait],
         preempts: dict[str, Preempt],
+        victims: set[str],
         now: float,
     ) -> list[Assign]:
-        """One inner pass over ``tier`` beside ``running`` (which grows with what it places)."""
+        """One inner pass over ``tier`` beside ``running`` (which grows with what it places);
+        of its preemptions, those of ``victims`` are kept."""
         if not tier:
             return []
         shown = ranked(tier, self._rank, self.inner.name, self._ranked)
         actions = self.inner.decide(ClusterSnapshot(nodes, (*running, *shown)), now)
-        placed = self._keep(actions, tier, ledger, waits, preempts, now)
+        placed = self._keep(actions, tier, ledger, waits, preempts, victims, now)
         running += _as_running(tier, placed)
         return placed
 
@@ -193,13 +198,14 @@ class QueuedPolicy:
         ledger: Ledger,
         waits: dict[str, Wait],
         preempts: dict[str, Preempt],
+        victims: set[str],
         now: float,
     ) -> list[Assign]:
         """The inner policy's assignments that keep their queue within its limit; the rest wait."""
         by_id = {j.id: j for j in tier}
         out: list[Assign] = []
         for a in actions:
-            if isinstance(a, Preempt) and a.job_id not in by_id and self._may_preempt(a.job_id, now):
+            if isinstance(a, Preempt) and a.job_id in victims and self._may_preempt(a.job_id, now):
                 preempts.setdefault(a.job_id, a)
             elif isinstance(a, Wait) and a.job_id in by_id:
                 waits[a.job_id] = a
