@@ -132,8 +132,9 @@ FIELDS: dict[str, Field] = {
     "mounts": Field(_strings, "mounts"),
     "total_steps": Field(_int, "total_steps"),
     "min_speed": Field(_float, "min_speed"),
-    # Specified by other issues, not in JobSpec yet: one line each to add when they exist.
-    "queue": Field(_text, None),
+    "queue": Field(_text, "queue"),
+    "priority_class": Field(_text, "priority_class"),
+    "grace_s": Field(_float, "grace_s"),
 }
 _SECTIONS = {"resources", "hints"}
 
@@ -237,7 +238,18 @@ def to_dict(spec: JobSpec) -> dict[str, Any]:
         out["envs"] = dict(spec.env)
     is_shell = len(spec.command) == 3 and spec.command[:2] == SHELL
     out["run"] = spec.command[2] if is_shell else list(spec.command)
-    for attr in ("job_type", "exclusive", "priority", "cpus", "memory_mib", "total_steps", "min_speed"):
+    for attr in (
+        "job_type",
+        "exclusive",
+        "priority",
+        "cpus",
+        "memory_mib",
+        "total_steps",
+        "min_speed",
+        "queue",
+        "priority_class",
+        "grace_s",
+    ):
         if getattr(spec, attr) != getattr(default, attr):
             out[attr] = getattr(spec, attr)
     if spec.mounts:

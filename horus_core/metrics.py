@@ -17,7 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 MIB = 1 << 20
 GPU_LABELS = ("gpu", "UUID", "modelName", "Hostname")
 JOB_LABELS = ("job", "queue", "user", "gpu", "UUID")
-DEFAULT_QUEUE = "default"  # queues do not exist yet: every job is in "default"
+DEFAULT_QUEUE = "default"  # the queue label of a job without one (the master runs without --queues)
 
 
 @dataclass(frozen=True, slots=True)

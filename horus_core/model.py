@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+DEFAULT_GRACE_S = 30.0  # a job's stop grace when its spec says 0
+
 
 class JobState(enum.Enum):
     PENDING = "PENDING"
@@ -81,6 +83,12 @@ class JobSpec:
     # 0 = any shape (the placement prefers one node, then the fewest nodes in one rack).
     gpus_per_node: int = 0
     nodes: int = 0
+    # Queues and priority classes (issue 13, docs/queues.md): "" = the user's default queue /
+    # the default class. ``grace_s``: SIGTERM -> SIGKILL grace when the job is stopped
+    # (preempted, cancelled); 0 = the default (DEFAULT_GRACE_S).
+    queue: str = ""
+    priority_class: str = ""
+    grace_s: float = 0.0
 
     @property
     def elastic(self) -> bool:
@@ -181,6 +189,8 @@ class Wait:
 
     job_id: str
     reason: str
+    # A reason code from the fixed vocabulary (e.g. "QuotaExceeded"); "" = none given.
+    code: str = ""
 
 
 Action = Assign | Preempt | Wait

@@ -31,6 +31,7 @@ MAX_ENV = 256
 MAX_ENV_VALUE = 8192
 MAX_GPUS_PER_JOB = 64
 MAX_PRIORITY = 1000
+MAX_GRACE_S = 3600.0  # a job's SIGTERM -> SIGKILL grace
 MAX_REQUEST_ID = 128
 MIN_CPUS = 0.001
 MAX_CPUS = 4096.0
@@ -99,7 +100,7 @@ def validate_spec(
     _check_gpus(spec.gpus, max_gpus_per_node)
     _check_elastic(spec)
     check_gpu_types(spec.gpu_types)
-    for field_name in ("name", "owner", "job_type"):
+    for field_name in ("name", "owner", "job_type", "queue", "priority_class"):
         _check_text(field_name, getattr(spec, field_name), MAX_NAME_LEN)
     if spec.image and not _IMAGE.match(spec.image):
         raise InvalidArgument("image", f"not a valid image reference: {spec.image[:80]!r}")
@@ -117,6 +118,7 @@ def validate_spec(
         raise InvalidArgument("resources", "memory_mib and total_steps must not be negative")
     _check_hints(spec)
     check_min_speed(spec.min_speed)
+    check_grace(spec.grace_s)
     _check_mounts(spec.mounts, allow_mounts)
     if exec_size(spec) > MAX_EXEC_BYTES:
         raise InvalidArgument("command", f"command and env exceed {MAX_EXEC_BYTES} bytes (execve limit)")
@@ -132,6 +134,15 @@ def _check_gpus(gpus: int, max_gpus_per_node: int | None) -> None:
         raise InvalidArgument("gpus", f"at most {MAX_GPUS_PER_JOB}, got {gpus}")
     if max_gpus_per_node is not None and gpus > max_gpus_per_node:
         raise InvalidArgument("gpus", f"asks for {gpus} GPUs but the largest node has {max_gpus_per_node}")
+
+
+def check_grace(value: float) -> None:
+    """A job's stop grace: 0 (the default) up to MAX_GRACE_S seconds."""
+    check_finite("grace_s", value)
+    if not 0 <= value <= MAX_GRACE_S:
+        raise InvalidArgument(
+            "grace_s", f"must be within [0, {MAX_GRACE_S:g}] seconds (0: default), got {value:g}"
+        )
 
 
 def check_min_speed(value: float) -> None:

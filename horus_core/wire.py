@@ -6,9 +6,11 @@ from __future__ import annotations
 import grpc
 
 from horus_core import errors, plane
+from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState, ProfileHints
+from horus_core.queues.usage import QueueUsage
 
 # ------------------------------------------------------------------------------------ enums
 
@@ -78,6 +80,9 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         gpu_types=list(spec.gpu_types),
         gpus_min=spec.gpus_min,
         gpus_max=spec.gpus_max,
+        queue=spec.queue,
+        priority_class=spec.priority_class,
+        grace_s=spec.grace_s,
     )
 
 
@@ -107,6 +112,9 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         gpu_types=tuple(msg.gpu_types),
         gpus_min=msg.gpus_min,
         gpus_max=msg.gpus_max,
+        queue=msg.queue,
+        priority_class=msg.priority_class,
+        grace_s=msg.grace_s,
     )
 
 
@@ -329,3 +337,32 @@ def error_from_status(code: grpc.StatusCode, details: str) -> errors.HorusError:
         if known is code:
             return cls(details)
     return errors.HorusError(f"{code.name}: {details}")
+
+
+# ------------------------------------------------------------------------------ queues (issue 13)
+
+
+def queue_usage_to_pb(row: QueueUsage) -> cpb.QueueUsageRow:
+    return cpb.QueueUsageRow(
+        name=row.name,
+        nominal=[cpb.QueueQuota(gpu_type=t, gpus=n) for t, n in sorted(row.nominal.items())],
+        borrowing_limit=row.borrowing_limit,
+        used=row.used,
+        borrowed=row.borrowed,
+        running=row.running,
+        pending=row.pending,
+        pending_gpus=row.pending_gpus,
+    )
+
+
+def queue_usage_from_pb(msg: cpb.QueueUsageRow) -> QueueUsage:
+    return QueueUsage(
+        msg.name,
+        {q.gpu_type: q.gpus for q in msg.nominal},
+        msg.borrowing_limit,
+        msg.used,
+        msg.borrowed,
+        msg.running,
+        msg.pending,
+        msg.pending_gpus,
+    )

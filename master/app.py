@@ -15,6 +15,7 @@ from horus_core.gen import worker_pb2_grpc as wgrpc
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.policies import Policy, make_policy
 from horus_core.policies.optimus import OptimusPolicy
+from horus_core.queues import QueuedPolicy, load_config
 from master.api.client import HorusServicer
 from master.api.decode import DecodeGuard
 from master.api.worker import WorkerServicer
@@ -33,6 +34,7 @@ from master.services.jobs import JobService
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
 from master.services.progress import ProgressKeeper
+from master.services.queues import QueueService
 from master.services.restore import restore_policy_state
 from master.services.scheduler import Scheduler
 from master.services.workers import WorkerPlane
@@ -92,6 +94,8 @@ class Master:
         policy = self._policy or make_policy(cfg.policy, model)
         if cfg.optimus_replan_s is not None and isinstance(policy, OptimusPolicy):
             policy.replan_s = cfg.optimus_replan_s
+        if cfg.queues is not None:  # one wrapper gives every policy queues and quotas
+            policy = QueuedPolicy(policy, load_config(str(cfg.queues)), min_run_s=cfg.min_run_s)
         self.store = await Store.open(
             cfg.db_path,
             group_commit=cfg.group_commit,
@@ -142,9 +146,13 @@ class Master:
             plane=self.plane, registry=reg, clock=clock, writer=writer, dispatch=dispatch, wakeup=wakeup,
             learner=learner, logs=logs, read=read, progress=progress,
         )  # fmt: skip
+        qfile = self.config.queues
+        self.queues: QueueService | None = None
+        if isinstance(policy, QueuedPolicy) and qfile is not None:
+            self.queues = QueueService(policy, qfile, registry=reg, writer=writer, wakeup=wakeup)
         self.jobs = JobService(
             config=cfg, read=read, clock=clock, registry=reg, writer=writer, dispatch=dispatch,
-            wakeup=wakeup, events=events,
+            wakeup=wakeup, events=events, queues=self.queues,
         )  # fmt: skip
         self.scheduler = scheduler_for(core, policy, self.plane.check_liveness)
         self.policy = policy
@@ -176,6 +184,7 @@ class Master:
                 self.policy.name,
                 monitor=self.monitor,
                 heartbeats=self.attempts.heartbeats,
+                queues=self.queues,
             ),
             server,
         )
@@ -195,6 +204,13 @@ class Master:
         await server.start()
         self._server = server
         return port
+
+    def reload_queues(self) -> bool:
+        """SIGHUP: read the queue file again (a bad one is logged and the old config kept)."""
+        if self.queues is None:
+            log.info("SIGHUP: no --queues file to reload")
+            return False
+        return self.queues.reload()
 
     async def stop(self) -> None:
         """Stop accepting, end the streams, let the writer finish its batch, close the db."""

@@ -56,6 +56,10 @@ class MasterConfig:
     min_speed: float = 0.0
     # The optimus policy's re-plan interval (issue 12); None: its own default (600 s).
     optimus_replan_s: float | None = None
+    # Queues and quotas (issue 13, docs/queues.md): the TOML file (None: one queue for all) and
+    # the least time an attempt runs before it may be preempted.
+    queues: pathlib.Path | None = None
+    min_run_s: float = 0.0
 
     def __post_init__(self) -> None:
         problem = timeout_problem(
@@ -70,6 +74,8 @@ class MasterConfig:
         replan = self.optimus_replan_s
         if replan is not None and not (math.isfinite(replan) and replan >= 0):
             raise ValueError(f"optimus_replan_s must be a finite number >= 0, got {replan}")
+        if not (math.isfinite(self.min_run_s) and self.min_run_s >= 0.0):
+            raise ValueError(f"min_run_s must be a number of seconds >= 0, got {self.min_run_s}")
 
     @property
     def kill_grace(self) -> float:

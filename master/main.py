@@ -11,7 +11,9 @@ import pathlib
 import signal
 import sys
 
+from horus_core.errors import InvalidArgument
 from horus_core.policies import policy_names
+from horus_core.queues import load_config
 from master import gctune
 from master.app import Master
 from master.auth import TokenTable
@@ -96,6 +98,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help=f"how often the optimus policy re-plans GPU counts (default 600, or ${REPLAN_ENV})",
     )
+    p.add_argument(
+        "--queues",
+        type=pathlib.Path,
+        default=None,
+        metavar="FILE",
+        help="queues, quotas and priority classes (TOML, docs/queues.md); SIGHUP reloads it",
+    )
+    p.add_argument(
+        "--min-run-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="no attempt is preempted for quotas or priorities before it has run this long (default 0)",
+    )
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
@@ -119,6 +135,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--optimus-replan-s must be a number >= 0, got {replan}")
     if not (math.isfinite(args.min_speed) and 0.0 <= args.min_speed <= 1.0):
         p.error(f"--min-speed must be within [0, 1], got {args.min_speed}")
+    if not (math.isfinite(args.min_run_s) and args.min_run_s >= 0.0):
+        p.error(f"--min-run-s must be a number of seconds >= 0, got {args.min_run_s}")
+    if args.queues is not None:
+        try:
+            load_config(str(args.queues))
+        except InvalidArgument as exc:
+            p.error(f"--queues: {exc}")
     return args
 
 
@@ -143,6 +166,8 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         allow_mounts=tuple(args.allow_mount),
         min_speed=args.min_speed,
         optimus_replan_s=args.optimus_replan_s,
+        queues=args.queues,
+        min_run_s=args.min_run_s,
     )
 
 
@@ -173,6 +198,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, master.reload_queues)
     await stop.wait()
     log.info("stopping")
     await master.stop()

@@ -2,7 +2,7 @@
 
     horus-worker --master HOST:PORT --name NAME [--fake-gpus N | --fake-gpus 4xV100]
                  [--sim-interference FILE] [--runtime process|docker] [--state-dir DIR]
-                 [--join-token T] [--grace-s 10] [--metrics-listen HOST:PORT]
+                 [--join-token T] [--grace-s 30] [--metrics-listen HOST:PORT]
 
 Without ``--fake-gpus`` the GPUs come from NVML. SIGTERM or SIGINT stops the attempts gracefully,
 sends their final updates and exits 0.
@@ -24,6 +24,7 @@ import grpc
 from aiohttp import web
 
 from horus_core import __version__
+from horus_core.model import DEFAULT_GRACE_S
 from worker.agent import Agent, AgentConfig, SpeedOf
 from worker.files import safe_name
 from worker.gpu.base import GpuInfo, GpuProbe
@@ -84,7 +85,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("HORUS_JOIN_TOKEN", ""),
         help="the master's join token (default $HORUS_JOIN_TOKEN)",
     )
-    p.add_argument("--grace-s", type=float, default=10.0, help="SIGTERM → SIGKILL grace period (default 10)")
+    p.add_argument(
+        "--grace-s",
+        type=float,
+        default=DEFAULT_GRACE_S,
+        help="SIGTERM → SIGKILL grace of a stop when the job gives none (default 30)",
+    )
     p.add_argument("--tls-ca", type=pathlib.Path, help="CA bundle of the master's certificate (enables TLS)")
     p.add_argument("--tls-cert", type=pathlib.Path, help="this worker's client certificate (mutual TLS)")
     p.add_argument("--tls-key", type=pathlib.Path, help="the client certificate's private key")

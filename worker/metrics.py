@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from horus_core.metrics import GpuSample, JobGpuSample, gpu_families, job_families
+from horus_core.metrics import DEFAULT_QUEUE, GpuSample, JobGpuSample, gpu_families, job_families
 from worker.gpu.base import GpuInfo, GpuProbe, GpuReading, ProbeTarget, ProcessReading
 
 
@@ -78,8 +78,9 @@ class WorkerCollector(Collector):
             acc[0] += p.util_sm or 0.0
             acc[1] += p.mem_used_mib
         users = {t.job_id: t.spec.owner for t in self._probe.targets}
+        queues = {t.job_id: t.spec.queue or DEFAULT_QUEUE for t in self._probe.targets}
         return [
-            JobGpuSample(job, users[job], self._gpus[uuid].index, uuid, util, int(mem))
+            JobGpuSample(job, users[job], self._gpus[uuid].index, uuid, util, int(mem), queue=queues[job])
             for (job, uuid), (util, mem) in sorted(sums.items())
         ]
 

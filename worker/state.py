@@ -223,7 +223,13 @@ class WorkerState:
             return self._finish(attempt, JobState.CANCELLED, None, f"{reason} (before it started)")
         if attempt.phase is Phase.FINISHED:
             return [Send(attempt.final)] if attempt.final is not None else []
-        return self._stop(attempt, reason, self.grace_s)
+        return self._stop(attempt, reason, self.job_grace(attempt))
+
+    def job_grace(self, attempt: Attempt) -> float:
+        """SIGTERM -> SIGKILL grace of a stop the master asked for: the job's ``grace_s``, or
+        the worker's ``--grace-s`` when the spec leaves it 0."""
+        spec = attempt.spec
+        return spec.grace_s if spec is not None and spec.grace_s > 0 else self.grace_s
 
     # ------------------------------------------------------------------- from the runtime
 
@@ -239,7 +245,7 @@ class WorkerState:
             return []
         attempt.phase = Phase.RUNNING
         if attempt.stop_reason is not None:
-            return self._stop(attempt, attempt.stop_reason, self.grace_s)
+            return self._stop(attempt, attempt.stop_reason, self.job_grace(attempt))
         return [Send(Update(key, JobState.RUNNING, at=self.clock.time()))]
 
     def on_start_failed(self, key: AttemptKey, error: str) -> list[Effect]:

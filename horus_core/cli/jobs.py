@@ -146,6 +146,8 @@ def job_fields(job: Job) -> list[tuple[str, object]]:
         ("Requested", f"{requested_text(spec)}, {share}, priority {spec.priority}"),
         ("Speed floor", f"{spec.min_speed:g}x of solo" if spec.min_speed > 0 else "(cluster default)"),
         ("GPU types", ", ".join(spec.gpu_types) or "(any)"),
+        ("Queue", f"{spec.queue or '(default)'}, class {spec.priority_class or '(default)'}"),
+        ("Stop grace", f"{spec.grace_s:g} s" if spec.grace_s > 0 else "(worker default)"),
         ("Hints", hints_text(job)),
         ("Node", job.node),
         ("GPUs", ", ".join(job.gpus)),

@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 
 from horus_core import __version__, errors
-from horus_core.cli import apply, cluster, jobs, logs, submit, top, waiting
+from horus_core.cli import apply, cluster, jobs, logs, queues, submit, top, waiting
 from horus_core.cli.output import FORMATS, TABLE, YAML, Output
 from horus_core.client import DEFAULT_TARGET, HorusClient, tls_credentials
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-_MODULES = (cluster, jobs, submit, apply, waiting, logs, top)
+_MODULES = (cluster, jobs, submit, apply, waiting, logs, top, queues)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -62,6 +62,17 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         metavar="N",
         help="the steps the job trains for, if known (progress estimates and optimus use it; 0: unknown)",
     )
+    p.add_argument("--queue", default="", help="queue to run in (default: your default queue)")
+    p.add_argument(
+        "--priority-class", default="", metavar="CLASS", help="priority class (default: the default class)"
+    )
+    p.add_argument(
+        "--grace-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="SIGTERM -> SIGKILL grace when stopped (0: 30 s)",
+    )
     p.add_argument("--util-avg", type=float, metavar="PCT", help="expected average GPU utilisation, %%")
     p.add_argument("--util-peak", type=float, metavar="PCT", help="expected peak GPU utilisation, %%")
     p.add_argument("--mem-mib", type=int, metavar="MIB", help="expected GPU memory use")
@@ -102,6 +113,9 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         gpus_min=gpus_min,
         gpus_max=gpus_max,
         total_steps=args.total_steps,
+        queue=args.queue,
+        priority_class=args.priority_class,
+        grace_s=args.grace_s,
     )
     return validate_spec(spec)
 

@@ -30,6 +30,7 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc
 from horus_core.gen import types_pb2 as pb
 from horus_core.model import Job, JobSpec, JobState, Node
+from horus_core.queues.usage import QueueUsage
 
 T = TypeVar("T")
 
@@ -260,6 +261,12 @@ class HorusClient:
         return _convert.job_progress_from_pb(
             await self._unary(lambda: self._stub.GetJobProgress(req, **self._opts()))
         )
+
+    async def queues(self) -> builtins.list[QueueUsage]:
+        """Per queue: quota, GPUs in use and borrowed, pending jobs ([] without --queues)."""
+        req = cpb.ListQueueUsageRequest()
+        resp = await self._unary(lambda: self._stub.ListQueueUsage(req, **self._opts()))
+        return [wire.queue_usage_from_pb(row) for row in resp.queues]
 
     # --------------------------------------------------------------------------- helpers
 

@@ -28,6 +28,7 @@ from horus_core.client._views import (
     ServerStats,
 )
 from horus_core.model import Job, JobSpec, JobState, Node
+from horus_core.queues.usage import QueueUsage
 
 T = TypeVar("T")
 
@@ -147,6 +148,9 @@ class SyncHorusClient:
 
     def learned(self) -> tuple[builtins.list[Profile], builtins.list[PairSpeed]]:
         return self._run(self._client.learned())
+
+    def queues(self) -> builtins.list[QueueUsage]:
+        return self._run(self._client.queues())
 
     def cluster_info(self) -> ClusterInfo:
         return self._run(self._client.cluster_info())

@@ -627,3 +627,108 @@ class JobProgressReport(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__target_step) -> _WhichOneofReturnType__target_step | None: ...
 
 Global___JobProgressReport: _TypeAlias = JobProgressReport  # noqa: Y015
+
+@_typing.final
+class ListQueueUsageRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListQueueUsageRequest: _TypeAlias = ListQueueUsageRequest  # noqa: Y015
+
+@_typing.final
+class QueueQuota(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GPU_TYPE_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    gpu_type: _builtins.str
+    """a GPU family ("v100") or "*" for any type"""
+    gpus: _builtins.int
+    def __init__(
+        self,
+        *,
+        gpu_type: _builtins.str = ...,
+        gpus: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_type", b"gpu_type", "gpus", b"gpus"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueQuota: _TypeAlias = QueueQuota  # noqa: Y015
+
+@_typing.final
+class QueueUsageRow(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    NOMINAL_FIELD_NUMBER: _builtins.int
+    BORROWING_LIMIT_FIELD_NUMBER: _builtins.int
+    USED_FIELD_NUMBER: _builtins.int
+    BORROWED_FIELD_NUMBER: _builtins.int
+    RUNNING_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    PENDING_GPUS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    borrowing_limit: _builtins.int
+    used: _builtins.int
+    """GPUs its active jobs hold"""
+    borrowed: _builtins.int
+    """of those, beyond its nominal quota"""
+    running: _builtins.int
+    pending: _builtins.int
+    pending_gpus: _builtins.int
+    @_builtins.property
+    def nominal(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueQuota]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        nominal: _abc.Iterable[Global___QueueQuota] | None = ...,
+        borrowing_limit: _builtins.int = ...,
+        used: _builtins.int = ...,
+        borrowed: _builtins.int = ...,
+        running: _builtins.int = ...,
+        pending: _builtins.int = ...,
+        pending_gpus: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["borrowed", b"borrowed", "borrowing_limit", b"borrowing_limit", "name", b"name", "nominal", b"nominal", "pending", b"pending", "pending_gpus", b"pending_gpus", "running", b"running", "used", b"used"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___QueueUsageRow: _TypeAlias = QueueUsageRow  # noqa: Y015
+
+@_typing.final
+class ListQueueUsageResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONFIGURED_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
+    configured: _builtins.bool
+    """false: the master runs without --queues"""
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedCompositeFieldContainer[Global___QueueUsageRow]: ...
+    def __init__(
+        self,
+        *,
+        configured: _builtins.bool = ...,
+        queues: _abc.Iterable[Global___QueueUsageRow] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configured", b"configured", "queues", b"queues"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListQueueUsageResponse: _TypeAlias = ListQueueUsageResponse  # noqa: Y015

@@ -96,6 +96,11 @@ class HorusServiceStub:
                 request_serializer=horus_dot_v1_dot_client__pb2.GetJobProgressRequest.SerializeToString,
                 response_deserializer=horus_dot_v1_dot_client__pb2.JobProgressReport.FromString,
                 _registered_method=True)
+        self.ListQueueUsage = channel.unary_unary(
+                '/horus.v1.HorusService/ListQueueUsage',
+                request_serializer=horus_dot_v1_dot_client__pb2.ListQueueUsageRequest.SerializeToString,
+                response_deserializer=horus_dot_v1_dot_client__pb2.ListQueueUsageResponse.FromString,
+                _registered_method=True)
 
 
 class HorusServiceServicer:
@@ -179,6 +184,13 @@ class HorusServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListQueueUsage(self, request, context):
+        """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HorusServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -241,6 +253,11 @@ def add_HorusServiceServicer_to_server(servicer, server):
                     servicer.GetJobProgress,
                     request_deserializer=horus_dot_v1_dot_client__pb2.GetJobProgressRequest.FromString,
                     response_serializer=horus_dot_v1_dot_client__pb2.JobProgressReport.SerializeToString,
+            ),
+            'ListQueueUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueueUsage,
+                    request_deserializer=horus_dot_v1_dot_client__pb2.ListQueueUsageRequest.FromString,
+                    response_serializer=horus_dot_v1_dot_client__pb2.ListQueueUsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -568,6 +585,33 @@ class HorusService:
             '/horus.v1.HorusService/GetJobProgress',
             horus_dot_v1_dot_client__pb2.GetJobProgressRequest.SerializeToString,
             horus_dot_v1_dot_client__pb2.JobProgressReport.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueueUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/horus.v1.HorusService/ListQueueUsage',
+            horus_dot_v1_dot_client__pb2.ListQueueUsageRequest.SerializeToString,
+            horus_dot_v1_dot_client__pb2.ListQueueUsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -52,6 +52,8 @@ class HorusServiceStub:
     """
     GetJobProgress: _grpc.UnaryUnaryMultiCallable[_client_pb2.GetJobProgressRequest, _client_pb2.JobProgressReport]
     """A job's reported progress (bounded history) and the fitted estimate of what is left."""
+    ListQueueUsage: _grpc.UnaryUnaryMultiCallable[_client_pb2.ListQueueUsageRequest, _client_pb2.ListQueueUsageResponse]
+    """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md)."""
 
 @_typing.type_check_only
 class HorusServiceAsyncStub(HorusServiceStub):
@@ -76,6 +78,8 @@ class HorusServiceAsyncStub(HorusServiceStub):
     """
     GetJobProgress: _aio.UnaryUnaryMultiCallable[_client_pb2.GetJobProgressRequest, _client_pb2.JobProgressReport]  # type: ignore[assignment]
     """A job's reported progress (bounded history) and the fitted estimate of what is left."""
+    ListQueueUsage: _aio.UnaryUnaryMultiCallable[_client_pb2.ListQueueUsageRequest, _client_pb2.ListQueueUsageResponse]  # type: ignore[assignment]
+    """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md)."""
 
 class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
     """The client plane: the SDK and hctl talk to the master through this service."""
@@ -169,5 +173,13 @@ class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_client_pb2.JobProgressReport, _abc.Awaitable[_client_pb2.JobProgressReport]]:
         """A job's reported progress (bounded history) and the fitted estimate of what is left."""
+
+    @_abc_1.abstractmethod
+    def ListQueueUsage(
+        self,
+        request: _client_pb2.ListQueueUsageRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_client_pb2.ListQueueUsageResponse, _abc.Awaitable[_client_pb2.ListQueueUsageResponse]]:
+        """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md)."""
 
 def add_HorusServiceServicer_to_server(servicer: HorusServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -146,6 +146,9 @@ class JobSpec(_message.Message):
     GPUS_MAX_FIELD_NUMBER: _builtins.int
     GPU_TYPES_FIELD_NUMBER: _builtins.int
     MIN_SPEED_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
+    PRIORITY_CLASS_FIELD_NUMBER: _builtins.int
+    GRACE_S_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     name: _builtins.str
     owner: _builtins.str
@@ -167,6 +170,12 @@ class JobSpec(_message.Message):
     gpus_max: _builtins.int
     min_speed: _builtins.float
     """speed floor in [0, 1] (1.0 = solo); 0 = the cluster default"""
+    queue: _builtins.str
+    """queue to run in; "" = the user's default (docs/queues.md)"""
+    priority_class: _builtins.str
+    """priority class; "" = the default class"""
+    grace_s: _builtins.float
+    """SIGTERM -> SIGKILL grace when stopped; 0 = the default (30 s)"""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -201,10 +210,13 @@ class JobSpec(_message.Message):
         gpus_max: _builtins.int = ...,
         gpu_types: _abc.Iterable[_builtins.str] | None = ...,
         min_speed: _builtins.float = ...,
+        queue: _builtins.str = ...,
+        priority_class: _builtins.str = ...,
+        grace_s: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hints", b"hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "gpus_max", b"gpus_max", "gpus_min", b"gpus_min", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "owner", b"owner", "priority", b"priority", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "gpus_max", b"gpus_max", "gpus_min", b"gpus_min", "grace_s", b"grace_s", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "owner", b"owner", "priority", b"priority", "priority_class", b"priority_class", "queue", b"queue", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from horus_core.errors import InvalidArgument
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Node
-from horus_core.policies import make_policy
+from horus_core.policies import Policy, make_policy
+from horus_core.queues import QueueConfig, QueuedPolicy, load_config
 from horus_core.sim.api import check_policies, load_workload
 from horus_core.sim.cluster import DEFAULT_GPUS_PER_NODE, build_cluster
 from horus_core.sim.config import RESTART_COST_S, ROUND_S, SimConfig, SimResult
@@ -29,6 +30,7 @@ from horus_core.sim.rates import SimulationError
 from horus_core.sim.report import format_table, to_json
 from horus_core.sim.scaling import NODE_FACTOR, RACK_FACTOR
 from horus_core.sim.synthetic import is_synthetic
+from horus_core.sim.teams import assign_teams, format_teams, parse_teams, team_metrics
 from horus_core.sim.traces import TraceJob, load_trace
 
 
@@ -71,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--cross-rack-factor", type=float, default=RACK_FACTOR, help="rate kept per extra rack a gang spans"
     )
+    p.add_argument("--queues", type=Path, metavar="FILE", help="queues and quotas (TOML, docs/queues.md)")
+    p.add_argument(
+        "--min-run-s", type=float, default=0.0, help="with --queues: least run before a preemption"
+    )
+    p.add_argument("--teams", metavar="A:W,B:W", help="split the jobs into teams (queues) by seeded draw")
+    p.add_argument("--teams-seed", type=int, default=0, help="seed of the --teams draw")
+    p.add_argument("--team-users", type=int, default=2, help="users per team (round-robin)")
     p.add_argument("--strict", action="store_true", help="fail on an action the master would drop")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a TTY")
     p.add_argument("--no-plots", action="store_true")
@@ -103,11 +112,21 @@ def _run(args: argparse.Namespace) -> int:
     if args.jobs < 0:
         raise InvalidArgument("jobs", f"must not be negative, got {args.jobs}")
     jobs = jobs[: args.jobs] if args.jobs else jobs
+    queues = _queues(args)
+    if args.teams:
+        jobs = assign_teams(jobs, parse_teams(args.teams), args.teams_seed, args.team_users)
     results: dict[str, SimResult] = {}
     for name in names:
-        results[name] = _one(name, jobs, nodes, model, config, args.progress)
+        results[name] = _one(
+            _policy(name, model, queues, args.min_run_s), jobs, nodes, model, config, args.progress
+        )
     metrics = {name: summarize(r) for name, r in results.items()}
+    if args.teams:
+        for name, r in results.items():
+            metrics[name].update(team_metrics(r))
     print(to_json(metrics) if args.json else format_table(metrics))
+    if args.teams and not args.json:
+        print(format_teams(results, queues))
     if args.out is not None:
         _write_outputs(args, results, metrics)
     return 0
@@ -133,16 +152,34 @@ def _config(args: argparse.Namespace) -> SimConfig:
         raise InvalidArgument("options", str(exc)) from None
 
 
+def _queues(args: argparse.Namespace) -> QueueConfig | None:
+    if args.queues is None:
+        if args.min_run_s:
+            raise InvalidArgument("min_run_s", "needs --queues")
+        return None
+    config = load_config(str(args.queues))
+    missing = sorted(set(parse_teams(args.teams)) - set(config.queues)) if args.teams else []
+    if missing:
+        raise InvalidArgument("teams", f"team(s) {', '.join(missing)} are not queues of {args.queues}")
+    return config
+
+
+def _policy(name: str, model: InterferenceModel, queues: QueueConfig | None, min_run_s: float) -> Policy:
+    policy = make_policy(name, model)
+    return policy if queues is None else QueuedPolicy(policy, queues, min_run_s=min_run_s)
+
+
 def _one(
-    name: str,
+    policy: Policy,
     jobs: Sequence[TraceJob],
     nodes: Sequence[Node],
     model: InterferenceModel,
     config: SimConfig,
     force_bar: bool,
 ) -> SimResult:
+    name = policy.name
     bar = ProgressBar(name, sys.stderr) if force_bar or sys.stderr.isatty() else None
-    result = Simulator(jobs, nodes, make_policy(name, model), model, config, bar).run()
+    result = Simulator(jobs, nodes, policy, model, config, bar).run()
     if bar is not None:
         bar.close(len(jobs))
     for warning in result.warnings:

@@ -72,6 +72,8 @@ def prepare_jobs(
             priority=tj.priority,
             total_steps=tj.total_steps,
             min_speed=min_speed,
+            owner=tj.owner,
+            queue=tj.queue,
         )
         job_id = f"j{idx:0{width}d}"
         signature = rates.model.signature(spec)

@@ -116,6 +116,8 @@ class JobRecord:
     preemptions: int
     evictions: int
     nodes: int = 1  # the most nodes one attempt spanned
+    owner: str = ""
+    queue: str = ""
 
     @property
     def jct(self) -> float | None:
@@ -142,4 +144,6 @@ def record_of(job: SimJob) -> JobRecord:
         preemptions=job.preemptions,
         evictions=job.evictions,
         nodes=job.nodes,
+        owner=job.spec.owner,
+        queue=job.spec.queue,
     )

@@ -40,6 +40,9 @@ class TraceJob:
     duration_s: float | None = None
     priority_weight: float = 1.0  # Gavel's weight, kept for reference; policies see ``priority``
     slo_s: float | None = None
+    # Who submitted it and to which queue (issue 13): set by a team rule (horus_core.sim.teams).
+    owner: str = ""
+    queue: str = ""
 
 
 def load_trace(path: str | Path, fmt: str | None = None) -> list[TraceJob]:

@@ -22,6 +22,7 @@ from master.services.core import Core
 from master.services.events import JobEvent
 from master.services.joblogs import LogReader
 from master.services.jobs import JobService
+from master.services.queues import QueueService
 
 
 def event_to_pb(ev: JobEvent) -> pb.JobEvent:
@@ -46,6 +47,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         *,
         monitor: LoopMonitor | None = None,
         heartbeats: LatencyWindow | None = None,
+        queues: QueueService | None = None,
     ) -> None:
         self.core = core
         self.jobs = jobs
@@ -54,6 +56,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         self.monitor = monitor or LoopMonitor()  # (not running unless the app runs it)
         self.heartbeats = heartbeats or LatencyWindow(1)
         self._node_views = NodeViews()
+        self.queues = queues  # None: no --queues
 
     @unary
     async def SubmitJob(self, request: cpb.SubmitJobRequest, context: Ctx) -> cpb.SubmitJobResponse:
@@ -117,6 +120,15 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         return cpb.ListProfilesResponse(
             profiles=learned_profiles(profiles, solos, pairs), pairs=[pair_to_pb(p) for p in pairs]
         )
+
+    @unary
+    async def ListQueueUsage(
+        self, request: cpb.ListQueueUsageRequest, context: Ctx
+    ) -> cpb.ListQueueUsageResponse:
+        if self.queues is None:
+            return cpb.ListQueueUsageResponse(configured=False)
+        rows = [wire.queue_usage_to_pb(row) for row in self.queues.usage()]
+        return cpb.ListQueueUsageResponse(configured=True, queues=rows)
 
     @unary
     async def GetClusterInfo(self, request: cpb.GetClusterInfoRequest, context: Ctx) -> cpb.ClusterInfo:

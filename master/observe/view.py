@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from horus_core.metrics import GpuSample, JobGpuSample, reason_label
+from horus_core.metrics import DEFAULT_QUEUE, GpuSample, JobGpuSample, reason_label
 from horus_core.model import Gpu, Job, JobState
 from horus_core.plane import GpuReading, JobGpuReading
 from master.services.core import Core
@@ -79,6 +79,7 @@ class ClusterView:
                         mem_used_mib=u.mem_used_mib,
                         speed=self.speeds.get(job.id),
                         predicted_speed=job.predicted_slowdown,
+                        queue=job.spec.queue or DEFAULT_QUEUE,
                     )
                 )
         return out

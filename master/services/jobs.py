@@ -19,6 +19,7 @@ from master.services.core import Dispatcher, JobWriter, Wakeup
 from master.services.events import EventBus, JobEvent, Subscription
 from master.services.logs import JOB_ID
 from master.services.nodes import NodeRegistry
+from master.services.queues import QueueService
 from master.store.jobs import SubmitResult, new_job_id, request_key
 from master.store.reads import Reader
 from master.store.rows import JobRow
@@ -85,9 +86,11 @@ class JobService:
         dispatch: Dispatcher,
         wakeup: Wakeup,
         events: EventBus,
+        queues: QueueService | None = None,
     ) -> None:
         self.config, self.read, self.clock, self.registry = config, read, clock, registry
         self.writer, self.dispatch, self.wakeup, self.events = writer, dispatch, wakeup, events
+        self.queues = queues  # --queues: each job's queue and class are checked at submit
 
     async def submit(self, spec: JobSpec, request_id: str, caller: Identity | None) -> SubmitResult:
         check_request_id(request_id)
@@ -96,6 +99,8 @@ class JobService:
             spec = dataclasses.replace(spec, owner=owner)
         max_gpus = self.registry.max_gpus_per_node()
         validate_spec(spec, max_gpus_per_node=max_gpus, allow_mounts=self.config.allow_mounts)
+        if self.queues is not None:
+            spec = self.queues.check(spec)
         if spec.min_speed == 0.0 and self.config.min_speed > 0.0:  # the cluster default, stored
             spec = dataclasses.replace(spec, min_speed=self.config.min_speed)
         env = strip_reserved_env(spec.env)

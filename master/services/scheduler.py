@@ -9,12 +9,13 @@ pass commit in one short transaction; Assignments and Kills go out only after it
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from horus_core.model import Assign, ClusterSnapshot, JobState, NodeState
+from horus_core.model import Assign, ClusterSnapshot, JobState, Node, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
 from horus_core.policies.optimus.history import ProgressObserver
@@ -82,6 +83,9 @@ class Scheduler:
         self._pass_lock = asyncio.Lock()  # one pass at a time: a pass's snapshot stays valid
         # job id -> (node, attempt, heartbeats then): a preempted attempt not yet seen stopped
         self._stopping: dict[str, tuple[str, int, int]] = {}
+        # job id -> the GPUs its stopping attempt still holds: offered to no one until it stopped,
+        # so a job that preempted it never starts next to a process still checkpointing.
+        self._stopping_gpus: dict[str, tuple[str, ...]] = {}
         self.passes = 0
         # Called after each pass with its duration (s) and result (the metrics); must not block.
         self.observers: list[Callable[[float, PassResult], None]] = []
@@ -155,6 +159,8 @@ class Scheduler:
                 await self.writer.set_pending_reason(NO_NODES)
             return PassResult(skipped=True)
         t0 = time.perf_counter()
+        self._prune_stopping()
+        nodes = self._hide_stopping_gpus(nodes)
         snapshot = ClusterSnapshot(nodes=nodes, jobs=self.writer.live.jobs())
         t1 = time.perf_counter()
         actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
@@ -181,10 +187,9 @@ class Scheduler:
         todo += [(w.job_id, tr.set_wait_reason(w.reason, now)) for w in plan.waits]
         return todo
 
-    def _not_stopping(self, assigns: list[Assign]) -> list[Assign]:
-        """Hold the next attempt of a preempted job until its worker no longer reports the old one
-        running (a heartbeat after the Kill without it, or the node LOST, whose lease has run out):
-        never two attempts at once."""
+    def _prune_stopping(self) -> None:
+        """Forget the preempted attempts whose worker no longer reports them running (a heartbeat
+        after the Kill without it, or the node LOST, whose lease has run out)."""
         for job_id, (node, attempt, seen) in list(self._stopping.items()):
             entry = self.registry.get(node)
             if (
@@ -193,6 +198,26 @@ class Scheduler:
                 or (entry.heartbeats > seen and (job_id, attempt) not in entry.running)
             ):
                 del self._stopping[job_id]
+                self._stopping_gpus.pop(job_id, None)
+
+    def _hide_stopping_gpus(self, nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+        """The nodes with the GPUs of still-stopping attempts marked unhealthy for this pass."""
+        held = {u for gpus in self._stopping_gpus.values() for u in gpus}
+        if not held:
+            return nodes
+        return tuple(
+            dataclasses.replace(
+                n, gpus=tuple(dataclasses.replace(g, healthy=False) if g.uuid in held else g for g in n.gpus)
+            )
+            if any(g.uuid in held for g in n.gpus)
+            else n
+            for n in nodes
+        )
+
+    def _not_stopping(self, assigns: list[Assign]) -> list[Assign]:
+        """Hold the next attempt of a preempted job until its old one stopped: never two attempts
+        at once."""
+        self._prune_stopping()
         held = [a for a in assigns if a.job_id in self._stopping]
         for a in held:
             log.info("assignment of %s held: its preempted attempt is still stopping", a.job_id)
@@ -207,6 +232,7 @@ class Scheduler:
                 self.dispatch.kill(before.node, before.id, before.attempt, after.reason)
                 entry = self.registry.get(before.node)
                 self._stopping[before.id] = (before.node, before.attempt, entry.heartbeats if entry else 0)
+                self._stopping_gpus[before.id] = before.gpus
         dropped = set(assigns) - {c.after.job.id for c in changes if c.after.job.state is JobState.ASSIGNED}
         for job_id in dropped:
             log.info("assignment of %s skipped: the job changed meanwhile", job_id)

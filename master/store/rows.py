@@ -97,6 +97,9 @@ def spec_to_json(spec: JobSpec) -> str:
         "gpu_types": list(spec.gpu_types),
         "gpus_min": spec.gpus_min,
         "gpus_max": spec.gpus_max,
+        "queue": spec.queue,
+        "priority_class": spec.priority_class,
+        "grace_s": spec.grace_s,
     }
     return json.dumps(doc, separators=(",", ":"), allow_nan=False)  # SQLite's JSON has no NaN
 
@@ -144,6 +147,9 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         gpus_max=int(d.get("gpus_max", 0)),
         min_speed=_finite(d.get("min_speed", 0.0)),  # rows written before the field: the default
         gpu_types=_strings(d.get("gpu_types", [])),
+        queue=str(d.get("queue", "")),
+        priority_class=str(d.get("priority_class", "")),
+        grace_s=_finite(d.get("grace_s", 0.0)),
     )
 
 

@@ -78,6 +78,7 @@ def test_minimal_file_and_argv_form() -> None:
             total_steps=100,
         ),
         JobSpec(command=("sh", "-c", "echo 'quoted: yes'\nexit 0\n"), name="multi: line #not comment"),
+        JobSpec(command=("x",), queue="team-a", priority_class="high", grace_s=90.0),
     ],
 )
 def test_dump_round_trips(spec: JobSpec) -> None:
@@ -106,7 +107,8 @@ def _error(text: str) -> InvalidArgument:
         ("run: x\nsetup: pip install\n", "setup", ["unknown field", "line 2"]),
         ("run: x\nresources:\n  cloud: aws\n", "resources.cloud", ["unknown field", "line 3"]),
         ("run: x\nmin_speed: 1.5\n", "min_speed", ["within [0, 1]"]),
-        ("run: x\nqueue: batch\n", "queue", ["not supported yet", "line 2"]),
+        ("run: x\ngrace_s: -1\n", "grace_s", ["within [0, 3600]"]),
+        ("run: x\nqueue: [a]\n", "queue", ["line 2"]),
         ("run: x\nnum_nodes: 2\n", "num_nodes", ["multi-node", "line 2"]),
         ("run: x\nresources: {accelerators: 'V100:two'}\n", "resources.accelerators", ["V100:2"]),
         ("run: x\npriority: high\n", "priority", ["integer", "line 2"]),

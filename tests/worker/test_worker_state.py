@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -95,6 +96,13 @@ def test_kill_running_then_cancelled(ws: WorkerState) -> None:
     [final] = sent(ws.on_exited(K1, ExitStatus(JobState.CANCELLED, 143, "preempted")))
     assert final.state is JobState.CANCELLED
     assert sent(ws.on_kill(K1, "again")) == [final]
+
+
+def test_kill_uses_the_jobs_own_grace(ws: WorkerState) -> None:
+    spec = dataclasses.replace(SPEC, grace_s=45.0)
+    assert ws.on_assignment(K1, spec, ("GPU-a",)) == [Start(K1, spec, ("GPU-a",))]
+    ws.on_started(K1)
+    assert ws.on_kill(K1, "preempted") == [Stop(K1, "preempted", 45.0)]  # not the worker's 10 s
 
 
 def test_kill_while_starting_stops_once_started(ws: WorkerState) -> None:

@@ -1,0 +1,363 @@
+"""The one seam that makes any policy honour queues, quotas, fair share and priority preemption.
+
+:class:`QueuedPolicy` wraps a policy's ``decide``. Each pass it
+
+1. charges the users' fair share with what their jobs held since the last pass;
+2. orders the pending jobs (priority class, then the user's fair-share factor, then ``priority``,
+   then arrival) and admits them against their queue: first those that keep their queue within
+   its nominal quota, then those that borrow up to its borrowing limit; the rest wait with code
+   ``QuotaExceeded``;
+3. lets the inner policy place the guaranteed jobs, then (with those counted as running) the
+   borrowing ones, and drops any assignment that would take a queue past its limit on the GPU
+   types actually chosen;
+4. for a guaranteed job still waiting, preempts borrowed jobs of other queues (reclaim, code
+   ``WaitingForReclaim``); for a job of a class that may preempt, jobs of lower classes
+   (code ``Priority``). No job is preempted before it has run ``min_run_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait
+from horus_core.packing.cluster import gpu_type
+from horus_core.policies.base import Policy
+from horus_core.queues.config import QueueConfig
+from horus_core.queues.fairshare import FairShare
+from horus_core.queues.ledger import WAIT_PRIORITY, WAIT_QUOTA, WAIT_RECLAIM, Ledger, demand, job_queue
+from horus_core.queues.ranking import Memo, rank_key, ranked
+from horus_core.queues.victims import Candidate, pick
+
+RESERVE_S = 300.0  # how long GPUs freed by preemption wait for the job they were freed for
+
+
+@dataclass
+class Admitted:
+    guaranteed: list[Job] = field(default_factory=list)
+    borrowing: list[Job] = field(default_factory=list)
+    held: dict[str, Wait] = field(default_factory=dict)
+    # Over its queue's limit, but of a class that may preempt lower classes of its queue.
+    over: list[Job] = field(default_factory=list)
+    # Over its queue's limit, but it may share a GPU the queue already holds (costs no quota).
+    packing: dict[str, list[Job]] = field(default_factory=dict)
+
+
+@dataclass
+class QueuedPolicy:
+    """``inner`` with queues and quotas (see the module doc); ``config`` may be swapped live."""
+
+    inner: Policy
+    config: QueueConfig
+    min_run_s: float = 0.0
+    name: str = field(init=False)  # the inner policy's
+    fair: FairShare = field(init=False)
+    # job id -> (attempt, when it was first seen holding GPUs, or assigned by this wrapper)
+    _since: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)
+    _shares: dict[tuple[str, str], float] = field(default_factory=dict, repr=False)
+    _ranked: Memo = field(default_factory=dict, repr=False)
+    # job id -> (the GPUs preemptions freed for it, when): see _reservations
+    _reserved: dict[str, tuple[frozenset[str], float, str]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.fair = FairShare(self.config.half_life_s)
+        self.name = self.inner.name
+
+    def reload(self, config: QueueConfig) -> None:
+        """Use ``config`` from the next pass on; attained usage is kept."""
+        self.config = config
+        self.fair.half_life_s = config.half_life_s
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        cfg = self.config
+        types = {g.uuid: gpu_type(g) for n in snapshot.nodes for g in n.gpus}
+        active = list(snapshot.active())
+        self._track(active, now)
+        self.fair.charge(now)
+        self._shares.clear()
+        if len(self._ranked) > 2 * len(snapshot.jobs) + 1024:
+            self._ranked.clear()
+        ledger = Ledger.of(cfg, active, types)
+        admitted = self.admit(snapshot.pending(), ledger)
+        inner_preempts: dict[str, Preempt] = {}
+        waits: dict[str, Wait] = dict(admitted.held)
+        assigns: list[Assign] = []
+        running = list(active)
+        reserved = self._reservations(admitted, now)
+        others = _hide_gpus(snapshot.nodes, reserved) if reserved else snapshot.nodes
+        # The inner policy's own preemptions (e.g. least attained service) only in the first tier,
+        # and only of jobs of the same queues or of borrowing ones: never against a quota.
+        queues = {job_queue(cfg, j) for j in admitted.guaranteed}
+        victims = {j.id for j in active if (q := job_queue(cfg, j)) in queues or ledger.borrowed(q) > 0}
+        tier1 = (admitted.guaranteed, running, ledger, waits, inner_preempts, victims, now)
+        assigns += self._tier(snapshot.nodes, *tier1)
+        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, set(), now)
+        if admitted.packing:  # at their limit: only beside their queues' own jobs (checked after)
+            held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing)) - reserved
+            nodes = _only_gpus(snapshot.nodes, held)
+            jobs = [j for group in admitted.packing.values() for j in group]
+            assigns += self._tier(nodes, jobs, running, ledger, {}, inner_preempts, set(), now)
+        for jid, (_, _, code) in self._reserved.items():  # still waiting for what was freed for it
+            if jid in waits:
+                waits[jid] = Wait(
+                    jid, f"{waits[jid].reason} (the GPUs preempted for it are held for it)", code
+                )
+        preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, now)
+        attempts = {j.id: j.attempt for j in snapshot.pending()}
+        for a in assigns:
+            self._since[a.job_id] = (attempts.get(a.job_id, 0) + 1, now)
+        holding = [j for j in running if j.id not in preempts]
+        self.fair.hold(((job_queue(cfg, j), j.spec.owner), len(j.gpus)) for j in holding)
+        out: list[Action] = [*assigns, *preempts.values()]
+        placed = {a.job_id for a in assigns}
+        return out + [
+            waits.get(j.id) or Wait(j.id, "pending") for j in snapshot.pending() if j.id not in placed
+        ]
+
+    # ------------------------------------------------------------------------------ admission
+
+    def share(self, job: Job) -> float:
+        """The fair-share factor of the job's user within its queue (memoised for the pass)."""
+        q = job_queue(self.config, job)
+        key = (q, job.spec.owner)
+        hit = self._shares.get(key)
+        if hit is None:
+            queue = self.config.queues.get(q)
+            users = [job.spec.owner] if queue is None else list(queue.users)
+            weights = {} if queue is None else queue.weights
+            hit = self._shares[key] = self.fair.factor(q, job.spec.owner, users, weights)
+        return hit
+
+    def order(self, pending: Sequence[Job]) -> list[Job]:
+        """Higher class, then higher fair-share factor, then ``priority``, then arrival."""
+        level = self.config.level_of
+
+        def key(j: Job) -> tuple[float, ...]:
+            return (-level(j.spec.priority_class), -self.share(j), -j.spec.priority, j.submitted_at)
+
+        return sorted(pending, key=lambda j: (key(j), j.id))
+
+    def _rank(self, job: Job) -> int:
+        levels = sorted({pc.level for pc in self.config.classes.values()})
+        level = self.config.level_of(job.spec.priority_class)
+        return rank_key(levels.index(level) if level in levels else 0, self.share(job))
+
+    def admit(self, pending: Sequence[Job], ledger: Ledger) -> Admitted:
+        """Split the pending jobs into guaranteed, borrowing and held back (pure given state)."""
+        cfg, out = self.config, Admitted()
+        planned = ledger.copy()
+        for job in self.order(pending):
+            q, need = job_queue(cfg, job), demand(job)
+            queue = cfg.queues.get(q)
+            if queue is None:
+                out.held[job.id] = Wait(job.id, f"queue {q!r} is not configured", WAIT_QUOTA)
+            elif planned.within_nominal(q, need):
+                out.guaranteed.append(job)
+                planned.plan(q, need)
+            elif planned.within_limit(q, need):
+                out.borrowing.append(job)
+                planned.plan(q, need)
+            else:
+                why = (
+                    f"queue {q} holds or has queued ahead {planned.total(q)} GPU(s); its quota is "
+                    f"{queue.nominal_total} + {queue.borrowing_limit} borrowed"
+                )
+                out.held[job.id] = Wait(job.id, why, WAIT_QUOTA)
+                if cfg.may_preempt(job.spec.priority_class):
+                    out.over.append(job)
+                if not job.spec.exclusive and ledger.held.get(q):
+                    out.packing.setdefault(q, []).append(job)
+        return out
+
+    def _tier(
+        self,
+        nodes: tuple[Node, ...],
+        tier: Sequence[Job],
+        running: list[Job],
+        ledger: Ledger,
+        waits: dict[str, Wait],
+        preempts: dict[str, Preempt],
+        victims: set[str],
+        now: float,
+    ) -> list[Assign]:
+        """One inner pass over ``tier`` beside ``running`` (which grows with what it places);
+        of its preemptions, those of ``victims`` are kept."""
+        if not tier:
+            return []
+        shown = ranked(tier, self._rank, self.inner.name, self._ranked)
+        actions = self.inner.decide(ClusterSnapshot(nodes, (*running, *shown)), now)
+        placed = self._keep(actions, tier, ledger, waits, preempts, victims, now)
+        running += _as_running(tier, placed)
+        return placed
+
+    def _keep(
+        self,
+        actions: Sequence[Action],
+        tier: Sequence[Job],
+        ledger: Ledger,
+        waits: dict[str, Wait],
+        preempts: dict[str, Preempt],
+        victims: set[str],
+        now: float,
+    ) -> list[Assign]:
+        """The inner policy's assignments that keep their queue within its limit; the rest wait."""
+        by_id = {j.id: j for j in tier}
+        out: list[Assign] = []
+        for a in actions:
+            if isinstance(a, Preempt) and a.job_id in victims and self._may_preempt(a.job_id, now):
+                preempts.setdefault(a.job_id, a)
+            elif isinstance(a, Wait) and a.job_id in by_id:
+                waits[a.job_id] = a
+            elif isinstance(a, Assign) and a.job_id in by_id:
+                q = job_queue(self.config, by_id[a.job_id])
+                if ledger.fits(q, a.gpus):
+                    ledger.hold(q, a.gpus)
+                    out.append(a)
+                else:
+                    chosen = sorted({ledger.types.get(u, "") for u in a.gpus})
+                    why = f"queue {q} would pass its borrowing limit on {', '.join(chosen)} GPUs"
+                    waits[a.job_id] = Wait(a.job_id, why, WAIT_QUOTA)
+        return out
+
+    # ----------------------------------------------------------------------------- preemption
+
+    def _preempt(
+        self,
+        snapshot: ClusterSnapshot,
+        running: list[Job],
+        admitted: Admitted,
+        waits: dict[str, Wait],
+        preempts: dict[str, Preempt],
+        ledger: Ledger,
+        now: float,
+    ) -> dict[str, Preempt]:
+        """Reclaim for waiting guaranteed jobs, then priority preemption (see the module doc)."""
+        cfg = self.config
+        active_ids = {j.id for j in snapshot.active()}
+        cands = [
+            Candidate(j, job_queue(cfg, j), cfg.level_of(j.spec.priority_class), self._start(j, now))
+            for j in running
+            if j.id in active_ids and j.id not in preempts and self._may_preempt(j.id, now)
+        ]
+        avail = _idle_gpus(snapshot, running)
+        budget = {q: ledger.borrowed(q) for q in cfg.queues}
+        for job in admitted.guaranteed + admitted.borrowing:
+            if job.id not in waits:
+                continue
+            short = demand(job) - avail
+            if short <= 0:
+                avail -= demand(job)  # idle GPUs it may get once what holds it back clears
+                continue
+            chosen, code, why = self._victims(job, job in admitted.guaranteed, cands, short, budget)
+            for c in chosen:
+                cands.remove(c)
+                budget[c.queue] = budget.get(c.queue, 0) - c.gpus
+                preempts[c.job.id] = Preempt(c.job.id, f"preempted: {why} (for {job.id})")
+            if chosen:
+                self._reserved[job.id] = (frozenset(u for c in chosen for u in c.job.gpus), now, code)
+                avail = max(0, avail + sum(c.gpus for c in chosen) - demand(job))
+                waits[job.id] = Wait(job.id, f"{why}: preempting {len(chosen)} job(s)", code)
+        for job in admitted.over:
+            q, level = job_queue(cfg, job), cfg.level_of(job.spec.priority_class)
+            chosen = pick(cands, demand(job), lambda c: c.queue == q and c.level < level)  # noqa: B023
+            for c in chosen:
+                cands.remove(c)
+                preempts[c.job.id] = Preempt(
+                    c.job.id, f"preempted: a job of a higher class needs queue {q}'s quota (for {job.id})"
+                )
+            if chosen:
+                self._reserved[job.id] = (
+                    frozenset(u for c in chosen for u in c.job.gpus),
+                    now,
+                    WAIT_PRIORITY,
+                )
+                waits[job.id] = Wait(
+                    job.id,
+                    f"queue {q} is at its quota: preempting {len(chosen)} job(s) of lower classes",
+                    WAIT_PRIORITY,
+                )
+        return preempts
+
+    def _victims(
+        self, job: Job, guaranteed: bool, cands: list[Candidate], short: int, budget: dict[str, int]
+    ) -> tuple[list[Candidate], str, str]:
+        """Who to preempt for ``job`` (reclaim if it is within its quota, else by class)."""
+        cfg = self.config
+        q, level = job_queue(cfg, job), cfg.level_of(job.spec.priority_class)
+        if guaranteed:
+            chosen = pick(cands, short, lambda c: c.queue != q, budget)
+            if chosen:
+                return chosen, WAIT_RECLAIM, f"queue {q} reclaims its quota"
+        if not cfg.may_preempt(job.spec.priority_class):
+            return [], "", ""
+
+        def lower(c: Candidate) -> bool:
+            return c.level < level and (c.queue == q or budget.get(c.queue, 0) >= c.gpus)
+
+        why = f"a job of a higher class ({job.spec.priority_class or cfg.default_class}) needs the GPUs"
+        return pick(cands, short, lower), WAIT_PRIORITY, why
+
+    def _reservations(self, admitted: Admitted, now: float) -> set[str]:
+        """GPUs freed by preemption for jobs still waiting for them (at most ``RESERVE_S``): hidden
+        from every other job. Their owners move to the front tier, which sees them."""
+        waiting = {j.id: j for j in [*admitted.guaranteed, *admitted.borrowing]}
+        self._reserved = {
+            jid: r for jid, r in self._reserved.items() if jid in waiting and now - r[1] < RESERVE_S
+        }
+        owners = [waiting[jid] for jid in self._reserved]
+        admitted.borrowing = [j for j in admitted.borrowing if j.id not in self._reserved]
+        admitted.guaranteed = [*admitted.guaranteed, *(j for j in owners if j not in admitted.guaranteed)]
+        return set().union(*(r[0] for r in self._reserved.values()))
+
+    def _may_preempt(self, job_id: str, now: float) -> bool:
+        seen = self._since.get(job_id)
+        return seen is None or now - seen[1] >= self.min_run_s
+
+    def _start(self, job: Job, now: float) -> float:
+        seen = self._since.get(job.id)
+        return seen[1] if seen is not None and seen[0] == job.attempt else now
+
+    def _track(self, active: Sequence[Job], now: float) -> None:
+        """Remember when each running attempt was first seen; forget attempts that ended."""
+        since: dict[str, tuple[int, float]] = {}
+        for j in active:
+            seen = self._since.get(j.id)
+            since[j.id] = seen if seen is not None and seen[0] == j.attempt else (j.attempt, now)
+        self._since = since
+
+
+def _idle_gpus(snapshot: ClusterSnapshot, running: Sequence[Job]) -> int:
+    busy = {u for j in running for u in j.gpus}
+    return sum(1 for g in snapshot.ready_gpus() if g.uuid not in busy)
+
+
+def _hide_gpus(nodes: Sequence[Node], hide: set[str]) -> tuple[Node, ...]:
+    """The nodes with the GPUs in ``hide`` marked unhealthy."""
+    return tuple(
+        dataclasses.replace(
+            n, gpus=tuple(dataclasses.replace(g, healthy=False) if g.uuid in hide else g for g in n.gpus)
+        )
+        if any(g.uuid in hide for g in n.gpus)
+        else n
+        for n in nodes
+    )
+
+
+def _only_gpus(nodes: Sequence[Node], keep: set[str]) -> tuple[Node, ...]:
+    """The nodes with every GPU not in ``keep`` marked unhealthy."""
+    return tuple(
+        dataclasses.replace(
+            n, gpus=tuple(g if g.uuid in keep else dataclasses.replace(g, healthy=False) for g in n.gpus)
+        )
+        for n in nodes
+    )
+
+
+def _as_running(jobs: Sequence[Job], assigns: Sequence[Assign]) -> list[Job]:
+    by_id = {j.id: j for j in jobs}
+    return [
+        dataclasses.replace(by_id[a.job_id], state=JobState.ASSIGNED, node=a.node, gpus=a.gpus)
+        for a in assigns
+        if a.job_id in by_id
+    ]

@@ -1,0 +1,50 @@
+"""What ``hctl queues`` shows per queue: quota, GPUs in use, GPUs borrowed, pending jobs and GPUs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from horus_core.model import Job, JobState
+from horus_core.queues.config import QueueConfig
+from horus_core.queues.ledger import Ledger, demand, job_queue
+
+
+@dataclass(frozen=True, slots=True)
+class QueueUsage:
+    name: str
+    nominal: Mapping[str, int] = field(default_factory=dict)  # GPU type (or "*") -> quota
+    borrowing_limit: int = 0
+    used: int = 0  # GPUs its active jobs hold
+    borrowed: int = 0  # of those, beyond its nominal quota
+    running: int = 0  # active jobs
+    pending: int = 0  # pending jobs
+    pending_gpus: int = 0  # GPUs they ask for
+
+    @property
+    def nominal_total(self) -> int:
+        return sum(self.nominal.values())
+
+
+def queue_usage(config: QueueConfig, jobs: Iterable[Job], types: Mapping[str, str]) -> list[QueueUsage]:
+    """One row per configured queue (in file order), from the pending and active jobs."""
+    jobs = list(jobs)
+    active = [j for j in jobs if j.state.active]
+    ledger = Ledger.of(config, active, types)
+    out = []
+    for name, q in config.queues.items():
+        mine = [j for j in jobs if job_queue(config, j) == name]
+        waiting = [j for j in mine if j.state is JobState.PENDING]
+        out.append(
+            QueueUsage(
+                name,
+                dict(q.nominal),
+                q.borrowing_limit,
+                ledger.total(name),
+                ledger.borrowed(name),
+                sum(1 for j in mine if j.state.active),
+                len(waiting),
+                sum(demand(j) for j in waiting),
+            )
+        )
+    return out

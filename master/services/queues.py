@@ -1,0 +1,54 @@
+"""The live master's queues: the config file (read at start, reloaded on SIGHUP), checks at submit,
+and the usage ``hctl queues`` shows. The decisions are :class:`horus_core.queues.QueuedPolicy`'s."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import pathlib
+
+from horus_core.errors import InvalidArgument
+from horus_core.model import JobSpec
+from horus_core.packing.cluster import gpu_type
+from horus_core.queues import QueuedPolicy, load_config
+from horus_core.queues.usage import QueueUsage, queue_usage
+from master.services.core import JobWriter, Wakeup
+from master.services.nodes import NodeRegistry
+
+log = logging.getLogger(__name__)
+
+
+class QueueService:
+    def __init__(
+        self,
+        policy: QueuedPolicy,
+        path: pathlib.Path,
+        *,
+        registry: NodeRegistry,
+        writer: JobWriter,
+        wakeup: Wakeup,
+    ) -> None:
+        self.registry, self.writer, self.wakeup = registry, writer, wakeup
+        self.policy = policy
+        self.path = path
+
+    def reload(self) -> bool:
+        """Read the file again; a bad file is logged and the config in force is kept."""
+        try:
+            config = load_config(str(self.path))
+        except InvalidArgument as exc:
+            log.error("queues: %s; keeping the configuration in force", exc)
+            return False
+        self.policy.reload(config)
+        log.info("queues: reloaded %s (%d queues)", self.path, len(config.queues))
+        self.wakeup.poke()
+        return True
+
+    def check(self, spec: JobSpec) -> JobSpec:
+        """The spec with its queue filled in; :class:`InvalidArgument` if it may not be queued."""
+        queue = self.policy.config.check_job(spec.owner, spec.queue, spec.priority_class)
+        return spec if spec.queue == queue else dataclasses.replace(spec, queue=queue)
+
+    def usage(self) -> list[QueueUsage]:
+        types = {g.uuid: gpu_type(g) for n in self.registry.schedulable() for g in n.gpus}
+        return queue_usage(self.policy.config, self.writer.live.jobs(), types)

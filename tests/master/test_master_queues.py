@@ -1,0 +1,133 @@
+"""Queues on a live master (real gRPC, real SQLite, fake clock): submit checks, reclaim, usage, reload."""
+
+from __future__ import annotations
+
+import pathlib
+
+import grpc
+import pytest
+from master_fakes import FakeWorker, client_for, running_master, spec
+
+from horus_core.gen import client_pb2 as cpb
+from horus_core.gen import types_pb2 as pb
+
+QUEUES = """
+[classes.normal]
+level = 100
+default = true
+[queues.a]
+nominal = { v100 = 1 }
+borrowing_limit = 1
+users = ["alice"]
+[queues.b]
+nominal = { v100 = 1 }
+users = ["bob"]
+"""
+
+
+def queue_file(tmp_path: pathlib.Path, text: str = QUEUES) -> pathlib.Path:
+    path = tmp_path / "queues.toml"
+    path.write_text(text)
+    return path
+
+
+async def test_submit_checks_queue_user_and_class(tmp_path: pathlib.Path) -> None:
+    async with running_master(tmp_path, queues=queue_file(tmp_path)) as m, client_for(m) as stub:
+        for bad, words in (
+            (spec(owner="alice", queue="nope"), "unknown queue 'nope'"),
+            (spec(owner="alice", queue="b"), "may not submit to queue 'b'"),
+            (spec(owner="bob", priority_class="urgent"), "unknown priority class 'urgent'"),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.SubmitJob(cpb.SubmitJobRequest(spec=bad))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert words in (err.value.details() or "")
+        assert not (await stub.ListJobs(cpb.ListJobsRequest())).jobs  # nothing stored
+        ok = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="bob")))).job
+        assert ok.spec.queue == "b"  # the user's default queue, stored with the job
+
+
+async def test_owner_reclaims_borrowed_gpu_and_usage_shows_it(tmp_path: pathlib.Path) -> None:
+    async with running_master(tmp_path, queues=queue_file(tmp_path)) as m, client_for(m) as stub:
+        w = FakeWorker(m.port, "n1", n_gpus=2)
+        await w.connect()
+        a1 = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
+        assert (await w.recv_kind("assign")).job_id == a1
+        m.clock.advance(1.0)  # type: ignore[attr-defined]
+        a2 = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
+        assert (await w.recv_kind("assign")).job_id == a2  # borrowed: b's idle GPU
+        await w.update(a1, 1, pb.JOB_STATE_RUNNING)
+        await w.update(a2, 1, pb.JOB_STATE_RUNNING)
+        await w.barrier()
+        usage = {q.name: q for q in (await stub.ListQueueUsage(cpb.ListQueueUsageRequest())).queues}
+        assert (usage["a"].used, usage["a"].borrowed, usage["b"].used) == (2, 1, 0)
+        b1 = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="bob")))).job.id
+        kill = await w.recv_kind("kill")
+        assert (kill.job_id, kill.attempt) == (a2, 1) and "queue b reclaims" in kill.reason
+        got = await stub.GetJob(cpb.GetJobRequest(job_id=b1))
+        assert got.state == pb.JOB_STATE_PENDING and "reclaims" in got.reason
+        await w.heartbeat(running=((a1, 1), (a2, 1)))  # a2 still stops: its GPU goes to no one
+        await w.barrier()
+        await m.scheduler.run_once()
+        assert (await stub.GetJob(cpb.GetJobRequest(job_id=b1))).state == pb.JOB_STATE_PENDING
+        await w.update(a2, 1, pb.JOB_STATE_CANCELLED, exit_code=143)
+        await w.heartbeat(running=((a1, 1),))
+        await w.barrier()
+        m.core.poke()
+        assert (await w.recv_kind("assign")).job_id == b1
+        back = await stub.GetJob(cpb.GetJobRequest(job_id=a2))
+        assert back.state == pb.JOB_STATE_PENDING and back.attempt == 1  # re-queued, not failed
+        usage = {q.name: q for q in (await stub.ListQueueUsage(cpb.ListQueueUsageRequest())).queues}
+        assert (usage["a"].used, usage["a"].pending, usage["b"].used) == (1, 1, 1)
+        await w.close()
+
+
+async def test_reload_keeps_the_old_config_when_the_file_is_bad(tmp_path: pathlib.Path) -> None:
+    path = queue_file(tmp_path)
+    async with running_master(tmp_path, queues=path) as m, client_for(m) as stub:
+        path.write_text("[queues.a\n")
+        assert m.reload_queues() is False
+        assert [q.name for q in (await stub.ListQueueUsage(cpb.ListQueueUsageRequest())).queues] == ["a", "b"]
+        path.write_text(QUEUES + '[queues.c]\nnominal = { "*" = 2 }\n')
+        assert m.reload_queues() is True
+        names = [q.name for q in (await stub.ListQueueUsage(cpb.ListQueueUsageRequest())).queues]
+        assert names == ["a", "b", "c"]
+
+
+async def test_without_queues_the_rpc_says_so(tmp_path: pathlib.Path) -> None:
+    async with running_master(tmp_path) as m, client_for(m) as stub:
+        answer = await stub.ListQueueUsage(cpb.ListQueueUsageRequest())
+        assert not answer.configured and not answer.queues
+        assert m.reload_queues() is False
+
+
+async def test_job_metrics_carry_the_jobs_queue(tmp_path: pathlib.Path) -> None:
+    from master_fakes import config
+    from test_metrics import scrape
+
+    from horus_core.testing import FakeClock
+    from master.app import Master
+
+    master = Master(
+        config(tmp_path, queues=queue_file(tmp_path)), clock=FakeClock(), metrics_listen="127.0.0.1:0"
+    )
+    async with master as m, client_for(m) as stub:
+        w = FakeWorker(m.port, "n1", n_gpus=1)
+        await w.connect()
+        jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="bob")))).job.id
+        a = await w.recv_kind("assign")
+        usage = [
+            pb.JobGpuStats(job_id=jid, attempt=1, gpu_uuid=w.gpus[0].uuid, util_sm=40.0, mem_used_mib=100)
+        ]
+        stats = [
+            pb.GpuStats(
+                uuid=w.gpus[0].uuid, util_sm=40.0, mem_used_mib=100, mem_total_mib=16384, healthy=True
+            )
+        ]
+        await w.update(jid, a.attempt, pb.JOB_STATE_RUNNING)
+        await w.heartbeat(running=((jid, 1),), gpus=stats, jobs=usage)
+        await w.barrier()
+        got = await scrape(m.http.metrics_port)
+        [row] = [s for s in got["horus_job_gpu_utilization"] if s.labels["job"] == jid]
+        assert (row.labels["queue"], row.labels["user"]) == ("b", "bob")
+        await w.close()
