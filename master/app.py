@@ -29,6 +29,7 @@ from master.services.jobs import JobService
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
 from master.services.scheduler import Scheduler
+from master.services.service import ServiceDesk
 from master.services.workers import WorkerPlane
 from master.store import Store
 
@@ -81,6 +82,7 @@ class Master:
             learned = await self.core.learner.load()  # before the first pass: no policy runs yet
             if learned:
                 log.info("interference model: %d stored observations loaded", learned)
+            await ServiceDesk(self.core).load()  # (before the nodes: they take their cordons from it)
             await self.plane.load()
             self.port = await self._serve()
             await self.http.start(*self._listen_http)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 
 from horus_core.cli import output as fmt
@@ -11,6 +12,7 @@ from horus_core.cli.output import Output
 from horus_core.cli.records import job_gpu_stats_record, job_record
 from horus_core.client import GpuStatus, HorusClient, JobGpuStats
 from horus_core.model import Job, JobState
+from horus_core.reasoncodes import DEFAULT_QUEUE
 
 REASON_WIDTH = 70
 TYPE_WIDTH = 32
@@ -68,7 +70,7 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
             j.node,
             predicted_speed(j),
             fmt.age(j.submitted_at),
-            fmt.truncate(j.reason, REASON_WIDTH),
+            fmt.truncate(reason_text(j), REASON_WIDTH),
         )
         for j in jobs
     ]
@@ -79,20 +81,66 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
 async def show_queue(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
     pending = [job async for job in client.list(states=(JobState.PENDING,), owner=args.owner)]
     queue = queue_order(pending)
+    places = positions(queue)
     if out.json:
-        out.dump([{"position": i, **job_record(j)} for i, j in enumerate(queue, 1)])
+        out.dump(
+            [{**job_record(j), "queue": q, "position": i} for j, (q, i) in zip(queue, places, strict=True)]
+        )
         return 0
     rows = [
-        (i, j.id, j.spec.name, j.spec.owner, j.spec.gpus, j.spec.priority, fmt.age(j.submitted_at), j.reason)
-        for i, j in enumerate(queue, 1)
+        (
+            q,
+            i,
+            j.id,
+            j.spec.name,
+            j.spec.owner,
+            j.spec.gpus,
+            j.spec.priority,
+            fmt.age(j.submitted_at),
+            j.reason_code or "-",
+            j.reason,
+        )
+        for j, (q, i) in zip(queue, places, strict=True)
     ]
-    out.table(("#", "ID", "NAME", "OWNER", "GPUS", "PRIO", "WAITING", "REASON"), rows)
+    out.table(("QUEUE", "#", "ID", "NAME", "OWNER", "GPUS", "PRIO", "WAITING", "CODE", "REASON"), rows)
     return 0
 
 
+def positions(queue: list[Job]) -> list[tuple[str, int]]:
+    """(queue, place from 1) of each job of :func:`queue_order`'s list: the master's position
+    where its last pass gave one (those come first), counting on after them for the rest."""
+    seen: dict[str, int] = {}
+    out = []
+    for j in queue:
+        q = j.queue_name or DEFAULT_QUEUE
+        seen[q] = seen.get(q, 0) + 1
+        out.append((q, seen[q]))
+    return out
+
+
 def queue_order(jobs: list[Job]) -> list[Job]:
-    """The order the policies serve pending jobs in (horus_core.policies.base.arrival_order)."""
-    return sorted(jobs, key=lambda j: (-j.spec.priority, j.submitted_at, j.id))
+    """Queue by queue, in the order the active policy served them at its last pass (the master's
+    ``queue_position``); jobs it has not placed in order yet come last, by priority and age
+    (horus_core.policies.base.arrival_order)."""
+    return sorted(
+        jobs,
+        key=lambda j: (
+            j.queue_name or DEFAULT_QUEUE,
+            j.queue_position or math.inf,
+            -j.spec.priority,
+            j.submitted_at,
+            j.id,
+        ),
+    )
+
+
+def reason_text(job: Job) -> str:
+    """A pending job's reason with its code first (``Resources: needs ...``)."""
+    return (
+        f"{job.reason_code}: {job.reason}"
+        if job.reason_code and job.state is JobState.PENDING
+        else job.reason
+    )
 
 
 async def cancel_job(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
@@ -136,7 +184,8 @@ def job_fields(job: Job) -> list[tuple[str, object]]:
         ("Owner", spec.owner),
         ("Type", spec.job_type),
         ("State", f"{job.state.value} (attempt {job.attempt})"),
-        ("Reason", job.reason),
+        ("Reason", reason_text(job)),
+        ("Queue position", f"{job.queue_position} in {job.queue_name}" if job.queue_position else "-"),
         ("Command", shlex.join(spec.command)),
         ("Image", spec.image or "(none: runs as a process)"),
         ("Requested", f"{spec.gpus} GPU(s), {share}, priority {spec.priority}"),

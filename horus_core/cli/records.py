@@ -31,6 +31,9 @@ def job_record(job: Job) -> Record:
         "min_speed": spec.min_speed,
         "gpu_types": list(spec.gpu_types),
         "reason": job.reason,
+        "reason_code": job.reason_code,
+        "position": job.queue_position or None,  # pending: place in its queue (1 = next)
+        "queue": job.queue_name or None,
         "predicted_slowdown": job.predicted_slowdown,
         "submitted_at": job.submitted_at,
         "updated_at": job.updated_at,
@@ -55,6 +58,7 @@ def gpu_record(gpu: Gpu) -> Record:
         "memory_mib": gpu.memory_mib,
         "gpu_type": gpu.gpu_type,
         "healthy": gpu.healthy,
+        "quarantine": gpu.quarantine,  # why the master quarantined it; "" = not quarantined
     }
 
 
@@ -63,6 +67,8 @@ def node_record(node: Node) -> Record:
         "name": node.name,
         "state": node.state.value,
         "last_seen": node.last_seen,
+        "drain_deadline": node.drain_deadline,
+        "quarantined": sum(1 for g in node.gpus if g.quarantine),
         "gpus": [gpu_record(g) for g in sorted(node.gpus, key=lambda g: g.index)],
     }
 

@@ -153,6 +153,15 @@ class SyncHorusClient:
     def server_stats(self, reset: bool = False) -> ServerStats:
         return self._run(self._client.server_stats(reset))
 
+    def cordon(self, node: str) -> Node:
+        return self._run(self._client.cordon(node))
+
+    def drain(self, node: str, timeout_s: float | None = None) -> Node:
+        return self._run(self._client.drain(node, timeout_s))
+
+    def uncordon(self, node: str, gpu_uuid: str = "") -> Node:
+        return self._run(self._client.uncordon(node, gpu_uuid))
+
     # -------------------------------------------------------------------------- plumbing
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:

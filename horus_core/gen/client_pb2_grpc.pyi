@@ -50,6 +50,10 @@ class HorusServiceStub:
     """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
     client auth is on).
     """
+    SetNodeService: _grpc.UnaryUnaryMultiCallable[_client_pb2.SetNodeServiceRequest, _client_pb2.SetNodeServiceResponse]
+    """Take a node (or one GPU) out of service or back (admins, when client auth is on):
+    cordon, drain, uncordon (docs/nodes.md).
+    """
 
 @_typing.type_check_only
 class HorusServiceAsyncStub(HorusServiceStub):
@@ -71,6 +75,10 @@ class HorusServiceAsyncStub(HorusServiceStub):
     GetServerStats: _aio.UnaryUnaryMultiCallable[_client_pb2.GetServerStatsRequest, _client_pb2.ServerStats]  # type: ignore[assignment]
     """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
     client auth is on).
+    """
+    SetNodeService: _aio.UnaryUnaryMultiCallable[_client_pb2.SetNodeServiceRequest, _client_pb2.SetNodeServiceResponse]  # type: ignore[assignment]
+    """Take a node (or one GPU) out of service or back (admins, when client auth is on):
+    cordon, drain, uncordon (docs/nodes.md).
     """
 
 class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -156,6 +164,16 @@ class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_client_pb2.ServerStats, _abc.Awaitable[_client_pb2.ServerStats]]:
         """How responsive the master is: event-loop lag and heartbeat handling time (admins, when
         client auth is on).
+        """
+
+    @_abc_1.abstractmethod
+    def SetNodeService(
+        self,
+        request: _client_pb2.SetNodeServiceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_client_pb2.SetNodeServiceResponse, _abc.Awaitable[_client_pb2.SetNodeServiceResponse]]:
+        """Take a node (or one GPU) out of service or back (admins, when client auth is on):
+        cordon, drain, uncordon (docs/nodes.md).
         """
 
 def add_HorusServiceServicer_to_server(servicer: HorusServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Wait
 from horus_core.policies.base import arrival_order, busy_gpu_uuids, gpus_by_node
@@ -26,10 +27,9 @@ class FifoPolicy:
 
     def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         busy = busy_gpu_uuids(snapshot.jobs)
-        free = {
-            node: [g.uuid for g in gpus if g.uuid not in busy]
-            for node, gpus in gpus_by_node(snapshot).items()
-        }
+        by_node = gpus_by_node(snapshot)
+        free = {node: [g.uuid for g in gpus if g.uuid not in busy] for node, gpus in by_node.items()}
+        biggest = max((len(g) for g in by_node.values()), default=0)
         actions: list[Action] = []
         for job in arrival_order(snapshot.pending()):
             need = job.spec.gpus
@@ -37,9 +37,9 @@ class FifoPolicy:
             fits = [(len(uuids), node) for node, uuids in free.items() if len(uuids) >= need]
             if not fits:
                 largest = max((len(u) for u in free.values()), default=0)
-                actions.append(
-                    Wait(job.id, f"needs {need} free GPU(s) on one node, largest free set is {largest}")
-                )
+                code = rc.GANG_TOO_LARGE if need > biggest else rc.RESOURCES
+                text = f"needs {need} free GPU(s) on one node, largest free set is {largest}"
+                actions.append(Wait(job.id, text, code))
                 continue
             _, node = min(fits)
             chosen, free[node] = free[node][:need], free[node][need:]

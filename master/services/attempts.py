@@ -13,6 +13,7 @@ from master.services import transitions as tr
 from master.services.core import Core
 from master.services.logs import JOB_ID
 from master.services.nodes import NodeEntry
+from master.services.service import ServiceDesk
 from master.services.session import Session
 from master.services.workers import WorkerPlane
 from master.store.rows import JobRow
@@ -30,6 +31,7 @@ class AttemptHandler:
         self.plane = plane
         self._kills: dict[tuple[str, int], float] = {}
         self._log_nodes: OrderedDict[tuple[str, int], str] = OrderedDict()
+        self.service = ServiceDesk(core)  # GPU readings with an Xid or ECC error: quarantine
 
     def touch(self, session: Session) -> NodeEntry | None:
         """Record that the node spoke; None if ``session`` is no longer the node's stream."""
@@ -45,6 +47,8 @@ class AttemptHandler:
             return
         was_fenced = entry.fenced
         self.core.registry.record_heartbeat(entry, hb, self.core.clock.now())
+        if any(s.ecc_errors or s.xid_events for s in hb.gpus):
+            await self.service.check_readings(entry, hb)
         if was_fenced and not entry.fenced:
             self.core.poke()  # it takes work again
         self.plane.renew(entry, hb.seq)  # evidence the worker is alive: the only lease renewal

@@ -39,6 +39,8 @@ class Core:
     # scheduling pass's apply + dispatch. Never held across a policy decision.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     schedule_needed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Pending job id -> (queue, position from 1) as the last scheduling pass served them.
+    positions: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def poke(self) -> None:
         """Ask for a scheduling pass soon (coalesced). Without a schedulable node a pass could not
@@ -77,9 +79,9 @@ class Core:
         if not write.cancelled() and write.exception() is None:
             self.live.update(c.after for c in write.result())
 
-    async def set_pending_reason(self, reason: str) -> None:
-        await self.store.write(SetPendingReasonOp(reason))
-        self.live.set_pending_reason(reason)
+    async def set_pending_reason(self, reason: str, code: str = "") -> None:
+        await self.store.write(SetPendingReasonOp(reason, code))
+        self.live.set_pending_reason(reason, code)
 
     def send_assignment(self, job: Job) -> bool:
         msg = wpb.MasterMessage(

@@ -14,18 +14,21 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from horus_core.model import Assign, ClusterSnapshot, JobState, NodeState
+from horus_core import reasoncodes as rc
+from horus_core.model import Action, Assign, ClusterSnapshot, JobState, NodeState, Wait
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
 from master.services import transitions as tr
 from master.services.core import Core
 from master.services.floor import FloorEnforcer
+from master.services.service import ServiceDesk
 from master.store.jobs import Change, Transition
 from master.store.live import IndexLookup
 
 log = logging.getLogger(__name__)
 
 NO_NODES = "no ready nodes"
+ALL_CORDONED = "every ready node is cordoned or draining"
 SLOW_PASS_S = 0.05
 
 
@@ -64,6 +67,7 @@ class Scheduler:
         self.observers: list[Callable[[float, PassResult], None]] = []
         self._rest_s = 0.0
         self.floor = FloorEnforcer(core)  # speed floors: co-runners to move (issue 10)
+        self.service = ServiceDesk(core)  # drains whose timeout passed: jobs to preempt
 
     async def run(self) -> None:
         """Forever (until cancelled): wait for a poke or the tick, then liveness + a pass."""
@@ -108,18 +112,54 @@ class Scheduler:
         self.passes += 1
         nodes = core.registry.schedulable()
         now = core.clock.now()
+        drains: list[Action] = [*self.service.drain_preempts()]
         if not nodes:
-            if now - self._last_idle_note >= core.config.tick_s:
-                self._last_idle_note = now
-                await core.set_pending_reason(NO_NODES)
+            await self._idle_note(now)
+            if drains:
+                await self._commit(ClusterSnapshot((), core.live.jobs()), drains)
             return PassResult(skipped=True)
         t0 = time.perf_counter()
         snapshot = ClusterSnapshot(nodes=nodes, jobs=core.live.jobs())
         t1 = time.perf_counter()
         actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
-        actions = [*actions, *await self.floor.preempts()]
+        actions = [*self._classified(actions), *await self.floor.preempts(), *drains]
         t2 = time.perf_counter()
-        plan = check_actions(snapshot, list(actions), IndexLookup(core.live, nodes))
+        plan, _ = await self._commit(snapshot, actions)
+        done = PassResult(len(plan.assigns), len(plan.preempts), len(plan.waits), len(plan.dropped))
+        done.read_s, done.decide_s, done.commit_s = t1 - t0, t2 - t1, time.perf_counter() - t2
+        return done
+
+    async def _idle_note(self, now: float) -> None:
+        """No schedulable node: say so on every pending job (at most once a tick)."""
+        if now - self._last_idle_note < self.core.config.tick_s:
+            return
+        self._last_idle_note = now
+        if any(e.admin is not None and e.state is NodeState.READY for e in self.core.registry.all()):
+            await self.core.set_pending_reason(ALL_CORDONED, rc.NODE_CORDONED)
+        else:
+            await self.core.set_pending_reason(NO_NODES, rc.NO_READY_NODES)
+
+    def _classified(self, actions: list[Action]) -> list[Action]:
+        """The policy's actions with each Wait's code final (NodeCordoned where only room that is
+        out of service would fit the job), and the queue positions they give noted."""
+        core = self.core
+        core.positions = rc.queue_positions((a for a in actions if isinstance(a, Wait)), core.live.job)
+        book = core.registry.book
+        if not (book.modes or book.quarantined):
+            return actions
+        withheld = rc.out_of_service([e.model() for e in core.registry.all()], core.live.jobs())
+        out: list[Action] = []
+        for a in actions:
+            if isinstance(a, Wait) and (job := core.live.job(a.job_id)) is not None:
+                code = rc.refine(a, job.spec.gpus, withheld)
+                a = a if code == a.code else Wait(a.job_id, a.reason, code)
+            out.append(a)
+        return out
+
+    async def _commit(self, snapshot: ClusterSnapshot, actions: list[Action]) -> tuple[Plan, list[Change]]:
+        """Check the actions, apply them in one transaction, dispatch after it."""
+        core = self.core
+        plan = check_actions(snapshot, list(actions), IndexLookup(core.live, snapshot.nodes))
         plan.assigns = self._not_stopping(plan.assigns)
         todo = self._transitions(plan, core.clock.now())
         async with core.lock:
@@ -128,16 +168,14 @@ class Scheduler:
         for c in changes:
             if c.before.job.state.active and not c.after.job.state.active:
                 await core.learner.attempt_ended(c.before.job, c.before.job.attempt)
-        done = PassResult(len(plan.assigns), len(plan.preempts), len(plan.waits), len(plan.dropped))
-        done.read_s, done.decide_s, done.commit_s = t1 - t0, t2 - t1, time.perf_counter() - t2
-        return done
+        return plan, changes
 
     @staticmethod
     def _transitions(plan: Plan, now: float) -> list[tuple[str, Transition]]:
         """The plan as transitions (``plan.waits`` holds only the Waits with a new reason)."""
         todo = [(a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now)) for a in plan.assigns]
         todo += [(p.job_id, tr.preempt(p.reason, now)) for p in plan.preempts]
-        todo += [(w.job_id, tr.set_wait_reason(w.reason, now)) for w in plan.waits]
+        todo += [(w.job_id, tr.set_wait_reason(w.reason, now, w.code)) for w in plan.waits]
         return todo
 
     def _not_stopping(self, assigns: list[Assign]) -> list[Assign]:

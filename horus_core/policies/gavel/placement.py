@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from horus_core import reasoncodes as rc
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, NodeState, Preempt, Wait
 from horus_core.policies.gavel.rounds import Slot
 
@@ -68,7 +69,7 @@ def actions_for(
         slot = plan.get(job.id)
         got = None if slot is None else _gpus_for(job, slot, free)
         if got is None:
-            actions.append(Wait(job.id, _reason(slot, label)))
+            actions.append(Wait(job.id, _reason(slot, label), rc.PRIORITY if slot is None else rc.RESOURCES))
             continue
         actions.append(Assign(job.id, got[0], got[1]))
     return actions

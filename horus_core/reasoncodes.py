@@ -1,0 +1,134 @@
+"""The fixed vocabulary of pending-reason codes (modelled on Slurm's) and the rules that pick one.
+
+Every pending job carries one code (``Job.reason_code``) next to its sentence (``Job.reason``).
+The table in docs/reasons.md says what each means and what a user can do about it; a test pins
+that the two agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from horus_core.model import Job, JobState, Node, NodeState, Wait
+
+RESOURCES = "Resources"
+PRIORITY = "Priority"
+INTERFERENCE = "Interference"
+GANG_TOO_LARGE = "GangTooLarge"
+GPU_TYPE_UNAVAILABLE = "GpuTypeUnavailable"
+NODE_CORDONED = "NodeCordoned"
+NO_READY_NODES = "NoReadyNodes"
+PREEMPTED = "Preempted"
+SUBMITTED = "Submitted"
+QUOTA_EXCEEDED = "QuotaExceeded"
+WAITING_FOR_RECLAIM = "WaitingForReclaim"
+
+# code -> (what it means, what to do): the documented vocabulary (docs/reasons.md).
+VOCABULARY: dict[str, tuple[str, str]] = {
+    SUBMITTED: ("accepted; no scheduling pass has looked at it yet", "wait for the next pass"),
+    RESOURCES: (
+        "GPUs that suit it exist, but not enough of them are free now (slots, memory, idle GPUs)",
+        "wait, or ask for fewer GPUs or less memory",
+    ),
+    PRIORITY: (
+        "jobs ahead of it in its queue are served first (queue order, look-ahead, fair-share rounds)",
+        "wait; `hctl queue` shows its position",
+    ),
+    INTERFERENCE: (
+        "every GPU with room runs a job it may not share with (pair slowdown, speed floor, memory)",
+        "wait, lower --min-speed, or ask for --exclusive GPUs",
+    ),
+    GANG_TOO_LARGE: (
+        "it needs more GPUs on one node than any schedulable node has",
+        "ask for fewer GPUs (or an elastic range)",
+    ),
+    GPU_TYPE_UNAVAILABLE: (
+        "no GPU of a type it accepts is in the cluster (or every such type runs it too slowly)",
+        "widen --gpu-type",
+    ),
+    NODE_CORDONED: (
+        "GPUs that could run it are on cordoned or draining nodes, or quarantined",
+        "ask an admin to `hctl uncordon` the node or GPU",
+    ),
+    NO_READY_NODES: ("no node is ready (none registered, or all lost)", "ask an admin to start workers"),
+    PREEMPTED: ("it was preempted and re-queued; the next pass places it again", "wait"),
+    QUOTA_EXCEEDED: ("its queue is at its quota and may not borrow more", "wait for the queue's jobs to end"),
+    WAITING_FOR_RECLAIM: (
+        "its queue's quota is lent out and borrowed jobs are being preempted to give it back",
+        "wait (within the preemption grace period)",
+    ),
+}
+CODES = frozenset(VOCABULARY)
+
+
+@dataclass(frozen=True, slots=True)
+class OutOfService:
+    """What cordoned/draining nodes and quarantined GPUs withhold from the policies."""
+
+    largest_node: int = 0  # healthy, unquarantined GPUs on the biggest out-of-service node
+    idle_gpus: int = 0  # such GPUs with no active job on them
+
+    @property
+    def any(self) -> bool:
+        return self.largest_node > 0
+
+
+def out_of_service(nodes: Iterable[Node], jobs: Iterable[Job]) -> OutOfService:
+    """What placement could use if admins released every cordon, drain and quarantine (only
+    nodes that are not LOST count: a lost node has no worker to run anything)."""
+    busy = {g for j in jobs if j.state.active for g in j.gpus}
+    largest = idle = 0
+    for n in nodes:
+        if n.state is NodeState.LOST:
+            continue
+        usable = [g for g in n.gpus if g.healthy or g.quarantine]  # with its quarantines released
+        held = usable if n.state is not NodeState.READY else [g for g in n.gpus if g.quarantine]
+        if held:
+            largest = max(largest, len(usable))
+            idle += sum(1 for g in held if g.uuid not in busy)
+    return OutOfService(largest, idle)
+
+
+def refine(wait: Wait, gpus: int, withheld: OutOfService) -> str:
+    """The code of ``wait`` (for a job asking for ``gpus`` GPUs) once the master knows what is out
+    of service: a job that only waits for room the cordons hold back says ``NodeCordoned``."""
+    code = wait.code or RESOURCES
+    if not withheld.any:
+        return code
+    if code in (GANG_TOO_LARGE, NO_READY_NODES) and gpus <= withheld.largest_node:
+        return NODE_CORDONED
+    if code == RESOURCES and gpus <= withheld.idle_gpus and gpus <= withheld.largest_node:
+        return NODE_CORDONED
+    return code
+
+
+def pending_code(job: Job) -> str:
+    """The code a job has while no pass has classified it ("" when it is not pending)."""
+    if job.state is not JobState.PENDING:
+        return ""
+    return job.reason_code or SUBMITTED
+
+
+DEFAULT_QUEUE = "default"
+
+
+def queue_of(job: Job) -> str:
+    """The queue a job waits in: its spec's ``queue`` where the spec has one, else "default"."""
+    name = getattr(job.spec, "queue", "")
+    return name if isinstance(name, str) and name else DEFAULT_QUEUE
+
+
+def queue_positions(waits: Iterable[Wait], job: Callable[[str], Job | None]) -> dict[str, tuple[str, int]]:
+    """Job id -> (queue, position from 1) of every waiting job, in the order the policy's Waits
+    come (the order it serves its queue), counted per queue."""
+    counts: dict[str, int] = {}
+    out: dict[str, tuple[str, int]] = {}
+    for w in waits:
+        j = job(w.job_id)
+        if j is None or w.job_id in out:
+            continue
+        q = queue_of(j)
+        counts[q] = counts.get(q, 0) + 1
+        out[w.job_id] = (q, counts[q])
+    return out
