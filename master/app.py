@@ -108,7 +108,7 @@ class Master:
         self.jobs = JobService(self.core)
         self.scheduler = Scheduler(self.core, policy, self.plane.check_liveness)
         self.policy = policy
-        self.http = HttpSide(self.core, self.scheduler, self._tokens)
+        self.http = HttpSide(self.core, self.scheduler, self._tokens, self.monitor)
 
     async def _serve(self) -> int:
         cfg = self.config

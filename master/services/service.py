@@ -61,7 +61,9 @@ class ServiceDesk:
         released = [
             u for u, (n, _) in book.quarantined.items() if n == name and (not gpu_uuid or u == gpu_uuid)
         ]
-        rows = tuple(GpuHealthRow(u, name, "", self._ecc_now(entry, u)) for u in released)
+        # (the count at release: the latest reading, or the one that quarantined it if none came since)
+        seen = [max(book.ecc_seen.get(u, 0), self._ecc_now(entry, u)) for u in released]
+        rows = tuple(GpuHealthRow(u, name, "", n) for u, n in zip(released, seen, strict=True))
         if rows:
             await self.core.store.write(SetGpuHealthOp(rows, now))
         if not gpu_uuid:

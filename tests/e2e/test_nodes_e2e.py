@@ -48,7 +48,9 @@ def test_cordon_keeps_new_work_off_and_survives_a_master_restart(two_nodes: Loca
     with SyncHorusClient.connect(c.addr) as client:
         a = client.submit(spec(30.0, "a"))
         b = client.submit(spec(30.0, "b"))
-        until(lambda: client.get(a.id).state is JobState.RUNNING or client.get(b.id).state is JobState.RUNNING)
+        until(
+            lambda: client.get(a.id).state is JobState.RUNNING or client.get(b.id).state is JobState.RUNNING
+        )
         running = [j for j in (client.get(a.id), client.get(b.id)) if j.state.active]
         assert [j.node for j in running] == ["n2"]
         waiting = next(j for j in (a, b) if j.id != running[0].id)
@@ -98,7 +100,9 @@ def test_injected_xid_quarantines_the_gpu_until_uncordon(tmp_path: pathlib.Path)
         with SyncHorusClient.connect(c.addr) as client:
             a = client.submit(spec(30.0, "a"))
             b = client.submit(spec(30.0, "b"))
-            ran = until(lambda: next((j for j in (client.get(a.id), client.get(b.id)) if j.state.active), None))
+            ran = until(
+                lambda: next((j for j in (client.get(a.id), client.get(b.id)) if j.state.active), None)
+            )
             assert ran.gpus != (bad["uuid"],)
             waiting = b if ran.id == a.id else a
             until(lambda: client.get(waiting.id).reason_code == "NodeCordoned")
