@@ -10,8 +10,8 @@ from aiohttp import web
 
 from master.auth import TokenTable
 from master.http.server import Dashboard, metrics_app, start_site
-from master.observe.history import UtilHistory
 from master.loopmon import LoopMonitor
+from master.observe.history import UtilHistory
 from master.observe.metrics import MasterMetrics
 from master.services.core import Core
 from master.services.scheduler import Scheduler

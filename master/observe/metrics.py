@@ -82,7 +82,9 @@ class _LoopCollector(Collector):
             lag.add_metric([q], ms / 1000)
         yield lag
         yield CounterMetricFamily(
-            "horus_event_loop_lag_samples", "Loop-lag samples recorded since the master started.", value=s.total
+            "horus_event_loop_lag_samples",
+            "Loop-lag samples recorded since the master started.",
+            value=s.total,
         )
 
 
