@@ -7,7 +7,8 @@ that the two agree.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from horus_core.model import Job, JobState, Node, NodeState, Wait
@@ -131,4 +132,24 @@ def queue_positions(waits: Iterable[Wait], job: Callable[[str], Job | None]) -> 
         q = queue_of(j)
         counts[q] = counts.get(q, 0) + 1
         out[w.job_id] = (q, counts[q])
+    return out
+
+
+Place = Callable[[Job], "tuple[str, int] | None"]
+
+
+def queue_listing(pending: Sequence[Job], place: Place) -> list[tuple[str, int, Job]]:
+    """(queue, position from 1, job) of each pending job, queue by queue: first the jobs the last
+    pass ordered (``place``: their queue and position), in that order, then the others in the
+    order given. Positions count on from 1 in each queue."""
+    keyed = []
+    for i, job in enumerate(pending):
+        at = place(job)
+        keyed.append((at[0] if at else queue_of(job), at[1] if at else math.inf, i, job))
+    keyed.sort(key=lambda k: (k[0], k[1], k[2]))
+    counts: dict[str, int] = {}
+    out = []
+    for q, _, _, job in keyed:
+        counts[q] = counts.get(q, 0) + 1
+        out.append((q, counts[q], job))
     return out

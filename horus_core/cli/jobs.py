@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 
 from horus_core.cli import output as fmt
@@ -12,7 +11,7 @@ from horus_core.cli.output import Output
 from horus_core.cli.records import job_gpu_stats_record, job_record
 from horus_core.client import GpuStatus, HorusClient, JobGpuStats
 from horus_core.model import Job, JobState
-from horus_core.reasoncodes import DEFAULT_QUEUE
+from horus_core.reasoncodes import queue_listing
 
 REASON_WIDTH = 70
 TYPE_WIDTH = 32
@@ -80,12 +79,9 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
 
 async def show_queue(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
     pending = [job async for job in client.list(states=(JobState.PENDING,), owner=args.owner)]
-    queue = queue_order(pending)
-    places = positions(queue)
+    listing = queue_listing(arrival_order(pending), _place)
     if out.json:
-        out.dump(
-            [{**job_record(j), "queue": q, "position": i} for j, (q, i) in zip(queue, places, strict=True)]
-        )
+        out.dump([{**job_record(j), "queue": q, "position": i} for q, i, j in listing])
         return 0
     rows = [
         (
@@ -100,38 +96,20 @@ async def show_queue(client: HorusClient, args: argparse.Namespace, out: Output)
             j.reason_code or "-",
             j.reason,
         )
-        for j, (q, i) in zip(queue, places, strict=True)
+        for q, i, j in listing
     ]
     out.table(("QUEUE", "#", "ID", "NAME", "OWNER", "GPUS", "PRIO", "WAITING", "CODE", "REASON"), rows)
     return 0
 
 
-def positions(queue: list[Job]) -> list[tuple[str, int]]:
-    """(queue, place from 1) of each job of :func:`queue_order`'s list: the master's position
-    where its last pass gave one (those come first), counting on after them for the rest."""
-    seen: dict[str, int] = {}
-    out = []
-    for j in queue:
-        q = j.queue_name or DEFAULT_QUEUE
-        seen[q] = seen.get(q, 0) + 1
-        out.append((q, seen[q]))
-    return out
+def arrival_order(jobs: list[Job]) -> list[Job]:
+    """By priority, then age (horus_core.policies.base.arrival_order): the order of the jobs no
+    scheduling pass has put in its own order yet."""
+    return sorted(jobs, key=lambda j: (-j.spec.priority, j.submitted_at, j.id))
 
 
-def queue_order(jobs: list[Job]) -> list[Job]:
-    """Queue by queue, in the order the active policy served them at its last pass (the master's
-    ``queue_position``); jobs it has not placed in order yet come last, by priority and age
-    (horus_core.policies.base.arrival_order)."""
-    return sorted(
-        jobs,
-        key=lambda j: (
-            j.queue_name or DEFAULT_QUEUE,
-            j.queue_position or math.inf,
-            -j.spec.priority,
-            j.submitted_at,
-            j.id,
-        ),
-    )
+def _place(job: Job) -> tuple[str, int] | None:
+    return (job.queue_name, job.queue_position) if job.queue_position > 0 else None
 
 
 def reason_text(job: Job) -> str:
