@@ -253,6 +253,37 @@ def test_queue_in_queue_order(server: ThreadedFakeMaster, capsys: pytest.Capture
     assert out.index(high) < out.index(low) and "no GPU free" in out
 
 
+def test_queue_follows_the_masters_positions_with_codes(
+    server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Positions from the master's last pass come first (per queue); codes ride along in -o json."""
+    late = add(server, reason="needs 2 GPUs", reason_code="Resources", queue_name="default", queue_position=2)
+    first = add(
+        server,
+        reason="on a cordoned node",
+        reason_code="NodeCordoned",
+        queue_name="default",
+        queue_position=1,
+    )
+    new = add(server, spec=JobSpec(command=("x",), priority=99), reason="waiting", reason_code="Submitted")
+    listed = json.loads(run(server, capsys, "queue", "-o", "json")[1])
+    assert [(j["id"], j["queue"], j["position"], j["reason_code"]) for j in listed] == [
+        (first, "default", 1, "NodeCordoned"),
+        (late, "default", 2, "Resources"),
+        (new, "default", 3, "Submitted"),
+    ]
+    jobs = {j["id"]: j for j in json.loads(run(server, capsys, "jobs", "-o", "json")[1])}
+    assert (jobs[late]["reason_code"], jobs[late]["reason"], jobs[late]["position"]) == (
+        "Resources",
+        "needs 2 GPUs",
+        2,
+    )
+    assert jobs[new]["position"] is None
+    table = run(server, capsys, "jobs")[1]
+    assert "NodeCordoned: on a cordoned node" in table
+    assert "CODE" in run(server, capsys, "queue")[1]
+
+
 def test_nodes_json_and_table(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(server, capsys, "nodes", "-o", "json")
     nodes = json.loads(out)
