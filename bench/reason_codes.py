@@ -3,9 +3,10 @@
 On G V100s (8 per node) and J jobs (GPU counts from the Philly trace, Gavel job types), the
 ``horus`` policy decides once (the in-run reference, ``decide_ms``); then the master's additions
 are timed over its actions: ``positions_ms`` (each waiting job's queue and position,
-``reasoncodes.queue_positions``, run every pass) and ``refine_ms`` (with one node cordoned and one
-GPU quarantined: what is out of service, and each Wait's code refined, run only while something
-is out of service).
+``reasoncodes.QueuePositions``: paid by the first GetJob/ListJobs/queue page after a pass, on the
+event loop; the pass itself only keeps its action list) and ``refine_ms`` (with one node cordoned
+and one GPU quarantined: what is out of service and ``reasoncodes.classify`` over the actions,
+run in the pass's decide thread, only while something is out of service).
 
     python bench/reason_codes.py [--jobs 12500] [--gpus 8192] [--repeat 5]
 
@@ -62,7 +63,7 @@ def main() -> None:
     decide_ms = timed(lambda: policy.decide(snapshot, 10.0), args.repeat)
     by_id = {j.id: j for j in jobs}
     waits = [a for a in actions if isinstance(a, Wait)]
-    positions_ms = timed(lambda: rc.queue_positions(waits, by_id.get), args.repeat)
+    positions_ms = timed(lambda: rc.QueuePositions(actions, by_id.get).get(waits[-1].job_id), args.repeat)
     bad = dataclasses.replace(nodes[1].gpus[0], healthy=False, quarantine="Xid 79")
     shown = (
         dataclasses.replace(nodes[0], state=NodeState.CORDONED),
@@ -71,9 +72,9 @@ def main() -> None:
     )
 
     def refine() -> None:
-        withheld = rc.out_of_service(shown, jobs)
-        for w in waits:
-            rc.refine(w, by_id[w.job_id].spec.gpus, withheld)
+        held = shown[:2]  # (the master looks only at the nodes something is held on)
+        withheld = rc.out_of_service(held, [j for j in jobs if j.node in ("n0", "n1")])
+        rc.classify(actions, snapshot.pending(), withheld)
 
     refine_ms = timed(refine, args.repeat)
     print(

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from horus_core.model import Job, JobState, Node, NodeState, Wait
+from horus_core.model import Action, Job, JobSpec, JobState, Node, NodeState, Wait
 
 RESOURCES = "Resources"
 PRIORITY = "Priority"
@@ -104,6 +104,24 @@ def refine(wait: Wait, gpus: int, withheld: OutOfService) -> str:
     return code
 
 
+_REFINABLE = frozenset({RESOURCES, GANG_TOO_LARGE, NO_READY_NODES, ""})
+
+
+def classify(actions: list[Action], jobs: Iterable[Job], withheld: OutOfService) -> list[Action]:
+    """``actions`` with each Wait's code refined (:func:`refine`); the same list when nothing is
+    out of service. ``jobs``: at least the waiting ones (for their GPU counts)."""
+    if not withheld.any:
+        return actions
+    need = {j.id: j.spec.gpus for j in jobs}
+    out: list[Action] = []
+    for a in actions:
+        if isinstance(a, Wait) and a.code in _REFINABLE and a.job_id in need:
+            code = refine(a, need[a.job_id], withheld)
+            a = a if code == a.code else Wait(a.job_id, a.reason, code)
+        out.append(a)
+    return out
+
+
 def pending_code(job: Job) -> str:
     """The code a job has while no pass has classified it ("" when it is not pending)."""
     if job.state is not JobState.PENDING:
@@ -112,6 +130,7 @@ def pending_code(job: Job) -> str:
 
 
 DEFAULT_QUEUE = "default"
+_QUEUES = "queue" in JobSpec.__dataclass_fields__  # (a spec field of queues with quotas)
 
 
 def queue_of(job: Job) -> str:
@@ -123,6 +142,9 @@ def queue_of(job: Job) -> str:
 def queue_positions(waits: Iterable[Wait], job: Callable[[str], Job | None]) -> dict[str, tuple[str, int]]:
     """Job id -> (queue, position from 1) of every waiting job, in the order the policy's Waits
     come (the order it serves its queue), counted per queue."""
+    if not _QUEUES:  # JobSpec has no queue (yet): one queue, and no spec needs reading
+        known = (w.job_id for w in waits if job(w.job_id) is not None)
+        return {jid: (DEFAULT_QUEUE, i) for i, jid in enumerate(dict.fromkeys(known), 1)}
     counts: dict[str, int] = {}
     out: dict[str, tuple[str, int]] = {}
     for w in waits:
@@ -153,3 +175,21 @@ def queue_listing(pending: Sequence[Job], place: Place) -> list[tuple[str, int, 
         counts[q] = counts.get(q, 0) + 1
         out.append((q, counts[q], job))
     return out
+
+
+class QueuePositions:
+    """Each waiting job's (queue, position) after a pass, worked out from the pass's actions the
+    first time someone asks (a pass itself only keeps the list: bench/reason_codes.py)."""
+
+    def __init__(
+        self, actions: Sequence[Action] = (), job: Callable[[str], Job | None] = lambda _: None
+    ) -> None:
+        self._actions: Sequence[Action] | None = actions
+        self._job = job
+        self._places: dict[str, tuple[str, int]] = {}
+
+    def get(self, job_id: str) -> tuple[str, int] | None:
+        if self._actions is not None:
+            self._places = queue_positions((a for a in self._actions if isinstance(a, Wait)), self._job)
+            self._actions = None
+        return self._places.get(job_id)

@@ -60,7 +60,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
     def _job_pb(self, job: Job) -> pb.Job:
         """The job with its queue position from the last scheduling pass (pending jobs only)."""
         msg = wire.job_to_pb(job)
-        place = self.core.positions.get(job.id) if job.state is JobState.PENDING else None
+        place = self.core.positions.get(job.id) if job.state is JobState.PENDING else None  # (lazy)
         if place is not None:
             msg.queue_name, msg.queue_position = place
         return msg

@@ -7,7 +7,7 @@ it and decide what the caller may see (``visible``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from urllib.parse import quote
 
@@ -144,11 +144,11 @@ def queue_page(
     view: ClusterView,
     visible: Visible,
     who: Identity | None,
-    positions: Mapping[str, tuple[str, int]] | None = None,
+    position: Callable[[str], tuple[str, int] | None] = lambda _: None,
 ) -> str:
-    """``positions``: the last scheduling pass's (queue, position) by job id (Core.positions)."""
-    now, places = time.time(), positions or {}
-    listing = queue_listing(view.pending, lambda j: places.get(j.id))
+    """``position``: a job id's (queue, position) at the last scheduling pass (Core.positions.get)."""
+    now = time.time()
+    listing = queue_listing(view.pending, lambda j: position(j.id))
     mine = [(q, pos, j) for q, pos, j in listing if visible(j)]
     rows = [_queue_row(q, pos, j, visible, now) for q, pos, j in mine[:MAX_QUEUE_ROWS]]
     note = f'<p id="queue-size">{len(view.pending)} job(s) pending in the whole cluster</p>'

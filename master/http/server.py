@@ -88,7 +88,7 @@ class Dashboard:
         who = request[WHO]
         return _html(
             pages.queue_page(
-                await gather(self.core, queue=True), self.visible_to(who), who, self.core.positions
+                await gather(self.core, queue=True), self.visible_to(who), who, self.core.positions.get
             )
         )
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from horus_core import wire
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Job
+from horus_core.reasoncodes import QueuePositions
 from master.clock import Clock
 from master.config import MasterConfig
 from master.learning.learner import Learner
@@ -39,8 +40,8 @@ class Core:
     # scheduling pass's apply + dispatch. Never held across a policy decision.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     schedule_needed: asyncio.Event = field(default_factory=asyncio.Event)
-    # Pending job id -> (queue, position from 1) as the last scheduling pass served them.
-    positions: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # Each pending job's (queue, position from 1) as the last scheduling pass served them.
+    positions: QueuePositions = field(default_factory=QueuePositions)
 
     def poke(self) -> None:
         """Ask for a scheduling pass soon (coalesced). Without a schedulable node a pass could not

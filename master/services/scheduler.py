@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from horus_core import reasoncodes as rc
-from horus_core.model import Action, Assign, ClusterSnapshot, JobState, NodeState, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot, JobState, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
 from master.services import transitions as tr
@@ -121,8 +121,9 @@ class Scheduler:
         t0 = time.perf_counter()
         snapshot = ClusterSnapshot(nodes=nodes, jobs=core.live.jobs())
         t1 = time.perf_counter()
-        actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
-        actions = [*self._classified(actions), *await self.floor.preempts(), *drains]
+        actions = await asyncio.to_thread(self._decide, snapshot, now, self._withheld())
+        core.positions = rc.QueuePositions(actions, core.live.job)
+        actions = [*actions, *await self.floor.preempts(), *drains]
         t2 = time.perf_counter()
         plan, _ = await self._commit(snapshot, actions)
         done = PassResult(len(plan.assigns), len(plan.preempts), len(plan.waits), len(plan.dropped))
@@ -139,22 +140,19 @@ class Scheduler:
         else:
             await self.core.set_pending_reason(NO_NODES, rc.NO_READY_NODES)
 
-    def _classified(self, actions: list[Action]) -> list[Action]:
-        """The policy's actions with each Wait's code final (NodeCordoned where only room that is
-        out of service would fit the job), and the queue positions they give noted."""
-        core = self.core
-        core.positions = rc.queue_positions((a for a in actions if isinstance(a, Wait)), core.live.job)
-        book = core.registry.book
+    def _withheld(self) -> rc.OutOfService:
+        """What cordons, drains and quarantines hold back now (nothing, cheaply, without any)."""
+        core, book = self.core, self.core.registry.book
         if not (book.modes or book.quarantined):
-            return actions
-        withheld = rc.out_of_service([e.model() for e in core.registry.all()], core.live.jobs())
-        out: list[Action] = []
-        for a in actions:
-            if isinstance(a, Wait) and (job := core.live.job(a.job_id)) is not None:
-                code = rc.refine(a, job.spec.gpus, withheld)
-                a = a if code == a.code else Wait(a.job_id, a.reason, code)
-            out.append(a)
-        return out
+            return rc.OutOfService()
+        held = {n for n in book.modes} | {n for n, _ in book.quarantined.values()}
+        jobs = [r.job for n in held for r in core.live.active_on(n)]
+        return rc.out_of_service([e.model() for e in core.registry.all() if e.name in held], jobs)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float, withheld: rc.OutOfService) -> list[Action]:
+        """(Off the loop.) The policy's actions, each Wait's code final: NodeCordoned where only
+        room that is out of service would fit the job."""
+        return rc.classify(self.policy.decide(snapshot, now), snapshot.pending(), withheld)
 
     async def _commit(self, snapshot: ClusterSnapshot, actions: list[Action]) -> tuple[Plan, list[Change]]:
         """Check the actions, apply them in one transaction, dispatch after it."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import pathlib
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -152,3 +153,18 @@ def test_drain_deadline_and_preempts() -> None:
 def test_docs_table_is_the_vocabulary() -> None:
     rows = re.findall(r"^\| `(\w+)` \| (.+?) \| (.+?) \|$", DOCS.read_text(), re.MULTILINE)
     assert {code: (meaning, todo) for code, meaning, todo in rows} == rc.VOCABULARY
+
+
+def test_positions_count_per_queue_once_specs_name_queues(monkeypatch: pytest.MonkeyPatch) -> None:
+    """(JobSpec.queue belongs to queues with quotas; a spec with a queue is stood in for here.)"""
+    monkeypatch.setattr(rc, "_QUEUES", True)
+    specs = {"a": "team-a", "b": "", "c": "team-a"}
+    jobs = {k: SimpleNamespace(id=k, spec=SimpleNamespace(queue=q)) for k, q in specs.items()}
+    waits = [Wait("c", "x"), Wait("b", "x"), Wait("a", "x"), Wait("zzz", "x")]
+    assert rc.queue_positions(waits, jobs.get) == {
+        "c": ("team-a", 1),
+        "b": ("default", 1),
+        "a": ("team-a", 2),
+    }  # type: ignore[arg-type]
+    lazy = rc.QueuePositions(waits, jobs.get)  # type: ignore[arg-type]
+    assert (lazy.get("a"), lazy.get("zzz")) == (("team-a", 2), None)

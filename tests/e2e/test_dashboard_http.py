@@ -143,7 +143,7 @@ def test_queue_page_follows_the_passes_order_and_shows_codes() -> None:
         for i, code in enumerate(("Resources", "Submitted", "NodeCordoned"))
     )
     view = ClusterView(nodes=(), jobs={j.id: j for j in jobs}, pending=jobs, speeds={})
-    text = pages.queue_page(view, lambda job: True, None, {"j2": ("default", 1), "j0": ("default", 2)})
+    text = pages.queue_page(view, lambda job: True, None, {"j2": ("default", 1), "j0": ("default", 2)}.get)
     rows = text.split("<tbody>")[1].split("</tr>")[:3]
     assert ["j2" in rows[0], "j0" in rows[1], "j1" in rows[2]] == [True, True, True]
     assert "<td>default</td><td>1</td>" in rows[0] and "<td>NodeCordoned</td>" in rows[0]
