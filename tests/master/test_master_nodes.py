@@ -14,8 +14,11 @@ from master_fakes import WAIT_S, FakeWorker, client_for, running_master
 from test_master_loopmon import FakeLoop
 from test_metrics import scrape
 
+from horus_core.client import HorusClient
+from horus_core.errors import InvalidArgument, NotFound
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
+from horus_core.model import NodeState
 from horus_core.testing import FakeClock
 from master.app import Master
 from master.loopmon import LoopMonitor
@@ -168,3 +171,24 @@ def config_for(tmp_path: pathlib.Path) -> Any:
     from master_fakes import config
 
     return config(tmp_path)
+
+
+async def test_sdk_cordon_drain_uncordon(tmp_path: pathlib.Path) -> None:
+    clock = FakeClock()
+    async with running_master(tmp_path, clock=clock) as m, HorusClient.connect(f"127.0.0.1:{m.port}") as c:
+        w = FakeWorker(m.port, "n1", n_gpus=1)
+        await w.connect()
+        assert (await c.cordon("n1")).state is NodeState.CORDONED
+        drained = await c.drain("n1", timeout_s=90)
+        assert drained.state is NodeState.DRAINING and drained.drain_deadline == pytest.approx(
+            clock.now() + 90
+        )
+        assert (await c.drain("n1")).drain_deadline == pytest.approx(clock.now())  # at once
+        back = await c.uncordon("n1")
+        assert back.state is NodeState.READY and back.drain_deadline is None
+        with pytest.raises(InvalidArgument):
+            await c.drain("n1", timeout_s=-5)
+        with pytest.raises(NotFound):
+            await c.cordon("n9")
+        assert [n.state for n in await c.nodes()] == [NodeState.READY]
+        await w.close()
