@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from horus_core.model import Action, Job, JobSpec, JobState, Node, NodeState, Wait
+from horus_core.model import Action, Job, JobSpec, Node, NodeState, Wait
 
 RESOURCES = "Resources"
 PRIORITY = "Priority"
@@ -112,7 +112,7 @@ def classify(actions: list[Action], jobs: Iterable[Job], withheld: OutOfService)
     out of service. ``jobs``: at least the waiting ones (for their GPU counts)."""
     if not withheld.any:
         return actions
-    need = {j.id: j.spec.gpus for j in jobs}
+    need = {j.id: j.spec.gpu_range()[0] for j in jobs}  # (an elastic job: its smallest count)
     out: list[Action] = []
     for a in actions:
         if isinstance(a, Wait) and a.code in _REFINABLE and a.job_id in need:
@@ -120,13 +120,6 @@ def classify(actions: list[Action], jobs: Iterable[Job], withheld: OutOfService)
             a = a if code == a.code else Wait(a.job_id, a.reason, code)
         out.append(a)
     return out
-
-
-def pending_code(job: Job) -> str:
-    """The code a job has while no pass has classified it ("" when it is not pending)."""
-    if job.state is not JobState.PENDING:
-        return ""
-    return job.reason_code or SUBMITTED
 
 
 DEFAULT_QUEUE = "default"
