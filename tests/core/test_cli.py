@@ -389,3 +389,19 @@ def test_watch_a_finished_job_returns_at_once(
     job = add(server, state=JobState.FAILED)
     assert run(server, capsys, "watch", job) == (0, "", f"hctl: job {job} has already finished: FAILED\n")
     assert run(server, capsys, "watch", "j-nope")[0] == 1
+
+
+def test_node_service_texts_and_drain_timeout_parsing() -> None:
+    from horus_core.cli import service
+    from horus_core.model import Gpu, Node, NodeState
+
+    bad = Gpu("g1", "n", 1, "V100", 16384, "v100", healthy=False, quarantine="Xid 79")
+    node = Node(
+        "n", (Gpu("g0", "n", 0, "V100", 16384, "v100"), bad), NodeState.DRAINING, drain_deadline=1000.0
+    )
+    assert service.state_text(node, now=970.0) == "DRAINING (preempts in 30s)"
+    assert service.state_text(node, now=1001.0) == "DRAINING (preempting)"
+    assert service.state_text(Node("m", (), NodeState.CORDONED)) == "CORDONED"
+    assert service.quarantine_text(node) == "1 (Xid 79)" and service.quarantine_text(Node("m", ())) == "-"
+    with pytest.raises(SystemExit):
+        main(["drain", "n", "--timeout", "-3"])  # a usage error before anything is sent
