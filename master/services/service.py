@@ -35,12 +35,12 @@ class ServiceDesk:
     def _entry(self, name: str) -> NodeEntry:
         entry = self.core.registry.get(name)
         if entry is None:
-            raise NotFound(f"no node named {name!r}")
+            raise NotFound(f"no node named {name[:100]!r}")
         return entry
 
     async def cordon(self, name: str, *, drain: bool = False, timeout_s: float | None = None) -> Node:
         """No new placements on ``name``; with ``drain``, its jobs are preempted at the timeout."""
-        entry = self._entry(name)
+        self._entry(name)  # (NOT_FOUND before anything changes)
         now = self.core.clock.now()
         deadline = rules.drain_deadline(now, timeout_s) if drain else None
         mode = NodeState.DRAINING if drain else NodeState.CORDONED
@@ -49,7 +49,7 @@ class ServiceDesk:
         self.core.registry.apply_service(name)
         log.info("node %s %s by an admin%s", name, mode.value.lower(), _when(deadline, now))
         self.core.poke()
-        return entry.model()
+        return self._entry(name).model()  # (the worker may have re-registered meanwhile)
 
     async def uncordon(self, name: str, gpu_uuid: str = "") -> Node:
         """Back in service: the cordon or drain ends and the node's quarantined GPUs are released
@@ -75,7 +75,7 @@ class ServiceDesk:
         self.core.registry.apply_service(name)
         log.info("node %s back in service (%d GPU quarantine(s) released)", name, len(rows))
         self.core.poke()
-        return entry.model()
+        return self._entry(name).model()  # (the worker may have re-registered meanwhile)
 
     @staticmethod
     def _ecc_now(entry: NodeEntry, uuid: str) -> int:
