@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from horus_core import reasoncodes as rc
 from horus_core.metrics import gpu_families, job_families
 from horus_core.model import JobState, NodeState
 from master.loopmon import LoopMonitor
@@ -65,6 +66,23 @@ def _quarantined(view: ClusterView) -> Metric:
     return fam
 
 
+class _CodeCollector(Collector):
+    """Pending jobs by reason code (docs/reasons.md), every code of the vocabulary always present."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def collect(self) -> Iterator[Metric]:
+        pending = JobState.PENDING
+        counts = Tally(j.reason_code for j in self.core.live.jobs() if j.state is pending)
+        fam = GaugeMetricFamily(
+            "horus_pending_jobs_by_code", "Pending jobs by reason code (docs/reasons.md).", labels=["code"]
+        )
+        for code in sorted(rc.CODES | set(counts) - {""}):
+            fam.add_metric([code], counts.get(code, 0))
+        yield fam
+
+
 class _LoopCollector(Collector):
     """The event-loop lag the master's LoopMonitor measures (what GetServerStats reports)."""
 
@@ -106,6 +124,7 @@ class MasterMetrics:
         self.registry = CollectorRegistry()
         self._view = _ViewCollector()
         self.registry.register(self._view)
+        self.registry.register(_CodeCollector(core))
         if monitor is not None:
             self.registry.register(_LoopCollector(monitor))
         self.pass_seconds = Histogram(

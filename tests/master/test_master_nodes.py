@@ -14,6 +14,7 @@ from master_fakes import WAIT_S, FakeWorker, client_for, running_master
 from test_master_loopmon import FakeLoop
 from test_metrics import scrape
 
+from horus_core import reasoncodes as rc
 from horus_core.client import HorusClient
 from horus_core.errors import InvalidArgument, NotFound
 from horus_core.gen import client_pb2 as cpb
@@ -165,6 +166,25 @@ async def test_loop_lag_is_exported_to_prometheus(tmp_path: pathlib.Path) -> Non
     assert lag == pytest.approx({"0.5": 0.002, "0.99": 0.03, "1": 0.03})
     assert got["horus_event_loop_lag_samples_total"][0].value == 2
     assert got["horus_quarantined_gpus"][0].value == 0
+
+
+async def test_pending_jobs_by_code_on_metrics(tmp_path: pathlib.Path) -> None:
+    master = Master(config_for(tmp_path), clock=FakeClock(), metrics_listen="127.0.0.1:0")
+    async with master as m, client_for(m) as stub:
+        w = FakeWorker(m.port, "n1", n_gpus=1)
+        await w.connect()
+        for name in ("a", "b", "c"):
+            await submit(stub, name)
+        a = await w.recv_kind("assign")
+        await w.update(a.job_id, a.attempt, pb.JOB_STATE_RUNNING)
+        await w.barrier()
+        await m.scheduler.run_once()
+        codes = {
+            s.labels["code"]: s.value
+            for s in (await scrape(m.http.metrics_port))["horus_pending_jobs_by_code"]
+        }
+        assert set(codes) == set(rc.CODES) and codes["Resources"] == 2 and sum(codes.values()) == 2
+        await w.close()
 
 
 def config_for(tmp_path: pathlib.Path) -> Any:
