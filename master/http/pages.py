@@ -176,7 +176,7 @@ def job_page(
         ("Name", e(job.spec.name)),
         ("User", e(job.spec.owner)),
         ("State", e(job.state.value)),
-        ("Reason", e(job.reason)),
+        ("Reason", e(f"{job.reason_code}: {job.reason}" if job.reason_code else job.reason)),
         ("Type", e(job.spec.job_type)),
         ("Command", f"<code>{e(' '.join(job.spec.command))}</code>"),
         ("Attempt", e(job.attempt)),

@@ -163,3 +163,9 @@ def test_cluster_page_shows_cordons_drains_and_quarantines() -> None:
     row = text.split('id="nodes"')[1].split("</tr>")[1]
     assert "DRAINING (preempts in 600 s)" in row or "DRAINING (preempts in 599 s)" in row
     assert "0: Xid 79" in row
+
+
+def test_job_page_shows_the_reason_code() -> None:
+    job = Job("j1", JobSpec(command=("x",)), JobState.PENDING, reason="needs 2 GPUs", reason_code="Resources")
+    text = pages.job_page(job, ClusterView((), {}, (job,), {}), [], "", lambda j: True, None)
+    assert "Resources: needs 2 GPUs" in text
