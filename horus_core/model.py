@@ -36,7 +36,8 @@ TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCE
 class NodeState(enum.Enum):
     READY = "READY"
     LOST = "LOST"  # missed its heartbeat deadline; its attempts are re-queued
-    DRAINING = "DRAINING"  # takes no new work
+    DRAINING = "DRAINING"  # takes no new work; its jobs are preempted when the drain's timeout passes
+    CORDONED = "CORDONED"  # takes no new work (an admin's ``hctl cordon``); its jobs keep running
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,13 @@ class Job:
     # its row (the simulator counts its own changes the same way). ``(id, version)`` names one
     # state of one job: what caches key on.
     version: int = 0
+    # Why a pending job waits, as a code of the fixed vocabulary of horus_core.reasoncodes
+    # ("Resources", "Priority", ...); ``reason`` is the sentence. "" when not pending.
+    reason_code: str = ""
+    # A pending job's place in its queue as the last scheduling pass served it (1 = next) and the
+    # queue it counts in; 0 / "" = unknown. Filled in by the master's answers, never stored.
+    queue_position: int = 0
+    queue_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +141,9 @@ class Gpu:
     memory_mib: int
     gpu_type: str = ""  # normalised family used by interference data: "v100", "p100", "k80", "h100", ...
     healthy: bool = True
+    # Why the master quarantined it (an Xid or ECC error, docs/nodes.md); "" = not quarantined.
+    # A quarantined GPU is also ``healthy=False`` in what policies see.
+    quarantine: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +153,7 @@ class Node:
     state: NodeState = NodeState.READY
     last_seen: float = 0.0
     rack: str = ""  # the worker's --rack; "" = not given (all such nodes count as one rack)
+    drain_deadline: float | None = None  # DRAINING: when its remaining jobs are preempted
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +197,8 @@ class Preempt:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """A pending job stays pending; ``reason`` is shown to the user."""
+    """A pending job stays pending; ``reason`` is shown to the user, ``code`` is its class in
+    the vocabulary of :mod:`horus_core.reasoncodes` ("" = not classified: the master fills one in)."""
 
     job_id: str
     reason: str

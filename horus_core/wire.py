@@ -27,6 +27,7 @@ _NODE_STATE_TO_PB = {
     NodeState.READY: pb.NODE_STATE_READY,
     NodeState.LOST: pb.NODE_STATE_LOST,
     NodeState.DRAINING: pb.NODE_STATE_DRAINING,
+    NodeState.CORDONED: pb.NODE_STATE_CORDONED,
 }
 _NODE_STATE_FROM_PB = {v: k for k, v in _NODE_STATE_TO_PB.items()}
 
@@ -133,6 +134,9 @@ def job_to_pb(job: Job) -> pb.Job:
         gpus=list(job.gpus),
         reason=job.reason,
         predicted_slowdown=job.predicted_slowdown,
+        reason_code=job.reason_code,
+        queue_position=job.queue_position,
+        queue_name=job.queue_name,
     )
     if job.started_at is not None:
         msg.started_at = job.started_at
@@ -158,6 +162,9 @@ def job_from_pb(msg: pb.Job) -> Job:
         reason=msg.reason,
         exit_code=msg.exit_code if msg.HasField("exit_code") else None,
         predicted_slowdown=msg.predicted_slowdown,
+        reason_code=msg.reason_code,
+        queue_position=msg.queue_position,
+        queue_name=msg.queue_name,
     )
 
 
@@ -173,6 +180,7 @@ def gpu_to_pb(gpu: Gpu) -> pb.Gpu:
         memory_mib=gpu.memory_mib,
         gpu_type=gpu.gpu_type,
         healthy=gpu.healthy,
+        quarantine=gpu.quarantine,
     )
 
 
@@ -185,17 +193,21 @@ def gpu_from_pb(msg: pb.Gpu, node: str | None = None) -> Gpu:
         memory_mib=msg.memory_mib,
         gpu_type=msg.gpu_type,
         healthy=msg.healthy,
+        quarantine=msg.quarantine,
     )
 
 
 def node_to_pb(node: Node) -> pb.Node:
-    return pb.Node(
+    msg = pb.Node(
         name=node.name,
         state=_NODE_STATE_TO_PB[node.state],
         gpus=[gpu_to_pb(g) for g in node.gpus],
         last_seen=node.last_seen,
         rack=node.rack,
     )
+    if node.drain_deadline is not None:
+        msg.drain_deadline = node.drain_deadline
+    return msg
 
 
 def node_from_pb(msg: pb.Node) -> Node:
@@ -205,6 +217,7 @@ def node_from_pb(msg: pb.Node) -> Node:
         gpus=tuple(gpu_from_pb(g, msg.name) for g in msg.gpus),
         last_seen=msg.last_seen,
         rack=msg.rack,
+        drain_deadline=msg.drain_deadline if msg.HasField("drain_deadline") else None,
     )
 
 

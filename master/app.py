@@ -37,13 +37,16 @@ from master.services.progress import ProgressKeeper
 from master.services.queues import QueueService
 from master.services.restore import restore_policy_state
 from master.services.scheduler import Scheduler
+from master.services.service import ServiceDesk
 from master.services.workers import WorkerPlane
 from master.store import Store
 
 log = logging.getLogger(__name__)
 
 
-def scheduler_for(core: Core, policy: Policy, liveness: Callable[[], Awaitable[None]]) -> Scheduler:
+def scheduler_for(
+    core: Core, policy: Policy, liveness: Callable[[], Awaitable[None]], service: ServiceDesk | None = None
+) -> Scheduler:
     """The scheduling loop over the master's parts (also what bench/master_pass.py times)."""
     floor = FloorEnforcer(
         min_speed=core.config.min_speed,
@@ -54,7 +57,8 @@ def scheduler_for(core: Core, policy: Policy, liveness: Callable[[], Awaitable[N
     return Scheduler(
         config=core.config, clock=core.clock, registry=core.registry, writer=core.writer,
         dispatch=core.dispatch, wakeup=core.wakeup, learner=core.learner, lock=core.lock,
-        policy=policy, liveness=liveness, floor=floor, progress=core.progress,
+        policy=policy, liveness=liveness, floor=floor, progress=core.progress, service=service,
+        positions=core.set_positions,
     )  # fmt: skip
 
 
@@ -109,6 +113,7 @@ class Master:
             learned = await self.core.learner.load()  # before the first pass: no policy runs yet
             if learned:
                 log.info("interference model: %d stored observations loaded", learned)
+            await self.service.load()  # (before the nodes: they take their cordons from it)
             await self.plane.load()
             self.port = await self._serve()
             await self.http.start(*self._listen_http)
@@ -130,6 +135,9 @@ class Master:
         learner = Learner(self.store, self.clock, model, settle_s=2 * cfg.heartbeat_s)
         core = self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
         core.progress = progress = ProgressKeeper(self.store, self.clock)
+        service = self.service = ServiceDesk(  # cordons, drains, quarantines (issue 13)
+            store=self.store, clock=core.clock, registry=core.registry, writer=core.writer, wakeup=core.wakeup
+        )
         reg, clock, writer, dispatch, wakeup = (
             core.registry,
             core.clock,
@@ -144,7 +152,7 @@ class Master:
         )  # fmt: skip
         self.attempts = TimedAttempts(
             plane=self.plane, registry=reg, clock=clock, writer=writer, dispatch=dispatch, wakeup=wakeup,
-            learner=learner, logs=logs, read=read, progress=progress,
+            learner=learner, logs=logs, read=read, progress=progress, service=service,
         )  # fmt: skip
         qfile = self.config.queues
         self.queues: QueueService | None = None
@@ -154,9 +162,9 @@ class Master:
             config=cfg, read=read, clock=clock, registry=reg, writer=writer, dispatch=dispatch,
             wakeup=wakeup, events=events, queues=self.queues,
         )  # fmt: skip
-        self.scheduler = scheduler_for(core, policy, self.plane.check_liveness)
+        self.scheduler = scheduler_for(core, policy, self.plane.check_liveness, service)
         self.policy = policy
-        self.http = HttpSide(self.core, self.scheduler, self._tokens)
+        self.http = HttpSide(self.core, self.scheduler, self._tokens, self.monitor)
 
     async def _serve(self) -> int:
         cfg = self.config
@@ -185,6 +193,7 @@ class Master:
                 monitor=self.monitor,
                 heartbeats=self.attempts.heartbeats,
                 queues=self.queues,
+                service=self.service,
             ),
             server,
         )

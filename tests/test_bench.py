@@ -108,3 +108,11 @@ def test_master_pass_reports_its_phases() -> None:
     assert out["passes"] == 2 and out["first_assigned"] > 0 and out["db_read_ms"] > 0
     assert all(out[k] >= 0 for k in ("read_ms", "decide_ms", "commit_ms", "cpu_ms"))
     assert out["decide_ms"] + out["commit_ms"] <= out["ms"] + 1.0  # phases within the whole pass
+
+
+def test_reason_codes_bench_times_its_additions_against_decide() -> None:
+    (out,) = bench("reason_codes.py", "--jobs", "300", "--gpus", "64", "--repeat", "2")
+    assert (out["bench"], out["jobs"], out["gpus"]) == ("reason_codes", 300, 64)
+    assert 0 < out["waits"] < 300  # 64 GPUs hold some of the 300 jobs, not all
+    assert out["decide_ms"] > 0 and out["positions_ms"] > 0 and out["refine_ms"] > 0
+    assert out["positions_ratio"] > 0 and out["refine_ratio"] > 0

@@ -28,6 +28,7 @@ from horus_core.model import DEFAULT_GRACE_S
 from worker.agent import Agent, AgentConfig, SpeedOf
 from worker.files import safe_name
 from worker.gpu.base import GpuInfo, GpuProbe
+from worker.gpu.faults import FaultFile
 from worker.gpu.ground_truth import load_ground_truth
 from worker.gpu.simulated import SimulatedProbe, parse_fake_gpus, simulated_gpus
 from worker.metrics import RecordingProbe, WorkerCollector, serve_metrics
@@ -68,6 +69,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="with --fake-gpus: real pair speeds that differ from the model, as JSON "
         '{"pairs": [{"a": TYPE, "b": TYPE, "speed_a": 0.3, "speed_b": 0.3, "gpu_type": "v100"}]} '
         "(speeds in (0, 1], gpu_type optional); the simulated jobs run at these speeds",
+    )
+    p.add_argument(
+        "--fake-gpu-faults",
+        type=pathlib.Path,
+        metavar="FILE",
+        help="with --fake-gpus: inject GPU faults by appending lines 'INDEX xid N' or 'INDEX ecc COUNT' "
+        "to FILE (tests and demos of the master's quarantine, docs/nodes.md)",
     )
     p.add_argument(
         "--runtime",
@@ -115,6 +123,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--rack must be 1-63 letters, digits, '.', '_' or '-', got {args.rack!r}")
     if args.sim_interference and not args.fake_gpus:
         p.error("--sim-interference needs --fake-gpus (it changes how simulated GPUs behave)")
+    if args.fake_gpu_faults and not args.fake_gpus:
+        p.error("--fake-gpu-faults needs --fake-gpus (it injects faults into simulated GPUs)")
     if args.grace_s < 0:
         p.error("--grace-s must not be negative")
     if bool(args.tls_cert) != bool(args.tls_key) or (args.tls_cert and not args.tls_ca):
@@ -134,7 +144,8 @@ async def open_probe(args: argparse.Namespace) -> tuple[GpuProbe, list[GpuInfo],
             truth = load_ground_truth(args.sim_interference) if args.sim_interference else []
         except ValueError as exc:
             raise StartupError(str(exc)) from None
-        sim = SimulatedProbe(simulated_gpus(args.name, models), ground_truth=truth)
+        faults = FaultFile(args.fake_gpu_faults) if args.fake_gpu_faults else None
+        sim = SimulatedProbe(simulated_gpus(args.name, models), ground_truth=truth, faults=faults)
         if truth:
             log.info(
                 "simulated GPUs follow %d ground-truth pair(s) from %s", len(truth), args.sim_interference

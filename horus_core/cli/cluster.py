@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from horus_core.cli import output as fmt
+from horus_core.cli import service
 from horus_core.cli.base import Subparsers, add_command
 from horus_core.cli.output import Output
 from horus_core.cli.records import gpu_status_record, node_record, profile_record
@@ -18,6 +19,7 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         sub, "profiles", list_profiles, common, "what the master has learned: job profiles and pair speeds"
     )
     add_command(sub, "info", cluster_info, common, "master version, policy and largest node")
+    service.register(sub, common)
 
 
 async def list_nodes(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
@@ -29,9 +31,11 @@ async def list_nodes(client: HorusClient, args: argparse.Namespace, out: Output)
     for n in nodes:
         models = ", ".join(sorted({g.model for g in n.gpus})) or "-"
         healthy = sum(1 for g in n.gpus if g.healthy)
+        held = service.quarantine_text(n)
         rack = n.rack or "-"
-        rows.append((n.name, n.state.value, rack, f"{healthy}/{len(n.gpus)}", models, fmt.age(n.last_seen)))
-    out.table(("NAME", "STATE", "RACK", "GPUS (HEALTHY/ALL)", "MODEL", "LAST SEEN"), rows)
+        state = service.state_text(n)
+        rows.append((n.name, state, rack, f"{healthy}/{len(n.gpus)}", held, models, fmt.age(n.last_seen)))
+    out.table(("NAME", "STATE", "RACK", "GPUS (HEALTHY/ALL)", "QUARANTINED", "MODEL", "LAST SEEN"), rows)
     return 0
 
 
@@ -62,7 +66,7 @@ def gpu_row(s: GpuStatus) -> tuple[object, ...]:
         fmt.pct(s.stats.util_sm),
         f"{fmt.mib(s.stats.mem_used_mib)}/{fmt.mib(total)}",
         f"{s.stats.temperature_c:.0f}C",
-        "ok" if healthy else "UNHEALTHY",
+        f"QUARANTINED ({s.gpu.quarantine})" if s.gpu.quarantine else "ok" if healthy else "UNHEALTHY",
         ",".join(s.job_ids),
     )
 

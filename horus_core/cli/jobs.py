@@ -13,6 +13,7 @@ from horus_core.cli.records import job_gpu_stats_record, job_record
 from horus_core.client import GpuStatus, HorusClient, JobGpuStats
 from horus_core.gpurange import format_gpus, gpus_text
 from horus_core.model import Job, JobSpec, JobState
+from horus_core.reasoncodes import queue_listing
 
 REASON_WIDTH = 70
 TYPE_WIDTH = 32
@@ -70,7 +71,7 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
             j.node,
             predicted_speed(j),
             fmt.age(j.submitted_at),
-            fmt.truncate(j.reason, REASON_WIDTH),
+            fmt.truncate(reason_text(j), REASON_WIDTH),
         )
         for j in jobs
     ]
@@ -80,21 +81,46 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
 
 async def show_queue(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
     pending = [job async for job in client.list(states=(JobState.PENDING,), owner=args.owner)]
-    queue = queue_order(pending)
+    listing = queue_listing(arrival_order(pending), _place)
     if out.json:
-        out.dump([{"position": i, **job_record(j)} for i, j in enumerate(queue, 1)])
+        out.dump([{**job_record(j), "queue": q, "position": i} for q, i, j in listing])
         return 0
     rows = [
-        (i, j.id, j.spec.name, j.spec.owner, gpus_text(j), j.spec.priority, fmt.age(j.submitted_at), j.reason)
-        for i, j in enumerate(queue, 1)
+        (
+            q,
+            i,
+            j.id,
+            j.spec.name,
+            j.spec.owner,
+            gpus_text(j),
+            j.spec.priority,
+            fmt.age(j.submitted_at),
+            j.reason_code or "-",
+            j.reason,
+        )
+        for q, i, j in listing
     ]
-    out.table(("#", "ID", "NAME", "OWNER", "GPUS", "PRIO", "WAITING", "REASON"), rows)
+    out.table(("QUEUE", "#", "ID", "NAME", "OWNER", "GPUS", "PRIO", "WAITING", "CODE", "REASON"), rows)
     return 0
 
 
-def queue_order(jobs: list[Job]) -> list[Job]:
-    """The order the policies serve pending jobs in (horus_core.policies.base.arrival_order)."""
+def arrival_order(jobs: list[Job]) -> list[Job]:
+    """By priority, then age (horus_core.policies.base.arrival_order): the order of the jobs no
+    scheduling pass has put in its own order yet."""
     return sorted(jobs, key=lambda j: (-j.spec.priority, j.submitted_at, j.id))
+
+
+def _place(job: Job) -> tuple[str, int] | None:
+    return (job.queue_name, job.queue_position) if job.queue_position > 0 else None
+
+
+def reason_text(job: Job) -> str:
+    """A pending job's reason with its code first (``Resources: needs ...``)."""
+    return (
+        f"{job.reason_code}: {job.reason}"
+        if job.reason_code and job.state is JobState.PENDING
+        else job.reason
+    )
 
 
 async def cancel_job(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
@@ -140,7 +166,8 @@ def job_fields(job: Job) -> list[tuple[str, object]]:
         ("Owner", spec.owner),
         ("Type", spec.job_type),
         ("State", f"{job.state.value} (attempt {job.attempt})"),
-        ("Reason", job.reason),
+        ("Reason", reason_text(job)),
+        ("Queue position", f"{job.queue_position} in {job.queue_name}" if job.queue_position else "-"),
         ("Command", shlex.join(spec.command)),
         ("Image", spec.image or "(none: runs as a process)"),
         ("Requested", f"{requested_text(spec)}, {share}, priority {spec.priority}"),

@@ -32,10 +32,12 @@ def job_record(job: Job) -> Record:
         "priority": spec.priority,
         "min_speed": spec.min_speed,
         "gpu_types": list(spec.gpu_types),
-        "queue": spec.queue,
+        "queue": spec.queue or job.queue_name or None,  # the spec's, else where positions count it
         "priority_class": spec.priority_class,
         "grace_s": spec.grace_s,
         "reason": job.reason,
+        "reason_code": job.reason_code,
+        "position": job.queue_position or None,  # pending: place in its queue (1 = next)
         "predicted_slowdown": job.predicted_slowdown,
         "submitted_at": job.submitted_at,
         "updated_at": job.updated_at,
@@ -60,6 +62,7 @@ def gpu_record(gpu: Gpu) -> Record:
         "memory_mib": gpu.memory_mib,
         "gpu_type": gpu.gpu_type,
         "healthy": gpu.healthy,
+        "quarantine": gpu.quarantine,  # why the master quarantined it; "" = not quarantined
     }
 
 
@@ -69,6 +72,8 @@ def node_record(node: Node) -> Record:
         "state": node.state.value,
         "last_seen": node.last_seen,
         "rack": node.rack,
+        "drain_deadline": node.drain_deadline,
+        "quarantined": sum(1 for g in node.gpus if g.quarantine),
         "gpus": [gpu_record(g) for g in sorted(node.gpus, key=lambda g: g.index)],
     }
 

@@ -268,6 +268,29 @@ class HorusClient:
         resp = await self._unary(lambda: self._stub.ListQueueUsage(req, **self._opts()))
         return [wire.queue_usage_from_pb(row) for row in resp.queues]
 
+    async def cordon(self, node: str) -> Node:
+        """No new placements on ``node``; its running jobs keep running (admins, with auth on)."""
+        return await self._node_service(
+            cpb.SetNodeServiceRequest(node=node, action=cpb.NODE_SERVICE_ACTION_CORDON)
+        )
+
+    async def drain(self, node: str, timeout_s: float | None = None) -> Node:
+        """Cordon ``node``; what still runs there when ``timeout_s`` passes (None: at once) is
+        preempted and re-queued."""
+        req = cpb.SetNodeServiceRequest(node=node, action=cpb.NODE_SERVICE_ACTION_DRAIN)
+        if timeout_s is not None:
+            req.timeout_s = timeout_s
+        return await self._node_service(req)
+
+    async def uncordon(self, node: str, gpu_uuid: str = "") -> Node:
+        """Put ``node`` back in service and release its quarantined GPUs (or only ``gpu_uuid``'s)."""
+        req = cpb.SetNodeServiceRequest(node=node, action=cpb.NODE_SERVICE_ACTION_UNCORDON, gpu_uuid=gpu_uuid)
+        return await self._node_service(req)
+
+    async def _node_service(self, req: cpb.SetNodeServiceRequest) -> Node:
+        resp = await self._unary(lambda: self._stub.SetNodeService(req, **self._opts()))
+        return wire.node_from_pb(resp.node)
+
     # --------------------------------------------------------------------------- helpers
 
     def _watch_call(self, job_id: str | None) -> grpc.aio.UnaryStreamCall[cpb.WatchJobsRequest, pb.JobEvent]:

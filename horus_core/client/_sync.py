@@ -161,6 +161,15 @@ class SyncHorusClient:
     def progress(self, job_id: str, history: int = 0) -> JobProgress:
         return self._run(self._client.progress(job_id, history))
 
+    def cordon(self, node: str) -> Node:
+        return self._run(self._client.cordon(node))
+
+    def drain(self, node: str, timeout_s: float | None = None) -> Node:
+        return self._run(self._client.drain(node, timeout_s))
+
+    def uncordon(self, node: str, gpu_uuid: str = "") -> Node:
+        return self._run(self._client.uncordon(node, gpu_uuid))
+
     # -------------------------------------------------------------------------- plumbing
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from horus_core.gen import types_pb2 as _types_pb2
 import builtins as _builtins
 import sys
@@ -18,6 +19,83 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _NodeServiceAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _NodeServiceActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NodeServiceAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    NODE_SERVICE_ACTION_UNSPECIFIED: _NodeServiceAction.ValueType  # 0
+    NODE_SERVICE_ACTION_CORDON: _NodeServiceAction.ValueType  # 1
+    """no new placements; running jobs keep running"""
+    NODE_SERVICE_ACTION_DRAIN: _NodeServiceAction.ValueType  # 2
+    """cordon, then preempt and re-queue what still runs at the timeout"""
+    NODE_SERVICE_ACTION_UNCORDON: _NodeServiceAction.ValueType  # 3
+    """back in service, quarantined GPUs released (or only gpu_uuid)"""
+
+class NodeServiceAction(_NodeServiceAction, metaclass=_NodeServiceActionEnumTypeWrapper): ...
+
+NODE_SERVICE_ACTION_UNSPECIFIED: NodeServiceAction.ValueType  # 0
+NODE_SERVICE_ACTION_CORDON: NodeServiceAction.ValueType  # 1
+"""no new placements; running jobs keep running"""
+NODE_SERVICE_ACTION_DRAIN: NodeServiceAction.ValueType  # 2
+"""cordon, then preempt and re-queue what still runs at the timeout"""
+NODE_SERVICE_ACTION_UNCORDON: NodeServiceAction.ValueType  # 3
+"""back in service, quarantined GPUs released (or only gpu_uuid)"""
+Global___NodeServiceAction: _TypeAlias = NodeServiceAction  # noqa: Y015
+
+@_typing.final
+class SetNodeServiceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    GPU_UUID_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    action: Global___NodeServiceAction.ValueType
+    timeout_s: _builtins.float
+    """DRAIN: seconds before running jobs are preempted; absent = at once"""
+    gpu_uuid: _builtins.str
+    """UNCORDON: release only this GPU's quarantine"""
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        action: Global___NodeServiceAction.ValueType = ...,
+        timeout_s: _builtins.float | None = ...,
+        gpu_uuid: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_timeout_s", b"_timeout_s", "timeout_s", b"timeout_s"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_timeout_s", b"_timeout_s", "action", b"action", "gpu_uuid", b"gpu_uuid", "node", b"node", "timeout_s", b"timeout_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__timeout_s: _TypeAlias = _typing.Literal["timeout_s"]  # noqa: Y015
+    _WhichOneofArgType__timeout_s: _TypeAlias = _typing.Literal["_timeout_s", b"_timeout_s"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__timeout_s) -> _WhichOneofReturnType__timeout_s | None: ...
+
+Global___SetNodeServiceRequest: _TypeAlias = SetNodeServiceRequest  # noqa: Y015
+
+@_typing.final
+class SetNodeServiceResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def node(self) -> _types_pb2.Node: ...
+    def __init__(
+        self,
+        *,
+        node: _types_pb2.Node | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["node", b"node"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetNodeServiceResponse: _TypeAlias = SetNodeServiceResponse  # noqa: Y015
 
 @_typing.final
 class SubmitJobRequest(_message.Message):

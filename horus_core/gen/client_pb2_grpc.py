@@ -101,6 +101,11 @@ class HorusServiceStub:
                 request_serializer=horus_dot_v1_dot_client__pb2.ListQueueUsageRequest.SerializeToString,
                 response_deserializer=horus_dot_v1_dot_client__pb2.ListQueueUsageResponse.FromString,
                 _registered_method=True)
+        self.SetNodeService = channel.unary_unary(
+                '/horus.v1.HorusService/SetNodeService',
+                request_serializer=horus_dot_v1_dot_client__pb2.SetNodeServiceRequest.SerializeToString,
+                response_deserializer=horus_dot_v1_dot_client__pb2.SetNodeServiceResponse.FromString,
+                _registered_method=True)
 
 
 class HorusServiceServicer:
@@ -191,6 +196,14 @@ class HorusServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetNodeService(self, request, context):
+        """Take a node (or one GPU) out of service or back (admins, when client auth is on):
+        cordon, drain, uncordon (docs/nodes.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HorusServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -258,6 +271,11 @@ def add_HorusServiceServicer_to_server(servicer, server):
                     servicer.ListQueueUsage,
                     request_deserializer=horus_dot_v1_dot_client__pb2.ListQueueUsageRequest.FromString,
                     response_serializer=horus_dot_v1_dot_client__pb2.ListQueueUsageResponse.SerializeToString,
+            ),
+            'SetNodeService': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetNodeService,
+                    request_deserializer=horus_dot_v1_dot_client__pb2.SetNodeServiceRequest.FromString,
+                    response_serializer=horus_dot_v1_dot_client__pb2.SetNodeServiceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -612,6 +630,33 @@ class HorusService:
             '/horus.v1.HorusService/ListQueueUsage',
             horus_dot_v1_dot_client__pb2.ListQueueUsageRequest.SerializeToString,
             horus_dot_v1_dot_client__pb2.ListQueueUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetNodeService(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/horus.v1.HorusService/SetNodeService',
+            horus_dot_v1_dot_client__pb2.SetNodeServiceRequest.SerializeToString,
+            horus_dot_v1_dot_client__pb2.SetNodeServiceResponse.FromString,
             options,
             channel_credentials,
             insecure,

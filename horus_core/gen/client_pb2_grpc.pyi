@@ -54,6 +54,10 @@ class HorusServiceStub:
     """A job's reported progress (bounded history) and the fitted estimate of what is left."""
     ListQueueUsage: _grpc.UnaryUnaryMultiCallable[_client_pb2.ListQueueUsageRequest, _client_pb2.ListQueueUsageResponse]
     """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md)."""
+    SetNodeService: _grpc.UnaryUnaryMultiCallable[_client_pb2.SetNodeServiceRequest, _client_pb2.SetNodeServiceResponse]
+    """Take a node (or one GPU) out of service or back (admins, when client auth is on):
+    cordon, drain, uncordon (docs/nodes.md).
+    """
 
 @_typing.type_check_only
 class HorusServiceAsyncStub(HorusServiceStub):
@@ -80,6 +84,10 @@ class HorusServiceAsyncStub(HorusServiceStub):
     """A job's reported progress (bounded history) and the fitted estimate of what is left."""
     ListQueueUsage: _aio.UnaryUnaryMultiCallable[_client_pb2.ListQueueUsageRequest, _client_pb2.ListQueueUsageResponse]  # type: ignore[assignment]
     """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md)."""
+    SetNodeService: _aio.UnaryUnaryMultiCallable[_client_pb2.SetNodeServiceRequest, _client_pb2.SetNodeServiceResponse]  # type: ignore[assignment]
+    """Take a node (or one GPU) out of service or back (admins, when client auth is on):
+    cordon, drain, uncordon (docs/nodes.md).
+    """
 
 class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
     """The client plane: the SDK and hctl talk to the master through this service."""
@@ -181,5 +189,15 @@ class HorusServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_client_pb2.ListQueueUsageResponse, _abc.Awaitable[_client_pb2.ListQueueUsageResponse]]:
         """Per queue: quota, GPUs in use and borrowed, pending jobs (issue 13; docs/queues.md)."""
+
+    @_abc_1.abstractmethod
+    def SetNodeService(
+        self,
+        request: _client_pb2.SetNodeServiceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_client_pb2.SetNodeServiceResponse, _abc.Awaitable[_client_pb2.SetNodeServiceResponse]]:
+        """Take a node (or one GPU) out of service or back (admins, when client auth is on):
+        cordon, drain, uncordon (docs/nodes.md).
+        """
 
 def add_HorusServiceServicer_to_server(servicer: HorusServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -55,6 +55,9 @@ class _NodeStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_NodeState.V
     NODE_STATE_READY: _NodeState.ValueType  # 1
     NODE_STATE_LOST: _NodeState.ValueType  # 2
     NODE_STATE_DRAINING: _NodeState.ValueType  # 3
+    """no new placements; its jobs are preempted when the drain's timeout passes"""
+    NODE_STATE_CORDONED: _NodeState.ValueType  # 4
+    """no new placements; its jobs keep running"""
 
 class NodeState(_NodeState, metaclass=_NodeStateEnumTypeWrapper): ...
 
@@ -62,6 +65,9 @@ NODE_STATE_UNSPECIFIED: NodeState.ValueType  # 0
 NODE_STATE_READY: NodeState.ValueType  # 1
 NODE_STATE_LOST: NodeState.ValueType  # 2
 NODE_STATE_DRAINING: NodeState.ValueType  # 3
+"""no new placements; its jobs are preempted when the drain's timeout passes"""
+NODE_STATE_CORDONED: NodeState.ValueType  # 4
+"""no new placements; its jobs keep running"""
 Global___NodeState: _TypeAlias = NodeState  # noqa: Y015
 
 @_typing.final
@@ -239,6 +245,9 @@ class Job(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     EXIT_CODE_FIELD_NUMBER: _builtins.int
     PREDICTED_SLOWDOWN_FIELD_NUMBER: _builtins.int
+    REASON_CODE_FIELD_NUMBER: _builtins.int
+    QUEUE_POSITION_FIELD_NUMBER: _builtins.int
+    QUEUE_NAME_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     state: Global___JobState.ValueType
     attempt: _builtins.int
@@ -251,6 +260,12 @@ class Job(_message.Message):
     reason: _builtins.str
     exit_code: _builtins.int
     predicted_slowdown: _builtins.float
+    reason_code: _builtins.str
+    """Why a pending job waits, one code of a fixed vocabulary (docs/reasons.md); "" when not pending."""
+    queue_position: _builtins.int
+    """A pending job's place in its queue as the active policy serves it (1 = next); 0 = unknown."""
+    queue_name: _builtins.str
+    """the queue that position counts in ("default" without queues)"""
     @_builtins.property
     def spec(self) -> Global___JobSpec: ...
     @_builtins.property
@@ -273,10 +288,13 @@ class Job(_message.Message):
         reason: _builtins.str = ...,
         exit_code: _builtins.int | None = ...,
         predicted_slowdown: _builtins.float = ...,
+        reason_code: _builtins.str = ...,
+        queue_position: _builtins.int = ...,
+        queue_name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "exit_code", b"exit_code", "finished_at", b"finished_at", "spec", b"spec", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "attempt", b"attempt", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "id", b"id", "node", b"node", "predicted_slowdown", b"predicted_slowdown", "reason", b"reason", "spec", b"spec", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "attempt", b"attempt", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "id", b"id", "node", b"node", "predicted_slowdown", b"predicted_slowdown", "queue_name", b"queue_name", "queue_position", b"queue_position", "reason", b"reason", "reason_code", b"reason_code", "spec", b"spec", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
@@ -304,6 +322,7 @@ class Gpu(_message.Message):
     MEMORY_MIB_FIELD_NUMBER: _builtins.int
     GPU_TYPE_FIELD_NUMBER: _builtins.int
     HEALTHY_FIELD_NUMBER: _builtins.int
+    QUARANTINE_FIELD_NUMBER: _builtins.int
     uuid: _builtins.str
     node: _builtins.str
     index: _builtins.int
@@ -311,6 +330,8 @@ class Gpu(_message.Message):
     memory_mib: _builtins.int
     gpu_type: _builtins.str
     healthy: _builtins.bool
+    quarantine: _builtins.str
+    """why the master quarantined it (Xid / ECC); "" = not quarantined"""
     def __init__(
         self,
         *,
@@ -321,10 +342,11 @@ class Gpu(_message.Message):
         memory_mib: _builtins.int = ...,
         gpu_type: _builtins.str = ...,
         healthy: _builtins.bool = ...,
+        quarantine: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_type", b"gpu_type", "healthy", b"healthy", "index", b"index", "memory_mib", b"memory_mib", "model", b"model", "node", b"node", "uuid", b"uuid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_type", b"gpu_type", "healthy", b"healthy", "index", b"index", "memory_mib", b"memory_mib", "model", b"model", "node", b"node", "quarantine", b"quarantine", "uuid", b"uuid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -423,11 +445,14 @@ class Node(_message.Message):
     GPUS_FIELD_NUMBER: _builtins.int
     LAST_SEEN_FIELD_NUMBER: _builtins.int
     RACK_FIELD_NUMBER: _builtins.int
+    DRAIN_DEADLINE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     state: Global___NodeState.ValueType
     last_seen: _builtins.float
     rack: _builtins.str
     """"" = not given (horus-worker --rack)"""
+    drain_deadline: _builtins.float
+    """DRAINING: when its remaining jobs are preempted and re-queued (unix seconds)."""
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___Gpu]: ...
     def __init__(
@@ -438,12 +463,15 @@ class Node(_message.Message):
         gpus: _abc.Iterable[Global___Gpu] | None = ...,
         last_seen: _builtins.float = ...,
         rack: _builtins.str = ...,
+        drain_deadline: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_drain_deadline", b"_drain_deadline", "drain_deadline", b"drain_deadline"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "last_seen", b"last_seen", "name", b"name", "rack", b"rack", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_drain_deadline", b"_drain_deadline", "drain_deadline", b"drain_deadline", "gpus", b"gpus", "last_seen", b"last_seen", "name", b"name", "rack", b"rack", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__drain_deadline: _TypeAlias = _typing.Literal["drain_deadline"]  # noqa: Y015
+    _WhichOneofArgType__drain_deadline: _TypeAlias = _typing.Literal["_drain_deadline", b"_drain_deadline"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__drain_deadline) -> _WhichOneofReturnType__drain_deadline | None: ...
 
 Global___Node: _TypeAlias = Node  # noqa: Y015
 

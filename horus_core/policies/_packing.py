@@ -24,7 +24,7 @@ from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies._wide import has_wide, place_wide
-from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
+from horus_core.policies.reasons import WaitFacts, wait_code, wait_codes, wait_reason, wait_texts
 
 # A policy's queue order: positions into ``live.pending``, first served first.
 Ix = NDArray[np.intp]
@@ -96,8 +96,10 @@ class Packer:
         placement = place(problem, params)
         texts = self._reasons(placement, problem.job_gpus, problem.job_excl, problem.cls_mem[problem.job_cls],
                               layout.largest_node, params, refuse_text)  # fmt: skip
+        at = np.flatnonzero(placement.node < 0)
+        why = wait_codes(placement.reason[at], problem.job_gpus[at], layout.largest_node)
         ids: NDArray[np.object_] = np.array(live.p_ids, dtype=object)[positions]
-        return self._actions(ids, placement, problem.job_gpus, layout, texts)
+        return self._actions(ids, placement, problem.job_gpus, layout, list(zip(texts, why, strict=True)))
 
     def _reasons(
         self,
@@ -126,7 +128,7 @@ class Packer:
         placement: Placement,
         job_gpus: NDArray[np.int32],
         layout: ClusterLayout,
-        texts: list[str],
+        texts: list[tuple[str, str]],
     ) -> list[Action]:
         """Actions in queue order: Assigns built in bulk, 1-GPU and gang apart; Waits reused
         from the last pass where the job's reason is the same string."""
@@ -149,9 +151,11 @@ class Packer:
         failed = np.flatnonzero(node < 0)
         waiting: list[str] = ids[failed].tolist()
         old, waits = self._waits, []
-        for jid, text in zip(waiting, texts, strict=True):
+        for jid, (text, code) in zip(waiting, texts, strict=True):
             w = old.get(jid)
-            waits.append(w if w is not None and w.reason is text else Wait(jid, text))
+            waits.append(
+                w if w is not None and w.reason is text and w.code == code else Wait(jid, text, code)
+            )
         _put(out, failed, waits)
         self._waits = dict(zip(waiting, waits, strict=True))
         return out
@@ -201,7 +205,7 @@ def pack_actions(
             largest_node=layout.largest_node,
             blocked_ahead=blocked,
         )
-        actions.append(Wait(job.id, wait_reason(facts, params, refuse_text)))
+        actions.append(Wait(job.id, wait_reason(facts, params, refuse_text), wait_code(facts)))
         if facts.code != codes.R_LOOKAHEAD:
             blocked += 1
     return actions

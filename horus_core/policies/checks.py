@@ -158,7 +158,7 @@ def check_actions(snapshot: ClusterSnapshot, actions: list[Action], lookup: Look
             plan.preempts.append(action)
         else:
             plan.n_waits += 1
-            if job.reason != action.reason:
+            if job.reason != action.reason or job.reason_code != action.code:
                 plan.waits.append(action)
     return plan
 

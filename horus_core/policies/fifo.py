@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Wait
 from horus_core.policies import spread
@@ -30,11 +31,14 @@ class FifoPolicy:
     def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         free = {n.name: n for n in spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs))}
         largest = spread.largest_node(snapshot)
+        total = sum(len(n.gpus) for n in snapshot.nodes)
         actions: list[Action] = []
         for job in arrival_order(snapshot.pending()):
             plan = spread.place(spread.shape_of(job.spec, largest), list(free.values()))
             if isinstance(plan, str):
-                actions.append(Wait(job.id, plan))
+                # Too large: no shape of the whole cluster holds it; else it waits for GPUs to free.
+                too_large = job.spec.gpus > total or plan.startswith("gang shape")
+                actions.append(Wait(job.id, plan, rc.GANG_TOO_LARGE if too_large else rc.RESOURCES))
                 continue
             for name, uuids in plan.parts:
                 node = free[name]

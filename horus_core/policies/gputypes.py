@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait
 from horus_core.packing.cluster import gpu_type
@@ -155,7 +156,9 @@ class TypeGate:
         allowed = {j.id: self.allowed(j, present, model, now) for j in pending}
         if all(a.tiers == (None,) for a in allowed.values()):
             return inner(snapshot, now)  # every job may use every type
-        out: dict[str, Action] = {j: Wait(j, a.reason) for j, a in allowed.items() if a.none}
+        out: dict[str, Action] = {
+            j: Wait(j, a.reason, rc.GPU_TYPE_UNAVAILABLE) for j, a in allowed.items() if a.none
+        }
         active = [j for j in snapshot.jobs if j.state.active]
         running = {j.id for j in active}
         level, todo = 0, [j for j in pending if not allowed[j.id].none]

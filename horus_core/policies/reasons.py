@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from horus_core import reasoncodes as rc
 from horus_core.packing import PackParams, codes
 
 
@@ -51,6 +52,36 @@ def wait_reason(facts: WaitFacts, params: PackParams, refuse_text: str) -> str:
     return refuse_text
 
 
+def wait_code(facts: WaitFacts) -> str:
+    """The reason code (:mod:`horus_core.reasoncodes`) of the sentence :func:`wait_reason` gives."""
+    return _CODES[_category(np.array([facts.code]), np.array([facts.gpus]), facts.largest_node)[0]]
+
+
+# wait_reason's categories (see _category) -> their codes
+_CODES = (
+    rc.NO_READY_NODES, rc.GANG_TOO_LARGE, rc.PRIORITY, rc.RESOURCES, rc.RESOURCES, rc.RESOURCES,
+    rc.INTERFERENCE,
+)  # fmt: skip
+
+
+def _category(code: NDArray[np.int32], gpus: NDArray[np.int64], largest_node: int) -> NDArray[np.int64]:
+    """Which branch of :func:`wait_reason` each job's sentence comes from (0..6)."""
+    cat = np.select(
+        [code == codes.R_NO_GPUS, gpus > largest_node, code == codes.R_LOOKAHEAD, code == codes.R_GANG,
+         code == codes.R_FULL, code == codes.R_MEMORY],
+        [0, 1, 2, 3, 4, 5],
+        6,
+    )  # fmt: skip
+    return cat.astype(np.int64)
+
+
+def wait_codes(code: NDArray[np.int32], gpus: NDArray[np.int32], largest_node: int) -> list[str]:
+    """:func:`wait_code` for many jobs at once (arrays aligned per job)."""
+    names = np.array(_CODES, dtype=object)
+    out: list[str] = names[_category(code, gpus.astype(np.int64), largest_node)].tolist()
+    return out
+
+
 def _gpus(n: int) -> str:
     return "a GPU" if n == 1 else f"{n} GPUs on one node"
 
@@ -85,12 +116,7 @@ def wait_texts(
     """:func:`wait_reason` for many jobs at once (arrays aligned per job): jobs whose sentence
     would mention the same facts share one string, computed once and kept in ``cache``."""
     g, ex, det = gpus.astype(np.int64), exclusive.astype(np.int64), detail.astype(np.int64)
-    cat = np.select(
-        [code == codes.R_NO_GPUS, g > largest_node, code == codes.R_LOOKAHEAD, code == codes.R_GANG,
-         code == codes.R_FULL, code == codes.R_MEMORY],
-        [0, 1, 2, 3, 4, 5],
-        6,
-    ).astype(np.int64)  # fmt: skip
+    cat = _category(code, g, largest_node)
     # the gang key's base: above its GPUs (<= largest_node there) and its detail (a set size)
     big = np.int64(max(largest_node, int(det[cat == 3].max(initial=0))) + 1)
     value = np.select(

@@ -8,10 +8,11 @@ import grpc
 
 import horus_core
 from horus_core import wire
-from horus_core.errors import PermissionDenied
+from horus_core.errors import InvalidArgument, PermissionDenied
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
+from horus_core.model import Job, JobState
 from master.api.errors import Ctx, streaming, unary
 from master.api.progress import progress_report
 from master.api.views import NodeViews, gpu_statuses, learned_profiles, pair_to_pb
@@ -23,6 +24,7 @@ from master.services.events import JobEvent
 from master.services.joblogs import LogReader
 from master.services.jobs import JobService
 from master.services.queues import QueueService
+from master.services.service import ServiceDesk
 
 
 def event_to_pb(ev: JobEvent) -> pb.JobEvent:
@@ -48,6 +50,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         monitor: LoopMonitor | None = None,
         heartbeats: LatencyWindow | None = None,
         queues: QueueService | None = None,
+        service: ServiceDesk | None = None,
     ) -> None:
         self.core = core
         self.jobs = jobs
@@ -57,6 +60,17 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         self.heartbeats = heartbeats or LatencyWindow(1)
         self._node_views = NodeViews()
         self.queues = queues  # None: no --queues
+        self.service = service or ServiceDesk(
+            store=core.store, clock=core.clock, registry=core.registry, writer=core.writer, wakeup=core.wakeup
+        )
+
+    def _job_pb(self, job: Job) -> pb.Job:
+        """The job with its queue position from the last scheduling pass (pending jobs only)."""
+        msg = wire.job_to_pb(job)
+        place = self.core.positions.get(job.id) if job.state is JobState.PENDING else None  # (lazy)
+        if place is not None:
+            msg.queue_name, msg.queue_position = place
+        return msg
 
     @unary
     async def SubmitJob(self, request: cpb.SubmitJobRequest, context: Ctx) -> cpb.SubmitJobResponse:
@@ -67,13 +81,13 @@ class HorusServicer(cgrpc.HorusServiceServicer):
 
     @unary
     async def GetJob(self, request: cpb.GetJobRequest, context: Ctx) -> pb.Job:
-        return wire.job_to_pb(await self.jobs.get(request.job_id, caller()))
+        return self._job_pb(await self.jobs.get(request.job_id, caller()))
 
     @unary
     async def ListJobs(self, request: cpb.ListJobsRequest, context: Ctx) -> cpb.ListJobsResponse:
         states = [wire.job_state_from_pb(s, "states") for s in request.states]
         page = await self.jobs.list(states, request.owner, request.page_size, request.page_token, caller())
-        jobs = [wire.job_to_pb(j) for j in page.jobs]
+        jobs = [self._job_pb(j) for j in page.jobs]
         return cpb.ListJobsResponse(jobs=jobs, next_page_token=page.next_token)
 
     @unary
@@ -160,6 +174,29 @@ class HorusServicer(cgrpc.HorusServiceServicer):
             self.monitor.lags.clear()
             self.heartbeats.clear()
         return stats
+
+    @unary
+    async def SetNodeService(
+        self, request: cpb.SetNodeServiceRequest, context: Ctx
+    ) -> cpb.SetNodeServiceResponse:
+        who = caller()
+        if who is not None and not who.admin:
+            raise PermissionDenied("cordon, drain and uncordon are for admins")
+        action, name = request.action, request.node
+        timeout = request.timeout_s if request.HasField("timeout_s") else None
+        if request.gpu_uuid and action != cpb.NODE_SERVICE_ACTION_UNCORDON:
+            raise InvalidArgument("gpu_uuid", "only uncordon takes one GPU")
+        if timeout is not None and action != cpb.NODE_SERVICE_ACTION_DRAIN:
+            raise InvalidArgument("timeout_s", "only drain takes a timeout")
+        if action == cpb.NODE_SERVICE_ACTION_CORDON:
+            node = await self.service.cordon(name)
+        elif action == cpb.NODE_SERVICE_ACTION_DRAIN:
+            node = await self.service.cordon(name, drain=True, timeout_s=timeout)
+        elif action == cpb.NODE_SERVICE_ACTION_UNCORDON:
+            node = await self.service.uncordon(name, request.gpu_uuid)
+        else:
+            raise InvalidArgument("action", f"expected cordon, drain or uncordon, got {action}")
+        return cpb.SetNodeServiceResponse(node=wire.node_to_pb(node))
 
 
 def latency_to_pb(s: LatencySnapshot) -> cpb.LatencySummary:

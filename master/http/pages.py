@@ -12,6 +12,7 @@ from html import escape
 from urllib.parse import quote
 
 from horus_core.model import Job
+from horus_core.reasoncodes import queue_listing
 from master.http import svg
 from master.observe.view import ClusterView, GpuView
 from master.services.access import Identity
@@ -89,13 +90,14 @@ def cluster_page(view: ClusterView, visible: Visible, who: Identity | None) -> s
         f"{running} job(s) placed, {view.pending_count} pending</p>"
     )
     nodes = table(
-        ("Node", "State", "Stream", "GPUs"),
+        ("Node", "State", "Stream", "GPUs", "Quarantined GPUs"),
         (
             [
                 e(n.entry.name),
-                e(n.entry.state.value),
+                e(_state(n.entry.shown_state.value, n.entry.drain_deadline)),
                 "open" if n.entry.connected else "closed",
                 e(len(n.gpus)),
+                e(", ".join(f"{g.gpu.index}: {g.gpu.quarantine}" for g in n.gpus if g.gpu.quarantine) or "-"),
             ]
             for n in view.nodes
         ),
@@ -117,24 +119,41 @@ def _age(since: float, now: float) -> str:
 MAX_QUEUE_ROWS = 500  # a long queue's page shows its head; `hctl queue` lists everything
 
 
-def _queue_row(pos: int, j: Job, visible: Visible, now: float) -> list[str]:
+def _queue_row(queue: str, pos: int, j: Job, visible: Visible, now: float) -> list[str]:
     return [
+        e(queue),
         e(pos),
         job_link(j, visible),
         e(j.spec.owner),
         e(j.spec.gpus),
         e(j.spec.job_type),
         _age(j.submitted_at, now),
+        e(j.reason_code or "-"),
         e(j.reason),
     ]
 
 
-def queue_page(view: ClusterView, visible: Visible, who: Identity | None) -> str:
+def _state(state: str, drain_deadline: float | None) -> str:
+    if drain_deadline is None:
+        return state
+    left = drain_deadline - time.time()
+    return f"{state} (preempts in {left:.0f} s)" if left > 0 else f"{state} (preempting)"
+
+
+def queue_page(
+    view: ClusterView,
+    visible: Visible,
+    who: Identity | None,
+    position: Callable[[str], tuple[str, int] | None] = lambda _: None,
+) -> str:
+    """``position``: a job id's (queue, position) at the last scheduling pass (Core.positions.get)."""
     now = time.time()
-    mine = [(pos, j) for pos, j in enumerate(view.pending, 1) if visible(j)]
-    rows = [_queue_row(pos, j, visible, now) for pos, j in mine[:MAX_QUEUE_ROWS]]
+    listing = queue_listing(view.pending, lambda j: position(j.id))
+    mine = [(q, pos, j) for q, pos, j in listing if visible(j)]
+    rows = [_queue_row(q, pos, j, visible, now) for q, pos, j in mine[:MAX_QUEUE_ROWS]]
     note = f'<p id="queue-size">{len(view.pending)} job(s) pending in the whole cluster</p>'
-    body = table(("Position", "Job", "User", "GPUs", "Type", "Waiting", "Reason"), rows, "queue")
+    heads = ("Queue", "Position", "Job", "User", "GPUs", "Type", "Waiting", "Code", "Reason")
+    body = table(heads, rows, "queue")
     if len(mine) > MAX_QUEUE_ROWS:
         body += f'<p class="muted">and {len(mine) - MAX_QUEUE_ROWS} more (hctl queue lists them all)</p>'
     return page("Queue", note + body, who, live=True)
@@ -157,7 +176,7 @@ def job_page(
         ("Name", e(job.spec.name)),
         ("User", e(job.spec.owner)),
         ("State", e(job.state.value)),
-        ("Reason", e(job.reason)),
+        ("Reason", e(f"{job.reason_code}: {job.reason}" if job.reason_code else job.reason)),
         ("Type", e(job.spec.job_type)),
         ("Command", f"<code>{e(' '.join(job.spec.command))}</code>"),
         ("Attempt", e(job.attempt)),

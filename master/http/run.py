@@ -10,6 +10,7 @@ from aiohttp import web
 
 from master.auth import TokenTable
 from master.http.server import Dashboard, metrics_app, start_site
+from master.loopmon import LoopMonitor
 from master.observe.history import UtilHistory
 from master.observe.metrics import MasterMetrics
 from master.services.core import Core
@@ -21,9 +22,11 @@ log = logging.getLogger(__name__)
 class HttpSide:
     """``--http-listen`` (dashboard) and ``--metrics-listen`` (``/metrics``); either may be off."""
 
-    def __init__(self, core: Core, scheduler: Scheduler, tokens: TokenTable | None) -> None:
+    def __init__(
+        self, core: Core, scheduler: Scheduler, tokens: TokenTable | None, monitor: LoopMonitor | None = None
+    ) -> None:
         self.core = core
-        self.metrics = MasterMetrics(core)
+        self.metrics = MasterMetrics(core, monitor)
         scheduler.observers.append(self.metrics.on_pass)
         core.events.add_listener(self.metrics.on_event)
         self.history = UtilHistory()

@@ -86,7 +86,11 @@ class Dashboard:
 
     async def queue(self, request: web.Request) -> web.Response:
         who = request[WHO]
-        return _html(pages.queue_page(await gather(self.core, queue=True), self.visible_to(who), who))
+        return _html(
+            pages.queue_page(
+                await gather(self.core, queue=True), self.visible_to(who), who, self.core.positions.get
+            )
+        )
 
     async def job(self, request: web.Request) -> web.Response:
         who = request[WHO]

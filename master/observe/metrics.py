@@ -8,11 +8,13 @@ from collections import Counter as Tally
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from horus_core import reasoncodes as rc
 from horus_core.metrics import gpu_families, job_families
 from horus_core.model import JobState, NodeState
+from master.loopmon import LoopMonitor
 from master.observe.view import ClusterView, gather
 from master.services.core import Core
 from master.services.events import JobEvent
@@ -37,6 +39,7 @@ class _ViewCollector(Collector):
         yield _pending(view)
         yield _nodes(view)
         yield _jobs(view)
+        yield _quarantined(view)
 
 
 def _pending(view: ClusterView) -> Metric:
@@ -50,11 +53,57 @@ def _nodes(view: ClusterView) -> Metric:
     fam = GaugeMetricFamily(
         "horus_nodes", "Nodes by state (connected: with an open stream).", labels=["state"]
     )
-    states = Tally(n.entry.state.value for n in view.nodes)
+    states = Tally(n.entry.shown_state.value for n in view.nodes)
     for state in NodeState:
         fam.add_metric([state.value], states.get(state.value, 0))
     fam.add_metric(["CONNECTED"], sum(1 for n in view.nodes if n.entry.connected))
     return fam
+
+
+def _quarantined(view: ClusterView) -> Metric:
+    fam = GaugeMetricFamily("horus_quarantined_gpus", "GPUs quarantined after an Xid or ECC error.")
+    fam.add_metric([], sum(len(n.entry.quarantined) for n in view.nodes))
+    return fam
+
+
+class _CodeCollector(Collector):
+    """Pending jobs by reason code (docs/reasons.md), every code of the vocabulary always present."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def collect(self) -> Iterator[Metric]:
+        pending = JobState.PENDING
+        counts = Tally(j.reason_code for j in self.core.live.jobs() if j.state is pending)
+        fam = GaugeMetricFamily(
+            "horus_pending_jobs_by_code", "Pending jobs by reason code (docs/reasons.md).", labels=["code"]
+        )
+        for code in sorted(rc.CODES | set(counts) - {""}):
+            fam.add_metric([code], counts.get(code, 0))
+        yield fam
+
+
+class _LoopCollector(Collector):
+    """The event-loop lag the master's LoopMonitor measures (what GetServerStats reports)."""
+
+    def __init__(self, monitor: LoopMonitor) -> None:
+        self.monitor = monitor
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.monitor.snapshot()
+        lag = GaugeMetricFamily(
+            "horus_event_loop_lag_seconds",
+            "How late a task sleeping a fixed interval wakes up, over the recent window (quantile 1 = max).",
+            labels=["quantile"],
+        )
+        for q, ms in (("0.5", s.p50_ms), ("0.99", s.p99_ms), ("1", s.max_ms)):
+            lag.add_metric([q], ms / 1000)
+        yield lag
+        yield CounterMetricFamily(
+            "horus_event_loop_lag_samples",
+            "Loop-lag samples recorded since the master started.",
+            value=s.total,
+        )
 
 
 def _jobs(view: ClusterView) -> Metric:
@@ -70,11 +119,14 @@ class MasterMetrics:
     """Owns the registry. ``on_pass`` and ``on_event`` are the scheduler's and the event bus's
     hooks; :meth:`render` gathers the view and prints the text format."""
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, monitor: LoopMonitor | None = None) -> None:
         self._core = core
         self.registry = CollectorRegistry()
         self._view = _ViewCollector()
         self.registry.register(self._view)
+        self.registry.register(_CodeCollector(core))
+        if monitor is not None:
+            self.registry.register(_LoopCollector(monitor))
         self.pass_seconds = Histogram(
             "horus_scheduling_pass_seconds",
             "Duration of a scheduling pass (snapshot, policy decision, commit, dispatch).",

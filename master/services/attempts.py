@@ -15,6 +15,7 @@ from master.services.core import Dispatcher, JobWriter, Wakeup
 from master.services.logs import JOB_ID, LogStore
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.progress import ProgressKeeper
+from master.services.service import ServiceDesk
 from master.services.session import Session
 from master.services.workers import WorkerPlane
 from master.store.reads import Reader
@@ -47,12 +48,14 @@ class AttemptHandler:
         logs: LogStore,
         read: Reader,
         progress: ProgressKeeper | None = None,
+        service: ServiceDesk | None = None,
     ) -> None:
         self.plane = plane
         self.registry, self.clock, self.read = registry, clock, read
         self.writer, self.dispatch, self.wakeup = writer, dispatch, wakeup
         self.learner, self.logs = learner, logs
         self.journals = progress  # the jobs' progress journals (issue 12)
+        self.service = service  # GPU readings with an Xid or ECC error: quarantine
         self._kills: dict[tuple[str, int], float] = {}
         self._log_nodes: OrderedDict[tuple[str, int], str] = OrderedDict()
 
@@ -70,6 +73,8 @@ class AttemptHandler:
             return
         was_fenced = entry.fenced
         self.registry.record_heartbeat(entry, hb, self.clock.now())
+        if self.service is not None and any(s.ecc_errors or s.xid_events for s in hb.gpus):
+            await self.service.check_readings(entry, hb)
         if was_fenced and not entry.fenced:
             self.wakeup.poke()  # it takes work again
         self.plane.renew(entry, hb.seq)  # evidence the worker is alive: the only lease renewal

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from horus_core.model import Job
 from horus_core.plane import Assignment, Kill
+from horus_core.reasoncodes import QueuePositions
 from master.clock import Clock
 from master.config import MasterConfig
 from master.learning.learner import Learner
@@ -69,9 +70,9 @@ class JobWriter:
         if not write.cancelled() and write.exception() is None:
             self.live.update(c.after for c in write.result())
 
-    async def set_pending_reason(self, reason: str) -> None:
-        await self.store.write(SetPendingReasonOp(reason))
-        self.live.set_pending_reason(reason)
+    async def set_pending_reason(self, reason: str, code: str = "") -> None:
+        await self.store.write(SetPendingReasonOp(reason, code))
+        self.live.set_pending_reason(reason, code)
 
 
 class Dispatcher:
@@ -123,11 +124,17 @@ class Core:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Jobs' progress journals (issue 12): None in harnesses that build a Core without one.
     progress: ProgressKeeper | None = None
+    # Each pending job's (queue, position from 1) as the last scheduling pass served them.
+    positions: QueuePositions = field(default_factory=QueuePositions)
 
     def __post_init__(self) -> None:
         self.writer = JobWriter(self.store, self.events)
         self.dispatch = Dispatcher(self.registry)
         self.wakeup = Wakeup(self.registry)
+
+    def set_positions(self, positions: QueuePositions) -> None:
+        """A scheduling pass's queue positions (read by ``hctl queue`` and the dashboard)."""
+        self.positions = positions
 
     @property
     def live(self) -> LiveIndex:

@@ -8,6 +8,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
+from horus_core import reasoncodes as rc
 from horus_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from horus_core.model import Job, JobSpec, JobState
 from horus_core.validation import check_request_id, spec_size, strip_reserved_env, validate_spec
@@ -107,8 +108,18 @@ class JobService:
         if env != spec.env:
             spec = dataclasses.replace(spec, env=env)
         now = self.clock.now()
-        reason = "waiting for a scheduling pass" if self.registry.any_schedulable() else "no ready nodes"
-        job = Job(new_job_id(), spec, JobState.PENDING, submitted_at=now, updated_at=now, reason=reason)
+        ready = self.registry.any_schedulable()
+        reason = "waiting for a scheduling pass" if ready else "no ready nodes"
+        code = rc.SUBMITTED if ready else rc.NO_READY_NODES
+        job = Job(
+            new_job_id(),
+            spec,
+            JobState.PENDING,
+            submitted_at=now,
+            updated_at=now,
+            reason=reason,
+            reason_code=code,
+        )
         result = await self.writer.submit(job, request_key(owner, request_id) if request_id else None)
         if not result.created:
             return result

@@ -45,6 +45,11 @@ class NodeEntry:
     )
     _node_memo: Node | None = field(default=None, repr=False, compare=False)
     rack: str = ""  # horus-worker --rack (issue 11)
+    # An admin's cordon/drain and the GPUs quarantined (uuid -> why): copied from the registry's
+    # ServiceBook whenever either changes (NodeRegistry.apply_service).
+    admin: NodeState | None = None  # CORDONED or DRAINING
+    drain_deadline: float | None = None
+    quarantined: dict[str, str] = field(default_factory=dict)
 
     @property
     def connected(self) -> bool:
@@ -52,7 +57,12 @@ class NodeEntry:
 
     @property
     def takes_work(self) -> bool:
-        return self.state is NodeState.READY and self.connected and not self.fenced
+        return self.state is NodeState.READY and self.admin is None and self.connected and not self.fenced
+
+    @property
+    def shown_state(self) -> NodeState:
+        """LOST wins; a live node an admin took out of service shows CORDONED or DRAINING."""
+        return self.admin if self.admin is not None and self.state is NodeState.READY else self.state
 
     def gpu_types(self) -> dict[str, str]:
         """GPU UUID -> GPU type ("v100", ...)."""
@@ -61,14 +71,17 @@ class NodeEntry:
     def model(self) -> Node:
         """The node as policies and clients see it (every scheduling pass and ListNodes asks, for
         every node: an unchanged node is the same object, bench/load.py)."""
-        gpus, node = self._current_gpus(), self._node_memo
+        gpus, node, state = self._current_gpus(), self._node_memo, self.shown_state
         if (
             node is None
             or node.gpus is not gpus
-            or node.state is not self.state
+            or node.state is not state
             or node.last_seen != self.last_heard
+            or node.drain_deadline != self.drain_deadline
         ):
-            node = self._node_memo = Node(self.name, gpus, self.state, self.last_heard, self.rack)
+            node = self._node_memo = Node(
+                self.name, gpus, state, self.last_heard, rack=self.rack, drain_deadline=self.drain_deadline
+            )
         return node
 
     def _current_gpus(self) -> tuple[Gpu, ...]:
@@ -81,7 +94,7 @@ class NodeEntry:
             return memo[3]
         health = [s.healthy if (s := stats.get(g.uuid)) is not None else True for g in self.gpus]
         gpus = tuple(
-            g if ok or not g.healthy else dataclasses.replace(g, healthy=False)
+            _with_health(g, ok, self.quarantined.get(g.uuid, ""))
             for g, ok in zip(self.gpus, health, strict=True)
         )
         if memo is not None and memo[0] is self.gpus and memo[3] == gpus:
@@ -90,8 +103,33 @@ class NodeEntry:
         return gpus
 
 
+def _with_health(gpu: Gpu, ok: bool, quarantine: str) -> Gpu:
+    """The GPU as policies see it: unhealthy if its worker says so or the master quarantined it."""
+    if quarantine:
+        return dataclasses.replace(gpu, healthy=False, quarantine=quarantine)
+    return gpu if ok or not gpu.healthy else dataclasses.replace(gpu, healthy=False)
+
+
+@dataclass
+class ServiceBook:
+    """What the admins and the GPU checks took out of service (mirrors the store's node_service
+    and gpu_health tables; loaded at start, written through by master.services.service)."""
+
+    modes: dict[str, tuple[NodeState, float | None]] = field(default_factory=dict)  # node -> (mode, deadline)
+    quarantined: dict[str, tuple[str, str]] = field(default_factory=dict)  # GPU uuid -> (node, why)
+    ecc_seen: dict[str, int] = field(default_factory=dict)  # GPU uuid -> ECC count at its last change
+
+    def quarantined_on(self, node: str) -> dict[str, str]:
+        return {u: why for u, (n, why) in self.quarantined.items() if n == node}
+
+    def deadlines(self) -> dict[str, float]:
+        """Draining nodes -> when their remaining jobs are preempted."""
+        return {n: d for n, (m, d) in self.modes.items() if m is NodeState.DRAINING and d is not None}
+
+
 class NodeRegistry:
     def __init__(self) -> None:
+        self.book = ServiceBook()
         self._nodes: dict[str, NodeEntry] = {}
         self._sorted: list[NodeEntry] | None = None  # by name; dropped by put
         self._max_gpus: int | None = None  # dropped by put
@@ -108,6 +146,18 @@ class NodeRegistry:
     def put(self, entry: NodeEntry) -> None:
         self._nodes[entry.name] = entry
         self._sorted = self._max_gpus = None
+        self.apply_service(entry.name)
+
+    def apply_service(self, name: str) -> None:
+        """Copy the book's cordon/drain and quarantines of ``name`` onto its entry."""
+        entry = self._nodes.get(name)
+        if entry is None:
+            return
+        entry.admin, entry.drain_deadline = self.book.modes.get(name, (None, None))
+        quarantined = self.book.quarantined_on(name)
+        if quarantined != entry.quarantined:
+            entry.quarantined = quarantined
+            entry.health_seq += 1
 
     def schedulable(self) -> tuple[Node, ...]:
         """READY nodes with an open stream, not fenced: the only ones a policy may place work on."""

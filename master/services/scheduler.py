@@ -15,7 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from horus_core.model import Assign, ClusterSnapshot, JobState, Node, NodeState
+from horus_core import reasoncodes as rc
+from horus_core.model import Action, Assign, ClusterSnapshot, JobState, Node, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
 from horus_core.policies.optimus.history import ProgressObserver
@@ -27,12 +28,14 @@ from master.services.core import Dispatcher, JobWriter, Wakeup
 from master.services.floor import FloorEnforcer
 from master.services.nodes import NodeRegistry
 from master.services.progress import ProgressKeeper
+from master.services.service import ServiceDesk
 from master.store.jobs import Change, Transition
 from master.store.live import IndexLookup
 
 log = logging.getLogger(__name__)
 
 NO_NODES = "no ready nodes"
+ALL_CORDONED = "every ready node is cordoned or draining"
 SLOW_PASS_S = 0.05
 
 
@@ -73,6 +76,8 @@ class Scheduler:
         liveness: Callable[[], Awaitable[None]],
         floor: FloorEnforcer,
         progress: ProgressKeeper | None = None,
+        service: ServiceDesk | None = None,
+        positions: Callable[[rc.QueuePositions], None] | None = None,
     ) -> None:
         self.config, self.clock, self.registry, self.learner = config, clock, registry, learner
         self.writer, self.dispatch, self.wakeup = writer, dispatch, wakeup
@@ -92,6 +97,9 @@ class Scheduler:
         self._rest_s = 0.0
         self.floor = floor  # speed floors: co-runners to move (issue 10)
         self.progress = progress  # the jobs' progress journals (issue 12)
+        self.service = service  # drains whose timeout passed: jobs to preempt
+        # Each pass's queue positions go here (what ``hctl queue`` shows).
+        self.positions = positions or (lambda _p: None)
 
     async def run(self) -> None:
         """Forever (until cancelled): wait for a poke or the tick, then liveness + a pass."""
@@ -153,20 +161,54 @@ class Scheduler:
         self.passes += 1
         nodes = self.registry.schedulable()
         now = self.clock.now()
+        drains: list[Action] = [*self.service.drain_preempts()] if self.service is not None else []
         if not nodes:
-            if now - self._last_idle_note >= self.config.tick_s:
-                self._last_idle_note = now
-                await self.writer.set_pending_reason(NO_NODES)
+            await self._idle_note(now)
+            if drains:
+                await self._commit(ClusterSnapshot((), self.writer.live.jobs()), drains)
             return PassResult(skipped=True)
         t0 = time.perf_counter()
         self._prune_stopping()
         nodes = self._hide_stopping_gpus(nodes)
         snapshot = ClusterSnapshot(nodes=nodes, jobs=self.writer.live.jobs())
         t1 = time.perf_counter()
-        actions = await asyncio.to_thread(self.policy.decide, snapshot, now)
-        actions = [*actions, *await self.floor.preempts()]
+        actions = await asyncio.to_thread(self._decide, snapshot, now, self._withheld())
+        self.positions(rc.QueuePositions(actions, self.writer.live.job))
+        actions = [*actions, *await self.floor.preempts(), *drains]
         t2 = time.perf_counter()
-        plan = check_actions(snapshot, list(actions), IndexLookup(self.writer.live, nodes))
+        plan, _ = await self._commit(snapshot, actions)
+        done = PassResult(len(plan.assigns), len(plan.preempts), len(plan.waits), len(plan.dropped))
+        done.read_s, done.decide_s, done.commit_s = t1 - t0, t2 - t1, time.perf_counter() - t2
+        return done
+
+    async def _idle_note(self, now: float) -> None:
+        """No schedulable node: say so on every pending job (at most once a tick)."""
+        if now - self._last_idle_note < self.config.tick_s:
+            return
+        self._last_idle_note = now
+        if any(e.admin is not None and e.state is NodeState.READY for e in self.registry.all()):
+            await self.writer.set_pending_reason(ALL_CORDONED, rc.NODE_CORDONED)
+        else:
+            await self.writer.set_pending_reason(NO_NODES, rc.NO_READY_NODES)
+
+    def _withheld(self) -> rc.OutOfService:
+        """What cordons, drains and quarantines hold back now (nothing, cheaply, without any)."""
+        book = self.registry.book
+        if not (book.modes or book.quarantined):
+            return rc.OutOfService()
+        held = {n for n in book.modes} | {n for n, _ in book.quarantined.values()}
+        live = self.writer.live
+        jobs = [r.job for n in held for r in live.active_on(n)]
+        return rc.out_of_service([e.model() for e in self.registry.all() if e.name in held], jobs)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float, withheld: rc.OutOfService) -> list[Action]:
+        """(Off the loop.) The policy's actions, each Wait's code final: NodeCordoned where only
+        room that is out of service would fit the job."""
+        return rc.classify(self.policy.decide(snapshot, now), snapshot.pending(), withheld)
+
+    async def _commit(self, snapshot: ClusterSnapshot, actions: list[Action]) -> tuple[Plan, list[Change]]:
+        """Check the actions, apply them in one transaction, dispatch after it."""
+        plan = check_actions(snapshot, list(actions), IndexLookup(self.writer.live, snapshot.nodes))
         plan.assigns = self._not_stopping(plan.assigns)
         todo = self._transitions(plan, self.clock.now())
         async with self.lock:
@@ -175,16 +217,14 @@ class Scheduler:
         for c in changes:
             if c.before.job.state.active and not c.after.job.state.active:
                 await self.learner.attempt_ended(c.before.job, c.before.job.attempt)
-        done = PassResult(len(plan.assigns), len(plan.preempts), len(plan.waits), len(plan.dropped))
-        done.read_s, done.decide_s, done.commit_s = t1 - t0, t2 - t1, time.perf_counter() - t2
-        return done
+        return plan, changes
 
     @staticmethod
     def _transitions(plan: Plan, now: float) -> list[tuple[str, Transition]]:
         """The plan as transitions (``plan.waits`` holds only the Waits with a new reason)."""
         todo = [(a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now)) for a in plan.assigns]
         todo += [(p.job_id, tr.preempt(p.reason, now)) for p in plan.preempts]
-        todo += [(w.job_id, tr.set_wait_reason(w.reason, now)) for w in plan.waits]
+        todo += [(w.job_id, tr.set_wait_reason(w.reason, now, w.code)) for w in plan.waits]
         return todo
 
     def _prune_stopping(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from horus_core import reasoncodes as rc
 from horus_core.model import JobState
 from master.store.jobs import Transition
 from master.store.rows import JobRow
@@ -22,7 +23,7 @@ def _set(row: JobRow, now: float, **changes: object) -> JobRow:
 
 
 def _finish(row: JobRow, state: JobState, now: float, reason: str, exit_code: int | None = None) -> JobRow:
-    out = _set(row, now, state=state, finished_at=now, reason=reason, exit_code=exit_code)
+    out = _set(row, now, state=state, finished_at=now, reason=reason, exit_code=exit_code, reason_code="")
     return dataclasses.replace(out, cancel_requested=False)
 
 
@@ -39,6 +40,7 @@ def assign(node: str, gpus: tuple[str, ...], predicted_slowdown: float, now: flo
             gpus=gpus,
             predicted_slowdown=predicted_slowdown,
             reason=f"assigned to {node}",
+            reason_code="",
             started_at=None,
             finished_at=None,
             exit_code=None,
@@ -63,7 +65,7 @@ def requeue(reason: str, now: float, *, node: str | None = None, attempt: int | 
         text = reason.format(attempt=job.attempt, node=job.node)
         if row.cancel_requested:
             return _finish(row, JobState.CANCELLED, now, f"cancelled ({text})")
-        return _set(row, now, state=JobState.PENDING, reason=text)
+        return _set(row, now, state=JobState.PENDING, reason=text, reason_code=rc.PREEMPTED)
 
     return fn
 
@@ -72,16 +74,18 @@ def preempt(reason: str, now: float) -> Transition:
     def fn(row: JobRow) -> JobRow | None:
         if not row.job.state.active or row.cancel_requested:
             return None
-        return _set(row, now, state=JobState.PENDING, reason=f"preempted: {reason}")
+        return _set(row, now, state=JobState.PENDING, reason=f"preempted: {reason}", reason_code=rc.PREEMPTED)
 
     return fn
 
 
-def set_wait_reason(reason: str, now: float) -> Transition:
+def set_wait_reason(reason: str, now: float, code: str = "") -> Transition:
     def fn(row: JobRow) -> JobRow | None:
-        if row.job.state is not JobState.PENDING or row.job.reason == reason:
+        job = row.job
+        if job.state is not JobState.PENDING or (job.reason == reason and job.reason_code == code):
             return None
-        return dataclasses.replace(row, job=dataclasses.replace(row.job, reason=reason))
+        job = dataclasses.replace(job, reason=reason, reason_code=code or rc.RESOURCES)
+        return dataclasses.replace(row, job=job)
 
     return fn
 
@@ -150,7 +154,9 @@ def worker_update(
         verdict.ended = True
         if state is JobState.CANCELLED and not row.cancel_requested:
             why = reason or "stopped by the worker"
-            return _set(row, now, state=JobState.PENDING, reason=f"attempt {attempt} {why}")
+            return _set(
+                row, now, state=JobState.PENDING, reason=f"attempt {attempt} {why}", reason_code=rc.PREEMPTED
+            )
         if state is JobState.CANCELLED:
             return _finish(row, state, now, job.reason.removeprefix("cancelling: "), exit_code)
         return _finish(row, state, now, reason or _exit_reason(state, exit_code), exit_code)

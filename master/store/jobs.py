@@ -184,11 +184,13 @@ class SetPendingReasonOp(WriteOp[int]):
     counts one change (``version``)."""
 
     reason: str
+    code: str = ""
 
     def apply(self, conn: sqlite3.Connection) -> int:
         cur = conn.execute(
-            "UPDATE jobs SET reason = ?, version = version + 1 WHERE state = 'PENDING' AND reason != ?",
-            (self.reason, self.reason),
+            "UPDATE jobs SET reason = ?, reason_code = ?, version = version + 1"
+            " WHERE state = 'PENDING' AND (reason != ? OR reason_code != ?)",
+            (self.reason, self.code, self.reason, self.code),
         )
         return cur.rowcount
 

@@ -93,13 +93,15 @@ class LiveIndex:
         """The active jobs that hold GPU ``uuid``."""
         return list(self._held.get(uuid, {}).values())
 
-    def set_pending_reason(self, reason: str) -> None:
+    def set_pending_reason(self, reason: str, code: str = "") -> None:
         """What :class:`master.store.jobs.SetPendingReasonOp` did to the rows: every pending job
-        whose reason differs gets ``reason`` and one more version."""
+        whose reason or code differs gets both and one more version."""
         changed = [
-            dataclasses.replace(r, job=dataclasses.replace(r.job, reason=reason, version=r.job.version + 1))
+            dataclasses.replace(
+                r, job=dataclasses.replace(r.job, reason=reason, reason_code=code, version=r.job.version + 1)
+            )
             for r in self._rows.values()
-            if r.job.state is JobState.PENDING and r.job.reason != reason
+            if r.job.state is JobState.PENDING and (r.job.reason != reason or r.job.reason_code != code)
         ]
         self.update(changed)
 

@@ -27,7 +27,7 @@ JOB_JSON = (
     " 'started_at', started_at, 'finished_at', finished_at, 'node', node, 'gpus', CAST(gpus AS TEXT),"
     " 'reason', reason, 'exit_code', exit_code, 'predicted_slowdown', predicted_slowdown,"
     " 'cancel_requested', cancel_requested, 'seq', seq,"
-    " 'version', version)"
+    " 'version', version, 'reason_code', reason_code)"
 )
 
 
@@ -175,6 +175,7 @@ def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
         exit_code=d["exit_code"],
         predicted_slowdown=_finite(d["predicted_slowdown"]),
         version=int(d["version"]),
+        reason_code=str(d.get("reason_code") or ""),
     )
     return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"])
 
@@ -221,8 +222,10 @@ def job_rows_from_json(text: str | None) -> list[JobRow]:
     return rows
 
 
-JOB_INSERT_COLUMNS = "(id, request_id, owner, spec, state, attempt, submitted_at, updated_at, reason)"
-JOB_INSERT_ARITY = 9
+JOB_INSERT_COLUMNS = (
+    "(id, request_id, owner, spec, state, attempt, submitted_at, updated_at, reason, reason_code)"
+)
+JOB_INSERT_ARITY = 10
 
 
 def job_insert_params(job: Job, request_id: str | None) -> tuple[Any, ...]:
@@ -236,6 +239,7 @@ def job_insert_params(job: Job, request_id: str | None) -> tuple[Any, ...]:
         job.submitted_at,
         job.updated_at,
         job.reason,
+        job.reason_code,
     )
 
 
@@ -253,6 +257,7 @@ JOB_UPDATE_COLUMNS = (
     "predicted_slowdown",
     "cancel_requested",
     "version",
+    "reason_code",
 )
 
 
@@ -273,6 +278,7 @@ def job_update_params(row: JobRow) -> tuple[Any, ...]:
         j.predicted_slowdown,
         int(row.cancel_requested),
         j.version,
+        j.reason_code,
     )
 
 

@@ -253,6 +253,37 @@ def test_queue_in_queue_order(server: ThreadedFakeMaster, capsys: pytest.Capture
     assert out.index(high) < out.index(low) and "no GPU free" in out
 
 
+def test_queue_follows_the_masters_positions_with_codes(
+    server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Positions from the master's last pass come first (per queue); codes ride along in -o json."""
+    late = add(server, reason="needs 2 GPUs", reason_code="Resources", queue_name="default", queue_position=2)
+    first = add(
+        server,
+        reason="on a cordoned node",
+        reason_code="NodeCordoned",
+        queue_name="default",
+        queue_position=1,
+    )
+    new = add(server, spec=JobSpec(command=("x",), priority=99), reason="waiting", reason_code="Submitted")
+    listed = json.loads(run(server, capsys, "queue", "-o", "json")[1])
+    assert [(j["id"], j["queue"], j["position"], j["reason_code"]) for j in listed] == [
+        (first, "default", 1, "NodeCordoned"),
+        (late, "default", 2, "Resources"),
+        (new, "default", 3, "Submitted"),
+    ]
+    jobs = {j["id"]: j for j in json.loads(run(server, capsys, "jobs", "-o", "json")[1])}
+    assert (jobs[late]["reason_code"], jobs[late]["reason"], jobs[late]["position"]) == (
+        "Resources",
+        "needs 2 GPUs",
+        2,
+    )
+    assert jobs[new]["position"] is None
+    table = run(server, capsys, "jobs")[1]
+    assert "NodeCordoned: on a cordoned node" in table
+    assert "CODE" in run(server, capsys, "queue")[1]
+
+
 def test_nodes_json_and_table(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(server, capsys, "nodes", "-o", "json")
     nodes = json.loads(out)
@@ -358,3 +389,19 @@ def test_watch_a_finished_job_returns_at_once(
     job = add(server, state=JobState.FAILED)
     assert run(server, capsys, "watch", job) == (0, "", f"hctl: job {job} has already finished: FAILED\n")
     assert run(server, capsys, "watch", "j-nope")[0] == 1
+
+
+def test_node_service_texts_and_drain_timeout_parsing() -> None:
+    from horus_core.cli import service
+    from horus_core.model import Gpu, Node, NodeState
+
+    bad = Gpu("g1", "n", 1, "V100", 16384, "v100", healthy=False, quarantine="Xid 79")
+    node = Node(
+        "n", (Gpu("g0", "n", 0, "V100", 16384, "v100"), bad), NodeState.DRAINING, drain_deadline=1000.0
+    )
+    assert service.state_text(node, now=970.0) == "DRAINING (preempts in 30s)"
+    assert service.state_text(node, now=1001.0) == "DRAINING (preempting)"
+    assert service.state_text(Node("m", (), NodeState.CORDONED)) == "CORDONED"
+    assert service.quarantine_text(node) == "1 (Xid 79)" and service.quarantine_text(Node("m", ())) == "-"
+    with pytest.raises(SystemExit):
+        main(["drain", "n", "--timeout", "-3"])  # a usage error before anything is sent

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import credit, plus_queues
 
+from horus_core import reasoncodes as rc
 from horus_core.errors import InvalidArgument
 from horus_core.interference import default_model
 from horus_core.interference.table import packaged_table
@@ -135,7 +136,7 @@ def test_exclusive_jobs_are_alone(name: str) -> None:
 def test_no_ready_gpu(name: str) -> None:
     lost = tuple(replace(n, state=NodeState.LOST) for n in nodes())
     acts = make_policy(name).decide(ClusterSnapshot(lost, (pending("a", R18_16),)), 0.0)
-    assert acts == [Wait("a", "no ready GPU in the cluster")]
+    assert acts == [Wait("a", "no ready GPU in the cluster", rc.NO_READY_NODES)]
 
 
 def test_horus_util_serves_low_utilisation_first_and_looks_ahead_five() -> None:

@@ -281,8 +281,9 @@ def check_pages(c: LocalCluster, binary: str, base: str, gpus: list[dict[str, An
 
     queue = load("/queue", "queue")
     (first,) = queue.tables["queue"][1:]
-    reason = c.hctl_json("job", big)["reason"]
-    assert first[0] == "1" and big in first[1] and " ".join(reason.split()) == first[6]
+    record = c.hctl_json("job", big)
+    assert first[:2] == ["default", "1"] and big in first[2]
+    assert first[7] == record["reason_code"] and " ".join(record["reason"].split()) == first[8]
 
     shared = max(api, key=lambda g: len(g["job_ids"]))
     job_id = shared["job_ids"][0]

@@ -4,6 +4,7 @@ the cookie, who sees which jobs, and escaping of everything a user controls."""
 from __future__ import annotations
 
 import pathlib
+import time
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -11,12 +12,13 @@ import pytest
 
 from horus_core import HorusClient
 from horus_core.errors import InvalidArgument
-from horus_core.model import Job, JobSpec, JobState
+from horus_core.model import Gpu, Job, JobSpec, JobState, NodeState
 from horus_core.testing import FakeClock
 from master.app import Master
 from master.config import MasterConfig
 from master.http import pages
-from master.observe.view import ClusterView
+from master.observe.view import ClusterView, GpuView, NodeView
+from master.services.nodes import NodeEntry
 from master.store.learned import PairMeasurement, RecordRatesOp
 
 EVIL_NAME = "<script>alert(1)</script>"
@@ -133,3 +135,37 @@ def test_long_queue_page_shows_its_head() -> None:
     assert text.count('class="job"') == pages.MAX_QUEUE_ROWS == 500
     assert "j00499" in text and "j00500" not in text and "and 10 more" in text
     assert "510 job(s) pending" in text
+
+
+def test_queue_page_follows_the_passes_order_and_shows_codes() -> None:
+    jobs = tuple(
+        Job(f"j{i}", JobSpec(command=("x",), owner="u"), JobState.PENDING, reason=f"r{i}", reason_code=code)
+        for i, code in enumerate(("Resources", "Submitted", "NodeCordoned"))
+    )
+    view = ClusterView(nodes=(), jobs={j.id: j for j in jobs}, pending=jobs, speeds={})
+    text = pages.queue_page(view, lambda job: True, None, {"j2": ("default", 1), "j0": ("default", 2)}.get)
+    rows = text.split("<tbody>")[1].split("</tr>")[:3]
+    assert ["j2" in rows[0], "j0" in rows[1], "j1" in rows[2]] == [True, True, True]
+    assert "<td>default</td><td>1</td>" in rows[0] and "<td>NodeCordoned</td>" in rows[0]
+    assert "<td>3</td>" in rows[2] and "<td>Submitted</td>" in rows[2]
+
+
+def test_cluster_page_shows_cordons_drains_and_quarantines() -> None:
+    gpus = (
+        Gpu("g0", "n1", 0, "V100", 16384, "v100", healthy=False, quarantine="Xid 79"),
+        Gpu("g1", "n1", 1, "V100", 16384, "v100"),
+    )
+    entry = NodeEntry(
+        "n1", gpus, NodeState.READY, 0.0, admin=NodeState.DRAINING, drain_deadline=time.time() + 600
+    )
+    node = NodeView(entry, tuple(GpuView(g, None, (), ()) for g in entry.model().gpus))
+    text = pages.cluster_page(ClusterView((node,), {}, (), {}), lambda job: True, None)
+    row = text.split('id="nodes"')[1].split("</tr>")[1]
+    assert "DRAINING (preempts in 600 s)" in row or "DRAINING (preempts in 599 s)" in row
+    assert "0: Xid 79" in row
+
+
+def test_job_page_shows_the_reason_code() -> None:
+    job = Job("j1", JobSpec(command=("x",)), JobState.PENDING, reason="needs 2 GPUs", reason_code="Resources")
+    text = pages.job_page(job, ClusterView((), {}, (job,), {}), [], "", lambda j: True, None)
+    assert "Resources: needs 2 GPUs" in text

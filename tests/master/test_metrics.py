@@ -127,7 +127,13 @@ async def test_master_metrics_match_the_api(tmp_path: pathlib.Path) -> None:
         pending = (await stub.ListJobs(cpb.ListJobsRequest(states=[pb.JOB_STATE_PENDING]))).jobs
         assert len(pending) == 1
         assert by_label(got, "horus_pending_jobs", "reason") == {reason_label(pending[0].reason): 1.0}
-        assert by_label(got, "horus_nodes", "state") == {"READY": 1, "LOST": 0, "DRAINING": 0, "CONNECTED": 1}
+        assert by_label(got, "horus_nodes", "state") == {
+            "READY": 1,
+            "LOST": 0,
+            "DRAINING": 0,
+            "CORDONED": 0,
+            "CONNECTED": 1,
+        }
         assert by_label(got, "horus_live_jobs", "state") == {"PENDING": 1, "ASSIGNED": 0, "RUNNING": 2}
         assert got["horus_placements_total"][0].value == 2
         assert got["horus_preemptions_total"][0].value == 0

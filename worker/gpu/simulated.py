@@ -11,6 +11,7 @@ co-runners (``co_speeds``, the minimum over its GPUs) that the worker hands to t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import random
 import uuid
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from horus_core.interference import default_model
 from horus_core.model import JobSpec, gpu_type_of
 from worker.gpu.base import GpuInfo, GpuReading, InterferenceLike, ProbeTarget, ProcessReading, Profile
+from worker.gpu.faults import FaultFile
 from worker.gpu.ground_truth import GroundTruthModel, PairTruth
 
 
@@ -118,6 +120,7 @@ class SimulatedProbe:
         noise: float = 0.5,
         seed: int | None = None,
         ground_truth: Sequence[PairTruth] = (),
+        faults: FaultFile | None = None,
     ) -> None:
         self._gpus = list(gpus)
         self._tdp = {g.uuid: _tdp_of(g.model) for g in self._gpus}
@@ -126,6 +129,7 @@ class SimulatedProbe:
         self._noise = noise
         self._rng = random.Random(seed)
         self._speeds: dict[tuple[str, int], float] = {}
+        self._faults = faults  # injected Xid / ECC errors (--fake-gpu-faults)
 
     async def gpus(self) -> list[GpuInfo]:
         return list(self._gpus)
@@ -153,6 +157,7 @@ class SimulatedProbe:
         speeds = {key: 1.0 for key in profiles}
         readings: list[GpuReading] = []
         procs: list[ProcessReading] = []
+        faults = self._faults.take() if self._faults is not None else {}
         for gpu in self._gpus:
             here = [t for t in running if gpu.uuid in t.gpu_uuids]
             utils = [self._util(profiles[(t.job_id, t.attempt)]) for t in here]
@@ -166,7 +171,13 @@ class SimulatedProbe:
                 if t.pids:
                     mem_t = profiles[(t.job_id, t.attempt)].mem_mib
                     procs.append(ProcessReading(t.pids[0], gpu.uuid, mem_t, round(util * scale, 1)))
-            readings.append(self._reading(gpu, min(100.0, sum(utils)), mem))
+            reading = self._reading(gpu, min(100.0, sum(utils)), mem)
+            fault = faults.get(gpu.index)
+            if fault is not None:
+                reading = dataclasses.replace(
+                    reading, ecc_errors=fault.ecc_errors, xid_events=fault.xid_events
+                )
+            readings.append(reading)
         return readings, procs, speeds
 
     def _with_truth(self, model: InterferenceLike) -> InterferenceLike:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from horus_core import reasoncodes as rc
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobSpec, JobState, NodeState, Preempt, Wait
 from horus_core.policies import spread
 from horus_core.policies.gavel.rounds import Slot
@@ -82,11 +83,12 @@ def actions_for(
             actions.append(Preempt(job.id, f"{label}: {where}"))
     free = free_gpus(snapshot, type_of)
     pending = [j for j in snapshot.jobs if j.state is JobState.PENDING]
+    largest = max((sum(1 for g in n.gpus if g.uuid in type_of) for n in snapshot.nodes), default=0)
     for job in sorted(pending, key=lambda j: (bool(_host(plan, j)), -j.spec.gpus)):
         slot = plan.get(job.id)
         got = None if slot is None else _gpus_for(job, slot, free)
         if got is None:
-            actions.append(Wait(job.id, _reason(slot, label)))
+            actions.append(Wait(job.id, _reason(slot, label), _code(job, slot, largest)))
             continue
         actions.append(Assign(job.id, got[0], got[1]))
     return actions
@@ -117,6 +119,12 @@ def _gpus_for(job: Job, slot: Slot, free: Free) -> tuple[str, tuple[str, ...]] |
         free.held[job.id] = got
         free.sharers[got[1]] = 1
     return got
+
+
+def _code(job: Job, slot: Slot | None, largest_node: int) -> str:
+    if job.spec.gpus > largest_node:
+        return rc.GANG_TOO_LARGE  # (a job's GPUs are all on one node)
+    return rc.PRIORITY if slot is None else rc.RESOURCES
 
 
 def _reason(slot: Slot | None, label: str) -> str:

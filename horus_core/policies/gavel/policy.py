@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from horus_core import reasoncodes as rc
 from horus_core.errors import InvalidArgument
 from horus_core.interference import InterferenceModel
 from horus_core.model import Action, ClusterSnapshot, Job, JobState, NodeState, Wait, gpu_type_of
@@ -96,7 +97,7 @@ class GavelPolicy:
             capacity[t] = capacity.get(t, 0) + 1
         self.ledger.update(snapshot.jobs, type_of, now)
         if not capacity:
-            return [Wait(j.id, "no ready GPUs") for j in snapshot.pending()]
+            return [Wait(j.id, "no ready GPUs", rc.NO_READY_NODES) for j in snapshot.pending()]
         index = math.floor(now / self.round_s)
         new_round = index != self.round
         self._allocate(snapshot.jobs, capacity, now, new_round)
@@ -229,7 +230,7 @@ def type_waits(snapshot: ClusterSnapshot, model: InterferenceModel) -> tuple[Clu
     for job in pending:
         allowed = allowed_types(job, present, model, 0.0)
         if allowed.none:
-            waits.append(Wait(job.id, allowed.reason))
+            waits.append(Wait(job.id, allowed.reason, rc.GPU_TYPE_UNAVAILABLE))
     if not waits:
         return snapshot, []
     gone = {w.job_id for w in waits}

@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState, Preempt, Wait
 from horus_core.policies._wide import split
@@ -99,7 +100,7 @@ class OptimusPolicy:
         nodes = [n for n in snapshot.nodes if n.state is NodeState.READY]
         gpus = {n.name: sorted((g for g in n.gpus if g.healthy), key=lambda g: g.index) for n in nodes}
         if not any(gpus.values()):
-            return [Wait(j.id, "optimus: no ready GPU") for j in pending]
+            return [Wait(j.id, "optimus: no ready GPU", rc.NO_READY_NODES) for j in pending]
         gpu_type = Counter(g.gpu_type for gs in gpus.values() for g in gs).most_common(1)[0][0]
         largest = max(len(g) for g in gpus.values())
         active, queue = snapshot.active(), arrival_order(pending)
@@ -191,7 +192,7 @@ class OptimusPolicy:
             actions.append(Assign(p.job.id, p.node, tuple(g.uuid for g in p.gpus)))
         largest = max(map(len, gpus.values()))
         why = [(j, _wait_reason(j, alloc, largest, self.replan_s)) for j in pending if j.id not in done]
-        actions += [Wait(j.id, reason) for j, reason in why]
+        actions += [Wait(j.id, reason, _wait_code(j, largest)) for j, reason in why]
         return actions
 
     def _resizes(self, active: Sequence[Job], alloc: dict[str, int], free: dict[str, int]) -> list[Action]:
@@ -274,6 +275,10 @@ def _wait_reason(job: Job, alloc: dict[str, int], largest: int, replan_s: float)
         return f"optimus: waiting for {alloc[job.id]} GPUs on one node"
     every = f"{replan_s / 60:g} min"
     return f"optimus: every GPU is allocated; re-planned every {every}, freed GPUs go to waiting jobs"
+
+
+def _wait_code(job: Job, largest: int) -> str:
+    return rc.GANG_TOO_LARGE if _minimum(job) > largest else rc.RESOURCES
 
 
 def make(model: InterferenceModel | None) -> OptimusPolicy:
