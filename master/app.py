@@ -68,7 +68,7 @@ class Master:
         if self._tokens is None and cfg.auth_tokens is not None:
             self._tokens = TokenTable.load(cfg.auth_tokens)
         model = self._interference if self._interference is not None else default_model()
-        policy = self._policy or make_policy(cfg.policy, model)
+        policy = self._policy or make_policy(cfg.policy, model, round_s=cfg.round_s)
         self.store = await Store.open(
             cfg.db_path,
             group_commit=cfg.group_commit,

@@ -54,6 +54,8 @@ class MasterConfig:
     # Speed floor (issue 10) of a job submitted without one (min_speed 0), filled in at
     # submission; also what the floor enforcement checks measured speeds against. 0: none.
     min_speed: float = 0.0
+    # Round length of the Gavel policies (issue 10); None: HORUS_GAVEL_ROUND_S, else 360 s.
+    round_s: float | None = None
 
     def __post_init__(self) -> None:
         problem = timeout_problem(
@@ -65,6 +67,8 @@ class MasterConfig:
             raise ValueError(OPEN_WORKER_PLANE)
         if not (math.isfinite(self.min_speed) and 0.0 <= self.min_speed <= 1.0):
             raise ValueError(f"min_speed must be within [0, 1], got {self.min_speed}")
+        if self.round_s is not None and not (math.isfinite(self.round_s) and self.round_s > 0):
+            raise ValueError(f"round_s must be a positive number of seconds, got {self.round_s}")
 
     @property
     def kill_grace(self) -> float:

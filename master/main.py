@@ -74,6 +74,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="FRACTION",
         help="cluster default speed floor in [0, 1] for jobs submitted without one (0: none)",
     )
+    p.add_argument(
+        "--round-s",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="round length of the gavel-* policies (default: $HORUS_GAVEL_ROUND_S, else 360)",
+    )
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
@@ -94,6 +101,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(OPEN_WORKER_PLANE)
     if not (math.isfinite(args.min_speed) and 0.0 <= args.min_speed <= 1.0):
         p.error(f"--min-speed must be within [0, 1], got {args.min_speed}")
+    if args.round_s is not None and not (math.isfinite(args.round_s) and args.round_s > 0):
+        p.error(f"--round-s must be a positive number of seconds, got {args.round_s}")
     return args
 
 
@@ -117,6 +126,7 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         tls_client_ca=args.tls_client_ca,
         allow_mounts=tuple(args.allow_mount),
         min_speed=args.min_speed,
+        round_s=args.round_s,
     )
 
 

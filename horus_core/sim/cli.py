@@ -46,7 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="directory for metrics.json and PNG plots")
     p.add_argument("--json", action="store_true", help="print {policy: {metric: value}} instead of a table")
     p.add_argument("--seed", type=int, help="seed of a synthetic trace that names none")
-    p.add_argument("--round-s", type=float, default=ROUND_S, help="periodic round length (0: none)")
+    p.add_argument(
+        "--round-s",
+        type=float,
+        default=ROUND_S,
+        help="periodic round length, also the Gavel policies' round (default 360; 0: no periodic rounds)",
+    )
     p.add_argument("--min-gap-s", type=float, default=0.0, help="coalesce event rounds closer than this")
     p.add_argument("--no-event-rounds", action="store_true", help="schedule on periodic rounds only")
     p.add_argument("--skip-idle-rounds", action="store_true", help="no event round while nothing is pending")
@@ -129,7 +134,8 @@ def _one(
     force_bar: bool,
 ) -> SimResult:
     bar = ProgressBar(name, sys.stderr) if force_bar or sys.stderr.isatty() else None
-    result = Simulator(jobs, nodes, make_policy(name, model), model, config, bar).run()
+    policy = make_policy(name, model, round_s=config.round_s)
+    result = Simulator(jobs, nodes, policy, model, config, bar).run()
     if bar is not None:
         bar.close(len(jobs))
     for warning in result.warnings:
