@@ -149,15 +149,18 @@ def gang_run(name: str, reserve: bool) -> tuple[float, float]:
     return gang.queueing, max(f for f in there if f is not None) - gang.arrival
 
 
-@pytest.mark.parametrize("name", ["fifo", "binpack", "lucid", "gandiva", "horus-util", "horus", "horus+"])
+PACKING = ["fifo", "binpack", "lucid", "gandiva", "horus-paper", "horus-util", "horus", "horus+", "optimus"]
+
+
+@pytest.mark.parametrize("name", PACKING)
 def test_in_the_simulator_a_gang_waits_at_most_for_the_jobs_running_when_it_became_head(name: str) -> None:
     queued, bound = gang_run(name, reserve=True)
     assert queued <= bound + 1.0
-    if name in ("fifo", "lucid"):  # exclusive GPUs: those jobs run at solo speed, 4 h at most
+    if name in ("fifo", "lucid", "optimus"):  # nobody shares here: those jobs end within 4 h
         assert queued <= 4.5 * HOUR + 1.0
 
 
-@pytest.mark.parametrize("name", ["fifo", "lucid"])
+@pytest.mark.parametrize("name", ["fifo", "lucid", "optimus"])
 def test_without_the_reservation_the_same_gang_starves_behind_the_stream(name: str) -> None:
     queued, bound = gang_run(name, reserve=False)
     assert queued > 50 * HOUR and queued > bound + 40 * HOUR
