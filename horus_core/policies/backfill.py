@@ -48,7 +48,7 @@ from horus_core.model import (
 )
 from horus_core.packing.cluster import gpu_type
 
-WAIT_S = 0.0  # a gang becomes head after this long in the queue
+WAIT_S = 3600.0  # a gang may become head after this long in the queue
 MIN_REMAINING_S = 600.0  # unknown work: at least this long left
 _MEMO = 256
 

@@ -10,7 +10,7 @@ import pytest
 from horus_core.interference import default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobSpec, JobState, Preempt, Wait
 from horus_core.policies import make_policy
-from horus_core.policies.backfill import GangReserve, free_times
+from horus_core.policies.backfill import WAIT_S, GangReserve, free_times
 from horus_core.policies.fifo import FifoPolicy
 from horus_core.policies.gputypes import TypeGate
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
@@ -35,7 +35,7 @@ def job(job_id: str, gpus: int, hours: float, submitted: float = 0.0, at: int | 
 
 
 def fifo(reserve: bool = True) -> FifoPolicy:
-    return FifoPolicy(gate=TypeGate(reserve=GangReserve() if reserve else None))
+    return FifoPolicy(gate=TypeGate(reserve=GangReserve(wait_s=0.0) if reserve else None))
 
 
 def snap(*jobs: Job) -> ClusterSnapshot:
@@ -90,7 +90,7 @@ def test_the_reservation_goes_where_the_gang_is_predicted_to_finish_first() -> N
         )
         for i, (n, h) in enumerate([("v100-000", 5.0), ("v100-001", 1.0)])
     ]
-    reserve = GangReserve()
+    reserve = GangReserve(wait_s=0.0)
     blocked = ClusterSnapshot(nodes, (*running, job("big", 8, 2.0)))
 
     def waits(s: ClusterSnapshot, now: float) -> list[Action]:  # a policy that places nothing
@@ -101,7 +101,7 @@ def test_the_reservation_goes_where_the_gang_is_predicted_to_finish_first() -> N
     got = by_job(reserve.decide(blocked, 1.0, waits, MODEL, lambda j: None))
     assert isinstance(got["big"], Wait) and "on v100-001" in got["big"].reason
     # A gang that may not use V100s (its types: k80) takes the idle K80 node at once.
-    reserve = GangReserve()
+    reserve = GangReserve(wait_s=0.0)
     reserve.decide(blocked, 0.0, waits, MODEL, lambda j: frozenset({"k80"}))
     got = by_job(reserve.decide(blocked, 1.0, waits, MODEL, lambda j: frozenset({"k80"})))
     assert isinstance(got["big"], Assign) and got["big"].node == "k80-000"
@@ -115,7 +115,7 @@ def test_free_times_are_the_longest_remaining_job_per_gpu() -> None:
 
 
 def test_unknown_work_is_expected_to_last_as_long_as_it_has_run() -> None:
-    reserve = GangReserve()
+    reserve = GangReserve(wait_s=0.0)
     running = dataclasses.replace(job("a", 1, 1.0, at=0), spec=JobSpec(("x",), job_type=R50))
     reserve.decide(snap(running), 0.0, lambda s, n: [], MODEL, lambda j: None)
     reserve.decide(snap(running), 5000.0, lambda s, n: [], MODEL, lambda j: None)
@@ -133,19 +133,16 @@ def stream(gang_at_h: float = 10.0) -> list[TraceJob]:
 
 
 def gang_run(name: str, reserve: bool) -> tuple[float, float]:
-    """(the gang's queueing, the latest end of a job started by the pass after it arrived)."""
+    """(the gang's queueing, the latest end of a job started by the pass that made it head)."""
     policy = make_policy(name, MODEL)
     if not reserve:
         policy.gate.reserve = None  # type: ignore[attr-defined]
     result = Simulator(stream(), NODES, policy, MODEL, SimConfig(timeline=False)).run()
     (gang,) = [r for r in result.records if r.gpus == 8]
     assert gang.queueing is not None
-    # The pass that reserves is the next event after its arrival: an arrival within 0.5 h.
-    there = [
-        r.finish
-        for r in result.records
-        if r.first_start is not None and r.first_start <= gang.arrival + 0.5 * HOUR
-    ]
+    # The pass that reserves is the first after it has queued WAIT_S: within 0.5 h (arrivals).
+    head = gang.arrival + WAIT_S + 0.5 * HOUR
+    there = [r.finish for r in result.records if r.first_start is not None and r.first_start <= head]
     return gang.queueing, max(f for f in there if f is not None) - gang.arrival
 
 
@@ -157,7 +154,7 @@ def test_in_the_simulator_a_gang_waits_at_most_for_the_jobs_running_when_it_beca
     queued, bound = gang_run(name, reserve=True)
     assert queued <= bound + 1.0
     if name in ("fifo", "lucid", "optimus"):  # nobody shares here: those jobs end within 4 h
-        assert queued <= 4.5 * HOUR + 1.0
+        assert queued <= WAIT_S + 4.5 * HOUR + 1.0
 
 
 @pytest.mark.parametrize("name", ["fifo", "lucid", "optimus"])
