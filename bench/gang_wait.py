@@ -65,12 +65,13 @@ def main() -> None:
     p.add_argument("--policies", default="horus,fifo,lucid")
     p.add_argument("--gang-gpus", type=int, default=8, help="jobs of at least this many GPUs count as gangs")
     p.add_argument("--wait-s", type=float, default=None, help="queueing before a gang is head")
+    p.add_argument("--modes", default="off,on", help="reservation off (the reference) and/or on")
     p.add_argument("--head", type=int, default=0, help="only the first N jobs of the trace (0: all)")
     args = p.parse_args()
     jobs = load_trace(args.trace)
     jobs = jobs[: args.head] if args.head else jobs
     for name in [n.strip() for n in args.policies.split(",") if n.strip()]:
-        for reserve in (False, True):
+        for reserve in [m.strip() == "on" for m in args.modes.split(",") if m.strip()]:
             row = {"bench": "gang_wait", "trace": Path(args.trace).name, "cluster": args.cluster}
             row.update(run(jobs, args.cluster, name, reserve, args.gang_gpus, args.wait_s))
             print(json.dumps(row), flush=True)
