@@ -22,6 +22,7 @@ import numpy as np
 
 from horus_core.interference import default_model
 from horus_core.policies import make_policy
+from horus_core.policies.backfill import GangReserve
 from horus_core.sim import SimConfig, Simulator, build_cluster, summarize
 from horus_core.sim.traces import TraceJob, load_trace
 
@@ -29,7 +30,12 @@ HOUR = 3600.0
 
 
 def run(
-    jobs: list[TraceJob], cluster: str, name: str, reserve: bool, gang_gpus: int, wait_s: float | None
+    jobs: list[TraceJob],
+    cluster: str,
+    name: str,
+    reserve: bool,
+    gang_gpus: int,
+    waits: tuple[float | None, ...],
 ) -> dict[str, object]:
     model = default_model()
     policy = make_policy(name, model)
@@ -38,8 +44,11 @@ def run(
         raise SystemExit(f"{name}: not a packing policy (no type gate to reserve through)")
     if not reserve:
         gate.reserve = None
-    elif wait_s is not None:
-        gate.reserve.wait_s = wait_s
+    else:
+        gate.reserve = gate.reserve or GangReserve()  # lucid's is off unless asked for
+        wait_s, age_s = waits
+        gate.reserve.wait_s = gate.reserve.wait_s if wait_s is None else wait_s
+        gate.reserve.age_s = gate.reserve.age_s if age_s is None else age_s
     result = Simulator(jobs, build_cluster(cluster), policy, model, SimConfig(timeline=False)).run()
     gangs = [r for r in result.records if r.gpus >= gang_gpus]
     jct = np.array([r.jct for r in gangs if r.jct is not None], dtype=float)
@@ -65,6 +74,7 @@ def main() -> None:
     p.add_argument("--policies", default="horus,fifo,lucid")
     p.add_argument("--gang-gpus", type=int, default=8, help="jobs of at least this many GPUs count as gangs")
     p.add_argument("--wait-s", type=float, default=None, help="queueing before a gang is head")
+    p.add_argument("--age-s", type=float, default=None, help="queueing after which a gang goes first")
     p.add_argument("--modes", default="off,on", help="reservation off (the reference) and/or on")
     p.add_argument("--head", type=int, default=0, help="only the first N jobs of the trace (0: all)")
     args = p.parse_args()
@@ -73,7 +83,7 @@ def main() -> None:
     for name in [n.strip() for n in args.policies.split(",") if n.strip()]:
         for reserve in [m.strip() == "on" for m in args.modes.split(",") if m.strip()]:
             row = {"bench": "gang_wait", "trace": Path(args.trace).name, "cluster": args.cluster}
-            row.update(run(jobs, args.cluster, name, reserve, args.gang_gpus, args.wait_s))
+            row.update(run(jobs, args.cluster, name, reserve, args.gang_gpus, (args.wait_s, args.age_s)))
             print(json.dumps(row), flush=True)
 
 

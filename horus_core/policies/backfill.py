@@ -5,11 +5,12 @@ taking the GPUs that free up. :class:`GangReserve` sits in front of a policy's `
 packing policy has one through its :class:`~horus_core.policies.gputypes.TypeGate`) and does
 what Slurm's backfill does:
 
-- The *head gang* is the pending gang (more than one GPU, not elastic, never started, left
-  waiting by the last pass) of highest priority that has queued longest, once it has queued
-  ``wait_s`` seconds. A gang the policy itself stopped (``horus``'s least-attained-service
-  preemption) is not reserved for: that was the policy's choice, and it serves it again by its
-  own order.
+- The *head gang*: among pending gangs (more than one GPU, not elastic, never started) that
+  the last pass left waiting and that have queued ``wait_s`` seconds, the one holding the
+  reservation; else one queued ``age_s`` or more (longest first); else the first in the
+  policy's own queue order (the order of its ``Wait`` actions). A gang the policy itself
+  stopped (``horus``'s least-attained-service preemption) is not reserved for: that was the
+  policy's choice, and it serves it again by its own order.
 - It gets a reservation: ``gpus`` GPUs of one READY node, of types it may use now, chosen where
   it is predicted to finish first: when they are free (:func:`free_times`) plus its known work
   at its solo speed on their type (unknown work: where they are free first). The reservation
@@ -49,6 +50,7 @@ from horus_core.model import (
 from horus_core.packing.cluster import gpu_type
 
 WAIT_S = 3600.0  # a gang may become head after this long in the queue
+AGE_S = 24 * 3600.0  # a gang queued this long goes ahead of the policy's order
 MIN_REMAINING_S = 600.0  # unknown work: at least this long left
 _MEMO = 256
 
@@ -76,7 +78,8 @@ class GangReserve:
     running: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, since)
     steps: dict[str, float] = field(default_factory=dict)  # id -> steps credited so far
     last: float | None = None
-    waiting: set[str] = field(default_factory=set)  # ids the last pass left waiting
+    age_s: float = AGE_S
+    waiting: dict[str, int] = field(default_factory=dict)  # ids the last pass left waiting -> rank
     _views: dict[tuple[int, frozenset[str]], tuple[Node, Node]] = field(default_factory=dict, repr=False)
 
     def decide(
@@ -105,7 +108,8 @@ class GangReserve:
         return self._remember(self._around(res, head, snapshot, actions, now, model, types_of))
 
     def _remember(self, actions: list[Action]) -> list[Action]:
-        self.waiting = {a.job_id for a in actions if isinstance(a, Wait)}
+        waits = (a.job_id for a in actions if isinstance(a, Wait))
+        self.waiting = {job_id: rank for rank, job_id in enumerate(waits)}
         return actions
 
     # ------------------------------------------------------------------------ bookkeeping
@@ -139,11 +143,22 @@ class GangReserve:
             and j.id in self.waiting
             and now - self.queued[j.id][1] >= self.wait_s
         ]
-        gangs.sort(key=lambda j: (-j.spec.priority, self.queued[j.id][1], j.submitted_at, j.id))
+        held = self.held.job_id if self.held is not None else ""
+        gangs.sort(key=lambda j: self._rank(j, now, held))
         for job in gangs:
             if types_of(job) != frozenset() and pools(snapshot, job, types_of(job)):
                 return job
         return None
+
+    def _rank(self, job: Job, now: float, held: str) -> tuple[int, float, str]:
+        """The head is the one already holding a reservation; else a gang queued ``age_s`` or
+        more (longest first); else the first in the policy's own queue order."""
+        since = self.queued[job.id][1]
+        if job.id == held:
+            return (0, 0.0, job.id)
+        if now - since >= self.age_s:
+            return (1, since, job.id)
+        return (2, float(self.waiting[job.id]), job.id)
 
     def remaining(
         self, job: Job, now: float, types: dict[str, str], model: InterferenceModel | None

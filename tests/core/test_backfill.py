@@ -135,8 +135,8 @@ def stream(gang_at_h: float = 10.0) -> list[TraceJob]:
 def gang_run(name: str, reserve: bool) -> tuple[float, float]:
     """(the gang's queueing, the latest end of a job started by the pass that made it head)."""
     policy = make_policy(name, MODEL)
-    if not reserve:
-        policy.gate.reserve = None  # type: ignore[attr-defined]
+    gate = policy.gate  # type: ignore[attr-defined]
+    gate.reserve = (gate.reserve or GangReserve()) if reserve else None  # lucid: off unless asked
     result = Simulator(stream(), NODES, policy, MODEL, SimConfig(timeline=False)).run()
     (gang,) = [r for r in result.records if r.gpus == 8]
     assert gang.queueing is not None
