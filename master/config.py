@@ -60,6 +60,8 @@ class MasterConfig:
     # the least time an attempt runs before it may be preempted.
     queues: pathlib.Path | None = None
     min_run_s: float = 0.0
+    # Round length of the Gavel policies (issue 10); None: HORUS_GAVEL_ROUND_S, else 360 s.
+    round_s: float | None = None
 
     def __post_init__(self) -> None:
         problem = timeout_problem(
@@ -76,6 +78,8 @@ class MasterConfig:
             raise ValueError(f"optimus_replan_s must be a finite number >= 0, got {replan}")
         if not (math.isfinite(self.min_run_s) and self.min_run_s >= 0.0):
             raise ValueError(f"min_run_s must be a number of seconds >= 0, got {self.min_run_s}")
+        if self.round_s is not None and not (math.isfinite(self.round_s) and self.round_s > 0):
+            raise ValueError(f"round_s must be a positive number of seconds, got {self.round_s}")
 
     @property
     def kill_grace(self) -> float:

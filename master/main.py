@@ -112,6 +112,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="S",
         help="no attempt is preempted for quotas or priorities before it has run this long (default 0)",
     )
+    p.add_argument(
+        "--round-s",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="round length of the gavel-* policies (default: $HORUS_GAVEL_ROUND_S, else 360)",
+    )
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
@@ -142,6 +149,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             load_config(str(args.queues))
         except InvalidArgument as exc:
             p.error(f"--queues: {exc}")
+    if args.round_s is not None and not (math.isfinite(args.round_s) and args.round_s > 0):
+        p.error(f"--round-s must be a positive number of seconds, got {args.round_s}")
     return args
 
 
@@ -168,6 +177,7 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         optimus_replan_s=args.optimus_replan_s,
         queues=args.queues,
         min_run_s=args.min_run_s,
+        round_s=args.round_s,
     )
 
 

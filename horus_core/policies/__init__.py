@@ -39,7 +39,13 @@ def policy_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def make_policy(name: str, interference: InterferenceModel | None = None) -> Policy:
+def make_policy(
+    name: str, interference: InterferenceModel | None = None, *, round_s: float | None = None
+) -> Policy:
+    """The policy ``name``; ``round_s`` sets a Gavel policy's round length (None: the
+    ``HORUS_GAVEL_ROUND_S`` environment variable, else 360 s; other policies ignore it)."""
+    if round_s is not None and name in gavel.VARIANTS:
+        return gavel.make(name, interference, round_s)
     try:
         factory = _FACTORIES[name]
     except KeyError:

@@ -9,7 +9,9 @@ queued ``max_wait_s`` seconds: the rule that judges whether a better type frees 
 :class:`TypeGate` sits in front of a policy's ``decide``: jobs every type suits go to it as they
 are; each group of jobs with the same narrower set is decided in a pass on a snapshot where
 every other GPU is hidden (marked unhealthy), earlier passes' assignments counted as running.
-Jobs a tier leaves waiting are tried on their next tier in a later pass.
+Jobs a tier leaves waiting are tried on their next tier in a later pass. Around all that, its
+:class:`~horus_core.policies.backfill.GangReserve` keeps GPUs for the gang that has waited
+longest (``reserve=None``: off), on types the gang may use now.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait
 from horus_core.packing.cluster import gpu_type
+from horus_core.policies.backfill import GangReserve
 
 FAST_RATIO = 0.9  # a job's own fast types: within 10 % of its best
 SLOW_RATIO = 0.5  # "much slower": below half the speed on the job's best type in the cluster
@@ -125,6 +128,7 @@ class TypeGate:
     """Makes a policy's ``decide`` honour each job's allowed GPU types (see the module doc)."""
 
     hetero: HeteroRule | None = None
+    reserve: GangReserve | None = field(default_factory=GangReserve, compare=False)
     # allowed_types by what it reads: (job_type, hints, gpus, gpu_types, present, waited long).
     _memo: dict[tuple[object, ...], Allowed] = field(default_factory=dict, repr=False, compare=False)
     _views: _Views = field(default_factory=dict, repr=False, compare=False)
@@ -146,7 +150,28 @@ class TypeGate:
     def decide(
         self, snapshot: ClusterSnapshot, now: float, inner: Decide, model: InterferenceModel | None
     ) -> list[Action]:
-        """``inner``'s actions, run once per group of jobs on the types they may use now."""
+        """``inner``'s actions, run once per group of jobs on the types they may use now, around
+        a reservation for the head gang (:mod:`.backfill`)."""
+        if self.reserve is None:
+            return self._gated(snapshot, now, inner, model)
+        present = cluster_types(snapshot)
+        return self.reserve.decide(
+            snapshot, now, lambda s, t: self._gated(s, t, inner, model), model,
+            lambda job: self.widest(job, present, model, now),
+        )  # fmt: skip
+
+    def widest(
+        self, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
+    ) -> frozenset[str] | None:
+        """Every type ``job`` may use now, its tiers together (None: any; empty: none)."""
+        tiers = self.allowed(job, present, model, now).tiers
+        if None in tiers:
+            return None
+        return frozenset().union(*(t for t in tiers if t is not None))
+
+    def _gated(
+        self, snapshot: ClusterSnapshot, now: float, inner: Decide, model: InterferenceModel | None
+    ) -> list[Action]:
         pending = snapshot.pending()
         present = cluster_types(snapshot)
         # One type (or no hetero rule) and no lists: only a throughput-0 type could restrict.

@@ -64,4 +64,7 @@ class LucidPolicy:
 
 
 def make(model: InterferenceModel | None) -> LucidPolicy:
-    return LucidPolicy(model or default_model(), gate=TypeGate(HeteroRule()))  # heterogeneity-aware
+    # Heterogeneity-aware; no head-gang reservation by default: it holds GPUs against lucid's
+    # shortest-first order and cost 20-28 % of average JCT on 2869ce_cap / 16 V100
+    # (docs/evaluation.md §12); ``TypeGate(HeteroRule(), reserve=GangReserve())`` turns it on.
+    return LucidPolicy(model or default_model(), gate=TypeGate(HeteroRule(), reserve=None))

@@ -49,7 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="directory for metrics.json and PNG plots")
     p.add_argument("--json", action="store_true", help="print {policy: {metric: value}} instead of a table")
     p.add_argument("--seed", type=int, help="seed of a synthetic trace that names none")
-    p.add_argument("--round-s", type=float, default=ROUND_S, help="periodic round length (0: none)")
+    p.add_argument(
+        "--round-s",
+        type=float,
+        default=ROUND_S,
+        help="periodic round length, also the Gavel policies' round (default 360; 0: no periodic rounds)",
+    )
     p.add_argument("--min-gap-s", type=float, default=0.0, help="coalesce event rounds closer than this")
     p.add_argument("--no-event-rounds", action="store_true", help="schedule on periodic rounds only")
     p.add_argument("--skip-idle-rounds", action="store_true", help="no event round while nothing is pending")
@@ -118,7 +123,12 @@ def _run(args: argparse.Namespace) -> int:
     results: dict[str, SimResult] = {}
     for name in names:
         results[name] = _one(
-            _policy(name, model, queues, args.min_run_s), jobs, nodes, model, config, args.progress
+            _policy(name, model, queues, args.min_run_s, config.round_s),
+            jobs,
+            nodes,
+            model,
+            config,
+            args.progress,
         )
     metrics = {name: summarize(r) for name, r in results.items()}
     if args.teams:
@@ -164,8 +174,10 @@ def _queues(args: argparse.Namespace) -> QueueConfig | None:
     return config
 
 
-def _policy(name: str, model: InterferenceModel, queues: QueueConfig | None, min_run_s: float) -> Policy:
-    policy = make_policy(name, model)
+def _policy(
+    name: str, model: InterferenceModel, queues: QueueConfig | None, min_run_s: float, round_s: float | None
+) -> Policy:
+    policy = make_policy(name, model, round_s=round_s)
     return policy if queues is None else QueuedPolicy(policy, queues, min_run_s=min_run_s)
 
 

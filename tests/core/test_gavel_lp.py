@@ -141,6 +141,32 @@ def test_pairs_slower_than_taking_turns_are_not_rows() -> None:
     assert len(choose_pairs(p, lambda a, b, t: (0.5, 0.4))) == 0
 
 
+def floored(job_id: str, job_type: str, min_speed: float) -> Job:
+    spec = JobSpec(("x",), job_type=job_type, min_speed=min_speed)
+    return Job(job_id, spec, JobState.PENDING)
+
+
+@pytest.mark.parametrize(
+    ("floor_a", "floor_b", "rows"), [(0.0, 0.0, 1), (0.8, 0.0, 1), (0.0, 0.75, 0), (0.85, 0.0, 0)]
+)
+def test_a_pair_below_either_jobs_floor_is_not_a_row(floor_a: float, floor_b: float, rows: int) -> None:
+    # a runs at 0.8x next to b, b at 0.7x next to a: a floor above its side's speed drops the row.
+    p = problem([floored("a", "flat", floor_a), floored("b", "bit-faster", floor_b)], {"v100": 1})
+    assert len(choose_pairs(p, lambda x, y, t: (0.8, 0.7) if x == "flat" else (0.7, 0.8))) == rows
+
+
+def test_the_floor_of_a_signature_is_its_strictest_class() -> None:
+    # Two classes of "flat" (floors 0 and 0.9): a round may seat a "bit-faster" job next to
+    # either, so no pair with "flat" at 0.8x is offered at all.
+    jobs = [floored("a", "flat", 0.0), floored("a2", "flat", 0.9), floored("b", "bit-faster", 0.0)]
+    p = problem(jobs, {"v100": 1})
+    assert len(p.classes) == 3
+    pairs = choose_pairs(p, lambda x, y, t: (0.8, 0.7) if x == "flat" else (0.7, 0.8))
+    sig = [c.signature for c in p.classes]
+    names = {(sig[int(a)], sig[int(b)]) for a, b in zip(pairs.first, pairs.second, strict=True)}
+    assert ("flat", "bit-faster") not in names and ("bit-faster", "flat") not in names
+
+
 def _random_jobs(rng: np.random.Generator, n: int) -> list[Job]:
     kinds = ["fast-on-v100", "bit-faster", "flat", "v100-only"]
     return [

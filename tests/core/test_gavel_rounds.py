@@ -134,6 +134,21 @@ def test_gavel_las_packed_shares_a_gpu_when_jobs_outnumber_gpus() -> None:
     assert len(c.where()) == 2 and len({j.gpus for j in c.jobs.values()}) == 1
 
 
+@pytest.mark.parametrize(("floor", "shared"), [(0.85, True), (0.9, False)])
+def test_gavel_las_packed_never_pairs_a_job_below_its_floor(floor: float, shared: bool) -> None:
+    kind = "Transformer (batch size 16)"  # two of them on one V100: 0.88x each (the packaged table)
+    spec = dataclasses.replace(pending("a", kind).spec, min_speed=floor)
+    c = Cluster(
+        (node("v100-0", "v100", 1),), [dataclasses.replace(pending("a", kind), spec=spec), pending("b", kind)]
+    )
+    policy = make("gavel-las-packed", default_model(), round_s=100.0)
+    together = set()
+    for t in (0.0, 100.0, 200.0, 300.0):
+        c.step(policy, t)
+        together.add(len(c.where()))
+    assert max(together) == (2 if shared else 1)  # below the floor the two take turns
+
+
 def test_round_length_must_be_positive(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InvalidArgument):
         make("gavel-las", default_model(), round_s=0.0)

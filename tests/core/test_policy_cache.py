@@ -153,6 +153,9 @@ def fresh_like(cached: Policy, name: str, model: InterferenceModel) -> Policy:
         fresh.bad_pairs = set(cached.bad_pairs)  # what it learned is policy state, not a cache
     if isinstance(cached, HorusPolicy | HorusPlusPolicy) and isinstance(fresh, HorusPolicy | HorusPlusPolicy):
         fresh.las = copy.deepcopy(cached.las)  # the attained-service ledger, likewise
+    gate, new_gate = getattr(cached, "gate", None), getattr(fresh, "gate", None)
+    if gate is not None and new_gate is not None:
+        new_gate.reserve = copy.deepcopy(gate.reserve)  # the head gang's reservation, likewise
     return fresh
 
 

@@ -49,11 +49,10 @@ note("end")
 
 
 @pytest.fixture
-def gavel_cluster(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("HORUS_GAVEL_ROUND_S", "2.5")
+def gavel_cluster(tmp_path: pathlib.Path) -> Any:
     c = LocalCluster(tmp_path, policy="gavel-las-perf")
     try:
-        c.start_master()
+        c.start_master("--round-s", "2.5")
         c.start_worker("k80", gpus="4xK80")
         c.start_worker("v100", gpus="4xV100")
         c.wait_nodes(2)

@@ -42,6 +42,17 @@ def test_the_master_flag_and_config_check_the_default(tmp_path: pathlib.Path) ->
         MasterConfig(db_path=tmp_path / "h.db", min_speed=-0.1)
 
 
+async def test_the_round_flag_sets_the_gavel_policies_round(tmp_path: pathlib.Path) -> None:
+    args = parse_args(["--db", str(tmp_path / "h.db"), "--policy", "gavel-las-perf", "--round-s", "90"])
+    async with Master(config_from(args), clock=FakeClock()) as m:
+        assert m.scheduler.policy.round_s == 90.0  # type: ignore[attr-defined]
+    for bad in ("0", "-5", "nan"):
+        with pytest.raises(SystemExit):
+            parse_args(["--db", str(tmp_path / "h.db"), "--round-s", bad])
+    with pytest.raises(ValueError, match="round_s"):
+        MasterConfig(db_path=tmp_path / "h.db", round_s=0.0)
+
+
 async def test_a_job_slowed_below_its_floor_gets_its_co_runner_preempted(
     tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:

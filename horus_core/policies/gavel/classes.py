@@ -1,4 +1,5 @@
-"""Jobs grouped into classes (same signature, GPU count and weight) and their throughput matrix.
+"""Jobs grouped into classes (same signature, GPU count, weight, accepted GPU types and speed
+floor) and their throughput matrix.
 
 Gavel's LPs have one row per job; here they have one row per *class*, so their size follows the
 number of distinct job kinds (a few dozen on the Philly traces), not the number of jobs. Jobs of
@@ -35,6 +36,7 @@ class JobClass:
     weight: float
     members: tuple[str, ...]  # job ids, in the order the jobs were given
     gpu_types: tuple[str, ...] = ()  # the types its jobs accept (JobSpec.gpu_types; empty: any)
+    min_speed: float = 0.0  # its jobs' speed floor (JobSpec.min_speed): no pair row below it
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,20 +91,21 @@ def build_problem(
     """Classes of ``jobs`` over the GPU types of ``capacity``. ``group=False`` makes one class
     per job (the ungrouped LP, for checking the grouping)."""
     types = tuple(sorted(capacity))
-    by_key: dict[tuple[str, int, float, tuple[str, ...]], list[Job]] = {}
+    by_key: dict[tuple[str, int, float, tuple[str, ...], float], list[Job]] = {}
     for job in jobs:
         sig = signature(job) if group else job.id
-        key = (sig, job.spec.gpus, weight_of(job.spec.priority), job.spec.gpu_types)
+        key = (sig, job.spec.gpus, weight_of(job.spec.priority), job.spec.gpu_types, job.spec.min_speed)
         by_key.setdefault(key, []).append(job)
     classes, rows = [], []
-    for (_, gpus, weight, accepted), members in by_key.items():
+    for (_, gpus, weight, accepted, floor), members in by_key.items():
         first = members[0]
         row = accepted_only(
             job_throughputs(first.spec.job_type, gpus, types, solo, agnostic), types, accepted
         )
         if not any(row):
             continue  # accepts no type here: outside the LP, it waits (see policy.type_waits)
-        classes.append(JobClass(signature(first), gpus, weight, tuple(j.id for j in members), accepted))
+        ids = tuple(j.id for j in members)
+        classes.append(JobClass(signature(first), gpus, weight, ids, accepted, floor))
         rows.append(row)
     matrix = np.array(rows, dtype=np.float64).reshape(len(classes), len(types))
     caps = np.array([capacity[t] for t in types], dtype=np.float64)

@@ -3,7 +3,10 @@
 Gavel's packed LP has a row for every pair of jobs, which is why it takes minutes at 1,024 jobs.
 Here a pair row joins two *classes* of the same GPU count (so its size follows the classes, not
 the jobs), and only pairs worth having: on at least one GPU type both fit and their normalised
-speeds sum above 1 (below it, taking turns is faster than sharing). Each class keeps at most
+speeds sum above 1 (below it, taking turns is faster than sharing), and neither side's speed
+falls below its floor (``JobSpec.min_speed``; a type where it would is a 0 in the row, as a pair
+that does not fit). The floor of a side is the highest floor among the classes of its
+signature, because a round lets a job join any running job of a partner *signature*. Each class keeps at most
 ``MAX_PARTNERS`` partners, those with the best combined speed; a pair stays if either class
 keeps it.
 """
@@ -24,6 +27,9 @@ PairSpeeds = Callable[[str, str, str], tuple[float, float]]
 
 def choose_pairs(problem: Problem, speeds: PairSpeeds) -> Pairs:
     classes, types = problem.classes, problem.types
+    floors: dict[str, float] = {}
+    for c in classes:
+        floors[c.signature] = max(floors.get(c.signature, 0.0), c.min_speed)
     found: dict[tuple[int, int], tuple[list[float], list[float]]] = {}
     for a in range(len(classes)):
         for b in range(a, len(classes)):
@@ -31,7 +37,7 @@ def choose_pairs(problem: Problem, speeds: PairSpeeds) -> Pairs:
                 continue
             if a == b and len(classes[a].members) < 2:
                 continue
-            pair = _speeds(problem, a, b, speeds)
+            pair = _speeds(problem, a, b, speeds, floors)
             if pair is not None:
                 found[(a, b)] = pair
     kept = _top_partners(found, len(classes))
@@ -44,15 +50,18 @@ def choose_pairs(problem: Problem, speeds: PairSpeeds) -> Pairs:
     return Pairs(first, second, sf, ss)
 
 
-def _speeds(problem: Problem, a: int, b: int, speeds: PairSpeeds) -> tuple[list[float], list[float]] | None:
+def _speeds(
+    problem: Problem, a: int, b: int, speeds: PairSpeeds, floors: dict[str, float]
+) -> tuple[list[float], list[float]] | None:
     ca, cb = problem.classes[a], problem.classes[b]
+    floor_a, floor_b = floors[ca.signature], floors[cb.signature]
     sa, sb, useful = [], [], False
     for t, gpu_type in enumerate(problem.types):
         if problem.throughput[a, t] <= 0 or problem.throughput[b, t] <= 0:
             x, y = 0.0, 0.0
         else:
             x, y = speeds(ca.signature, cb.signature, gpu_type)
-            if x <= 0 or y <= 0:
+            if x <= 0 or y <= 0 or x < floor_a or y < floor_b:
                 x, y = 0.0, 0.0
         useful = useful or x + y > 1.0
         sa.append(x)

@@ -1,0 +1,396 @@
+"""Reservations for the head gang, and backfill around them: big gangs do not starve.
+
+A non-preemptive packing policy lets a gang wait for a whole node to drain while small jobs keep
+taking the GPUs that free up. :class:`GangReserve` sits in front of a policy's ``decide`` (every
+packing policy has one through its :class:`~horus_core.policies.gputypes.TypeGate`) and does
+what Slurm's backfill does:
+
+- The *head gang*: among pending gangs (more than one GPU, not elastic, never started) that
+  the last pass left waiting and that have queued ``wait_s`` seconds, the one holding the
+  reservation; else one queued ``age_s`` or more (longest first); else the first in the
+  policy's own queue order (the order of its ``Wait`` actions). A gang the policy itself
+  stopped (``horus``'s least-attained-service preemption) is not reserved for: that was the
+  policy's choice, and it serves it again by its own order.
+- It gets a reservation: ``gpus`` GPUs of one READY node, of types it may use now, chosen where
+  it is predicted to finish first: when they are free (:func:`free_times`) plus its known work
+  at its solo speed on their type (unknown work: where they are free first). The reservation
+  sticks until the gang starts (or the node or a GPU goes away): the policy then decides on a
+  snapshot where the reserved GPUs are hidden (marked unhealthy), so no new job lands on them.
+- A waiting job goes onto idle reserved GPUs (alone, as backfill) only if it is predicted to
+  end before the jobs still running there: known work (``total_steps``) divided by its solo speed
+  on that type. A backfilled job still running when every other reserved GPU is free is stopped.
+- When all reserved GPUs are idle the gang is assigned to them, whatever the policy's order.
+
+Remaining time of a running job: ``total_steps`` less the steps credited to it so far (each pass
+credits ``elapsed x solo speed x predicted speed``), at that rate; with no ``total_steps`` (live
+jobs rarely say) it is the time its attempt has run so far, at least ``MIN_REMAINING_S`` (a job
+that ran long is expected to run long: training lengths are heavy-tailed). Estimates choose the
+node and gate backfill; the wait bound does not depend on them (docs/policies.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from horus_core.interference import InterferenceModel
+from horus_core.model import (
+    Action,
+    Assign,
+    ClusterSnapshot,
+    Gpu,
+    Job,
+    JobState,
+    Node,
+    NodeState,
+    Preempt,
+    Wait,
+)
+from horus_core.packing.cluster import gpu_type
+
+WAIT_S = 3600.0  # a gang may become head after this long in the queue
+AGE_S = 24 * 3600.0  # a gang queued this long goes ahead of the policy's order
+MIN_REMAINING_S = 600.0  # unknown work: at least this long left
+_MEMO = 256
+
+Decide = Callable[[ClusterSnapshot, float], list[Action]]
+# A job -> the GPU types it may use now (None: any; empty: none).
+TypesOf = Callable[[Job], "frozenset[str] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    job_id: str
+    node: str
+    gpus: tuple[str, ...]  # reserved GPU uuids
+    free_by: float  # when the last of them was predicted free, at the time it was made
+
+
+@dataclass
+class GangReserve:
+    """The reservation and its bookkeeping (see the module doc); one per policy object."""
+
+    wait_s: float = WAIT_S
+    held: Reservation | None = None
+    backfilled: set[str] = field(default_factory=set)
+    queued: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, since)
+    running: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, since)
+    steps: dict[str, float] = field(default_factory=dict)  # id -> steps credited so far
+    last: float | None = None
+    age_s: float = AGE_S
+    waiting: dict[str, int] = field(default_factory=dict)  # ids the last pass left waiting -> rank
+    _views: dict[tuple[int, frozenset[str]], tuple[Node, Node]] = field(default_factory=dict, repr=False)
+
+    def decide(
+        self,
+        snapshot: ClusterSnapshot,
+        now: float,
+        inner: Decide,
+        model: InterferenceModel | None,
+        types_of: TypesOf,
+    ) -> list[Action]:
+        """``inner``'s actions, around a reservation for the head gang if there is one."""
+        self._observe(snapshot, now, model)
+        head = self._head(snapshot, now, types_of)
+        res = None if head is None else self._reserve(head, snapshot, now, model, types_of(head))
+        if head is None or res is None:
+            self.held = None
+            self.backfilled.clear()
+            return self._remember(inner(snapshot, now))
+        if _idle(res, snapshot):  # its GPUs are free: it starts there, whatever the policy's order
+            return self._remember(self._start(head, res, snapshot, now, inner))
+        view = ClusterSnapshot(self._hide(snapshot.nodes, frozenset(res.gpus)), snapshot.jobs)
+        actions = inner(view, now)
+        moved = next((a for a in actions if isinstance(a, Assign) and a.job_id == head.id), None)
+        if moved is not None and self._sooner(head, moved, res, snapshot, now, model):
+            return self._remember(actions)  # placed elsewhere, to finish sooner: reservation gone
+        return self._remember(self._around(res, head, snapshot, actions, now, model, types_of))
+
+    def _remember(self, actions: list[Action]) -> list[Action]:
+        waits = (a.job_id for a in actions if isinstance(a, Wait))
+        self.waiting = {job_id: rank for rank, job_id in enumerate(waits)}
+        return actions
+
+    # ------------------------------------------------------------------------ bookkeeping
+
+    def _observe(self, snapshot: ClusterSnapshot, now: float, model: InterferenceModel | None) -> None:
+        """Queue stints and attempt starts as first seen, and steps credited to running jobs."""
+        last = now if self.last is None or now < self.last else self.last
+        queued: dict[str, tuple[int, float]] = {}
+        running: dict[str, tuple[int, float]] = {}
+        types = _types(snapshot)
+        for job in snapshot.jobs:
+            if job.state is JobState.PENDING:
+                queued[job.id] = _since(self.queued.get(job.id), job.attempt, now)
+            elif job.state.active:
+                begun = running[job.id] = _since(self.running.get(job.id), job.attempt, now)
+                span, rate = now - max(last, begun[1]), _rate(job, types, model)
+                if span > 0 and rate:
+                    self.steps[job.id] = self.steps.get(job.id, 0.0) + span * rate
+        self.queued, self.running, self.last = queued, running, now
+        if len(self.steps) > len(snapshot.jobs):
+            present = {j.id for j in snapshot.jobs}
+            self.steps = {k: v for k, v in self.steps.items() if k in present}
+
+    def _head(self, snapshot: ClusterSnapshot, now: float, types_of: TypesOf) -> Job | None:
+        gangs = [
+            j
+            for j in snapshot.pending()
+            if j.spec.gpus > 1
+            and j.attempt == 0
+            and not j.spec.elastic
+            and j.id in self.waiting
+            and now - self.queued[j.id][1] >= self.wait_s
+        ]
+        held = self.held.job_id if self.held is not None else ""
+        gangs.sort(key=lambda j: self._rank(j, now, held))
+        for job in gangs:
+            if types_of(job) != frozenset() and pools(snapshot, job, types_of(job)):
+                return job
+        return None
+
+    def _rank(self, job: Job, now: float, held: str) -> tuple[int, float, str]:
+        """The head is the one already holding a reservation; else a gang queued ``age_s`` or
+        more (longest first); else the first in the policy's own queue order."""
+        since = self.queued[job.id][1]
+        if job.id == held:
+            return (0, 0.0, job.id)
+        if now - since >= self.age_s:
+            return (1, since, job.id)
+        return (2, float(self.waiting[job.id]), job.id)
+
+    def remaining(
+        self, job: Job, now: float, types: dict[str, str], model: InterferenceModel | None
+    ) -> float:
+        """Estimated seconds until running ``job`` ends (see the module doc)."""
+        rate = _rate(job, types, model)
+        if job.spec.total_steps > 0 and rate:
+            return max(job.spec.total_steps - self.steps.get(job.id, 0.0), 0.0) / rate
+        since = self.running.get(job.id, (0, now))[1]
+        return max(now - since, MIN_REMAINING_S)
+
+    # ------------------------------------------------------------------------ reservation
+
+    def _reserve(
+        self,
+        head: Job,
+        snapshot: ClusterSnapshot,
+        now: float,
+        model: InterferenceModel | None,
+        allowed: frozenset[str] | None,
+    ) -> Reservation | None:
+        held = self.held
+        if held is not None and held.job_id == head.id and _usable(held, snapshot, allowed):
+            return held
+        self.backfilled.clear()
+        types = _types(snapshot)
+        free = free_times(snapshot, now, lambda j: self.remaining(j, now, types, model))
+        best: tuple[float, float, int, str, tuple[str, ...]] | None = None
+        for node, gpus in pools(snapshot, head, allowed):
+            times = sorted((free[g.uuid], g.index, g.uuid) for g in gpus)[: head.spec.gpus]
+            start = times[-1][0]
+            done = start + (_solo_seconds(head, gpu_type(gpus[0]), model) or 0.0)
+            key = (done, start, sum(t > now for t, _, _ in times), node)
+            if best is None or key < best[:4]:
+                best = (*key, tuple(u for _, _, u in times))
+        if best is None:
+            return None
+        self.held = Reservation(head.id, best[3], best[4], best[1])
+        return self.held
+
+    def _start(
+        self, head: Job, res: Reservation, snapshot: ClusterSnapshot, now: float, inner: Decide
+    ) -> list[Action]:
+        """The gang on its reserved GPUs; the rest is the policy's, with the gang counted."""
+        self.held = None
+        self.backfilled.clear()
+        placed = dataclasses.replace(head, state=JobState.ASSIGNED, node=res.node, gpus=res.gpus)
+        view = ClusterSnapshot(snapshot.nodes, tuple(placed if j.id == head.id else j for j in snapshot.jobs))
+        rest = [a for a in inner(view, now) if a.job_id != head.id]
+        return [Assign(head.id, res.node, res.gpus), *rest]
+
+    def _sooner(
+        self,
+        head: Job,
+        moved: Assign,
+        res: Reservation,
+        snapshot: ClusterSnapshot,
+        now: float,
+        model: InterferenceModel | None,
+    ) -> bool:
+        """Whether the policy's placement of the head elsewhere is predicted to finish no later
+        than waiting for its reservation would (unknown work: yes)."""
+        types = _types(snapshot)
+        there = _solo_seconds(head, types.get(moved.gpus[0], ""), model)
+        here = _solo_seconds(head, types.get(res.gpus[0], ""), model)
+        if there is None or here is None:
+            return True
+        return (
+            now + there / max(moved.predicted_slowdown, 1e-3)
+            <= self._free_by(res, snapshot, now, model) + here
+        )
+
+    def _free_by(
+        self, res: Reservation, snapshot: ClusterSnapshot, now: float, model: InterferenceModel | None
+    ) -> float:
+        """When the jobs on the reserved GPUs (backfill aside) are predicted to have ended."""
+        holders = _holders(snapshot, res.gpus)
+        others = {j for ids in holders.values() for j in ids} - self.backfilled
+        types = _types(snapshot)
+        ends = [now + self.remaining(j, now, types, model) for j in snapshot.active() if j.id in others]
+        return max(ends, default=now)
+
+    def _around(
+        self,
+        res: Reservation,
+        head: Job,
+        snapshot: ClusterSnapshot,
+        actions: list[Action],
+        now: float,
+        model: InterferenceModel | None,
+        types_of: TypesOf,
+    ) -> list[Action]:
+        """The policy's actions, plus backfill onto idle reserved GPUs, a stop for backfill
+        that overran, and the head's reason."""
+        holders = _holders(snapshot, res.gpus)
+        there = {j for ids in holders.values() for j in ids}
+        others = there - self.backfilled
+        free_by = self._free_by(res, snapshot, now, model)
+        out: list[Action] = [a for a in actions if a.job_id != head.id]
+        overran = sorted(there & self.backfilled) if not others else []
+        if overran:
+            out += [Preempt(j, f"backfill overran: GPUs reserved for gang {head.id}") for j in overran]
+        else:
+            out = self._backfill(res, out, snapshot, holders, (now, free_by), model, types_of)
+        hours = max(free_by - now, 0.0) / 3600
+        why = f"{len(res.gpus)} GPU(s) reserved for it on {res.node}, expected free in {hours:.1f} h"
+        return [*out, Wait(head.id, f"next gang to start (waited longest): {why}")]
+
+    def _backfill(
+        self,
+        res: Reservation,
+        actions: list[Action],
+        snapshot: ClusterSnapshot,
+        holders: dict[str, set[str]],
+        window: tuple[float, float],
+        model: InterferenceModel | None,
+        types_of: TypesOf,
+    ) -> list[Action]:
+        """Replace the Wait of each job that fits on idle reserved GPUs and is predicted to end
+        within ``window`` (now, free by) with an Assign there (queue order, first fit)."""
+        idle = [u for u in res.gpus if not holders.get(u)]
+        if not idle:
+            return actions
+        jobs = {j.id: j for j in snapshot.pending()}
+        gpu_of = {g.uuid: g for n in snapshot.nodes for g in n.gpus}
+        kind = gpu_type(gpu_of[idle[0]])
+        out: list[Action] = []
+        for action in actions:
+            job = jobs.get(action.job_id) if isinstance(action, Wait) else None
+            if job is not None and len(idle) >= job.spec.gpus and _ok(job, kind, types_of):
+                run = _solo_seconds(job, kind, model)
+                if run is not None and window[0] + run <= window[1]:
+                    take, idle = tuple(idle[: job.spec.gpus]), idle[job.spec.gpus :]
+                    self.backfilled.add(job.id)
+                    out.append(Assign(job.id, res.node, take))
+                    continue
+            out.append(action)
+        return out
+
+    def _hide(self, nodes: Sequence[Node], hidden: frozenset[str]) -> tuple[Node, ...]:
+        """The nodes with the GPUs of ``hidden`` marked unhealthy (the same view objects while a
+        node is unchanged, so the policies' per-node caches keep hitting)."""
+        if len(self._views) > _MEMO:
+            self._views.clear()
+        out = []
+        for n in nodes:
+            if not any(g.uuid in hidden for g in n.gpus):
+                out.append(n)
+                continue
+            hit = self._views.get((id(n), hidden))
+            if hit is None or hit[0] is not n:
+                gpus = tuple(dataclasses.replace(g, healthy=False) if g.uuid in hidden else g for g in n.gpus)
+                hit = self._views[(id(n), hidden)] = (n, dataclasses.replace(n, gpus=gpus))
+            out.append(hit[1])
+        return tuple(out)
+
+
+# ---------------------------------------------------------------------------- pure helpers
+
+
+def pools(snapshot: ClusterSnapshot, job: Job, allowed: frozenset[str] | None) -> list[tuple[str, list[Gpu]]]:
+    """Where ``job``'s gang could ever run: per READY node, its healthy GPUs of ``allowed``
+    types (None: any), where they are at least the gang's size. The one place that says what
+    "fits" means: a gang spanning nodes would make this one pool over several nodes."""
+    out = []
+    for node in snapshot.nodes:
+        if node.state is not NodeState.READY:
+            continue
+        gpus = [g for g in node.gpus if g.healthy and (allowed is None or gpu_type(g) in allowed)]
+        if len(gpus) >= job.spec.gpus:
+            out.append((node.name, gpus))
+    return out
+
+
+def free_times(snapshot: ClusterSnapshot, now: float, remaining: Callable[[Job], float]) -> dict[str, float]:
+    """GPU uuid -> when it is predicted to hold no job: now plus the longest ``remaining`` of
+    the active jobs on it (now where it is idle)."""
+    out = {g.uuid: now for n in snapshot.nodes for g in n.gpus}
+    for job in snapshot.active():
+        end = now + remaining(job)
+        for uuid in job.gpus:
+            out[uuid] = max(out.get(uuid, now), end)
+    return out
+
+
+def _since(seen: tuple[int, float] | None, attempt: int, now: float) -> tuple[int, float]:
+    return seen if seen is not None and seen[0] == attempt else (attempt, now)
+
+
+def _types(snapshot: ClusterSnapshot) -> dict[str, str]:
+    return {g.uuid: gpu_type(g) for n in snapshot.nodes for g in n.gpus}
+
+
+def _rate(job: Job, types: dict[str, str], model: InterferenceModel | None) -> float | None:
+    """Predicted steps/s of a running job: solo on its GPU type x its predicted speed."""
+    if model is None or not job.gpus or job.gpus[0] not in types:
+        return None
+    solo = model.solo_throughput(model.signature(job.spec), max(1, job.spec.gpus), types[job.gpus[0]])
+    return solo * job.predicted_slowdown if solo else None
+
+
+def _solo_seconds(job: Job, kind: str, model: InterferenceModel | None) -> float | None:
+    """Seconds ``job`` would run alone on GPUs of type ``kind``; None where its work is unknown."""
+    if model is None or job.spec.total_steps <= 0:
+        return None
+    solo = model.solo_throughput(model.signature(job.spec), max(1, job.spec.gpus), kind)
+    return job.spec.total_steps / solo if solo else None
+
+
+def _holders(snapshot: ClusterSnapshot, uuids: Iterable[str]) -> dict[str, set[str]]:
+    wanted = set(uuids)
+    out: dict[str, set[str]] = {u: set() for u in wanted}
+    for job in snapshot.active():
+        for uuid in job.gpus:
+            if uuid in wanted:
+                out[uuid].add(job.id)
+    return out
+
+
+def _idle(res: Reservation, snapshot: ClusterSnapshot) -> bool:
+    return not any(_holders(snapshot, res.gpus).values())
+
+
+def _usable(res: Reservation, snapshot: ClusterSnapshot, allowed: frozenset[str] | None) -> bool:
+    """Whether the reserved GPUs are all still healthy, of allowed types, on a READY node."""
+    for node in snapshot.nodes:
+        if node.name == res.node:
+            ok = {g.uuid for g in node.gpus if g.healthy and (allowed is None or gpu_type(g) in allowed)}
+            return node.state is NodeState.READY and set(res.gpus) <= ok
+    return False
+
+
+def _ok(job: Job, kind: str, types_of: TypesOf) -> bool:
+    allowed = types_of(job)
+    return allowed is None or kind in allowed
