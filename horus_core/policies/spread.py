@@ -123,10 +123,12 @@ class Pool:
             self.kinds[node.kind].moved(node, left)
 
     def _plan(self, kind: _Kind, need: int, fixed: tuple[int, int] | None) -> _Plan | None:
-        if fixed is None:
+        if fixed is None or fixed == (need, 1):
             fit = kind.best_fit(need)
             if fit is not None:  # one node: nothing beats it
                 return _made([(self.nodes[fit], need)])
+            if fixed is not None:
+                return None
         best: _Plan | None = None
         perfect = (1, -(-need // max(kind.largest(), 1)))
         for rack, names in kind.racks.items():
