@@ -8,7 +8,7 @@ arrival order; one that does not fit waits with a reason and later jobs may pass
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel, default_model
@@ -29,19 +29,17 @@ class FifoPolicy:
         return self.gate.decide(snapshot, now, self._decide, self.model)
 
     def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        free = {n.name: n for n in spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs))}
+        pool = spread.Pool(spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs)))
         largest = spread.largest_node(snapshot)
         total = sum(len(n.gpus) for n in snapshot.nodes)
         actions: list[Action] = []
         for job in arrival_order(snapshot.pending()):
-            plan = spread.place(spread.shape_of(job.spec, largest), list(free.values()))
+            plan = pool.place(spread.shape_of(job.spec, largest))
             if isinstance(plan, str):
                 # Too large: no shape of the whole cluster holds it; else it waits for GPUs to free.
                 too_large = job.spec.gpus > total or plan.startswith("gang shape")
                 actions.append(Wait(job.id, plan, rc.GANG_TOO_LARGE if too_large else rc.RESOURCES))
                 continue
-            for name, uuids in plan.parts:
-                node = free[name]
-                free[name] = replace(node, free=node.free[len(uuids) :])
+            pool.take(plan)
             actions.append(Assign(job.id, plan.node, plan.gpus))
         return actions

@@ -1,5 +1,6 @@
-"""Racks (issue 11): a worker's --rack reaches the master at registration, is stored with the
-node in SQLite, comes back after a master restart, and reaches clients and policies."""
+"""Issue 11 in the live master: a worker's --rack reaches the master at registration, is stored
+with the node in SQLite, comes back after a master restart, and reaches clients and policies;
+``--policy iasp`` schedules."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pathlib
 
 import grpc
 import pytest
-from master_fakes import FakeWorker, client_for, running_master
+from master_fakes import FakeWorker, client_for, running_master, spec
 
 from horus_core.cli.cluster import list_nodes
 from horus_core.cli.output import Output
@@ -52,3 +53,13 @@ async def test_hctl_nodes_shows_the_rack(
         await w.close()
     out = capsys.readouterr().out
     assert "RACK" in out and "rack-7" in out
+
+
+async def test_the_live_master_schedules_with_iasp(tmp_path: pathlib.Path, clock: FakeClock) -> None:
+    async with running_master(tmp_path, clock, policy="iasp") as master, client_for(master) as stub:
+        w = FakeWorker(master.port, "node-a", n_gpus=2, rack="rack-1")
+        await w.connect()
+        job = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(gpus=2)))).job
+        assign = await w.recv_kind("assign")
+        assert assign.job_id == job.id and sorted(assign.gpus) == ["GPU-node-a-0", "GPU-node-a-1"]
+        await w.close()
