@@ -97,7 +97,8 @@ def _any_zero(pending: Sequence[Job], present: frozenset[str], model: Interferen
     """Whether the table gives any pending job's kind throughput 0 on a type here."""
     if model is None:
         return False
-    kinds = {(model.signature(j.spec), max(1, j.spec.gpus)) for j in pending}
+    sig = model.signature  # (a job type is its own signature: the call only for the others)
+    kinds = {(s.job_type or sig(s), s.gpus if s.gpus > 1 else 1) for s in [j.spec for j in pending]}
     return any(model.solo_throughput(k, g, t) == 0.0 for k, g in kinds for t in present)
 
 
