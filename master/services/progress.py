@@ -18,7 +18,7 @@ from horus_core.policies.optimus.estimate import Estimate, estimate
 from horus_core.policies.optimus.journal import JOURNAL_CAP, ProgressJournal, ProgressPoint
 from master.clock import Clock
 from master.store import Store
-from master.store.progress import SaveProgressOp, load_live_progress, load_progress
+from master.store.progress import JournalRows, SaveProgressOp, load_live_progress, load_progress
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class ProgressKeeper:
     _dirty: set[str] = field(default_factory=set)
     _queued: list[Observation] = field(default_factory=list)
     _gone: set[str] = field(default_factory=set)
+    _saved: dict[str, tuple[int, int]] = field(default_factory=dict)  # job -> (thinned, points stored)
     _last_save: float = float("-inf")
 
     def record(self, job_id: str, point: ProgressPoint) -> None:
@@ -63,6 +64,7 @@ class ProgressKeeper:
         stored = await load_live_progress(self.store.read)
         for job_id, points in stored.items():
             journal = self.journals[job_id] = ProgressJournal.restore(points, self.cap)
+            self._saved[job_id] = (journal.thinned, len(journal.points))  # (as stored)
             self._queued += [(job_id, float(p.step), p.loss, p.at) for p in journal.points]
         return len(stored)
 
@@ -73,17 +75,30 @@ class ProgressKeeper:
             return 0
         self._last_save = now
         todo, self._dirty = self._dirty, set()
-        jobs = tuple((j, stored_points(self.journals[j])) for j in sorted(todo) if j in self.journals)
+        jobs = tuple(self._rows(j) for j in sorted(todo) if j in self.journals)
         try:
             saved: int = await self.store.write(SaveProgressOp(jobs))
         except Exception as exc:
             log.error("progress: could not save %d journals: %s", len(jobs), exc)
             self._dirty |= todo
+            for job in jobs:
+                self._saved.pop(job.job_id, None)  # (rewrite it next time)
             return 0
         for job_id in self._gone - self._dirty:
             self.journals.pop(job_id, None)
+            self._saved.pop(job_id, None)
         self._gone &= self._dirty
         return saved
+
+    def _rows(self, job_id: str) -> JournalRows:
+        """What to write of a journal: the points after those already stored (and the latest
+        report after them), or all of it once it thinned itself since the last save."""
+        journal = self.journals[job_id]
+        done = self._saved.get(job_id)
+        rewrite = done is None or done[0] != journal.thinned
+        start = 0 if rewrite or done is None else done[1]
+        self._saved[job_id] = (journal.thinned, len(journal.points))
+        return JournalRows(job_id, rewrite, start, stored_points(journal)[start:])
 
     def prune(self, is_live: Callable[[str], bool]) -> None:
         """Journals of finished jobs (``is_live`` false) leave memory once saved; they stay in
@@ -93,6 +108,7 @@ class ProgressKeeper:
                 self._gone.add(job_id)
             else:
                 self.journals.pop(job_id, None)
+                self._saved.pop(job_id, None)
 
     async def journal(self, job_id: str) -> ProgressJournal:
         """The job's journal: from memory, else (a finished job) from the store."""

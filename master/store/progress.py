@@ -16,20 +16,35 @@ _COLUMNS = "attempt, step, loss, samples_per_s, at"
 
 
 @dataclass(frozen=True)
-class SaveProgressOp(WriteOp[int]):
-    """Replace the stored reports of each job named with its kept points (bounded by the journal)."""
+class JournalRows:
+    """The rows of one job to write: ``points`` at positions ``start``, ``start + 1``, ...;
+    ``rewrite`` first removes every stored row of the job (after the journal thinned itself)."""
 
-    jobs: tuple[tuple[str, tuple[ProgressPoint, ...]], ...]
+    job_id: str
+    rewrite: bool
+    start: int
+    points: tuple[ProgressPoint, ...]
+
+
+@dataclass(frozen=True)
+class SaveProgressOp(WriteOp[int]):
+    """Write what changed in each job's kept reports (appends, or a rewrite after thinning)."""
+
+    jobs: tuple[JournalRows, ...]
 
     def apply(self, conn: sqlite3.Connection) -> int:
         rows = 0
-        for job_id, points in self.jobs:
-            conn.execute("DELETE FROM job_progress WHERE job_id = ?", (job_id,))
+        for job in self.jobs:
+            if job.rewrite:
+                conn.execute("DELETE FROM job_progress WHERE job_id = ?", (job.job_id,))
             conn.executemany(
-                f"INSERT INTO job_progress (job_id, seq, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(job_id, i, p.attempt, p.step, p.loss, p.samples_per_s, p.at) for i, p in enumerate(points)],
+                f"INSERT OR REPLACE INTO job_progress (job_id, seq, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (job.job_id, job.start + i, p.attempt, p.step, p.loss, p.samples_per_s, p.at)
+                    for i, p in enumerate(job.points)
+                ],
             )
-            rows += len(points)
+            rows += len(job.points)
         return rows
 
 

@@ -20,8 +20,9 @@ from horus_core.policies.optimus.journal import ProgressPoint
 from horus_core.sim.elastic import synthetic_curve
 from horus_core.testing import FakeClock
 from master.main import REPLAN_ENV, config_from, parse_args
-from master.services.progress import SAVE_EVERY_S, ProgressKeeper
+from master.services.progress import SAVE_EVERY_S, ProgressKeeper, stored_points
 from master.store import Store
+from master.store.progress import load_progress
 
 CURVE = synthetic_curve(100_000, 4.0, 0.5)
 
@@ -153,6 +154,15 @@ async def test_the_keeper_saves_on_its_interval_and_drops_finished_jobs_once_sav
         stored = await keeper.journal("j1")  # from the store now
         assert stored.latest is not None and stored.latest.step == 22 and len(stored.points) < 8
         assert len(keeper.take_observations()) == 21 and keeper.take_observations() == []
+        # Saved as it grows (appends) and as it thins itself (rewrites): the store always
+        # holds the journal's points and its latest report.
+        for k in range(40):
+            keeper.record("j2", ProgressPoint(1, k, CURVE.loss(k), 10.0, float(k)))
+            clock.advance(SAVE_EVERY_S if k % 3 == 0 else 0.0)
+            await keeper.save()
+            if k % 3 == 0:
+                assert await load_progress(store.read, "j2") == list(stored_points(keeper.journals["j2"]))
+        assert keeper.journals["j2"].thinned >= 2
     finally:
         await store.close()
 

@@ -35,6 +35,7 @@ class ProgressJournal:
     points: list[ProgressPoint] = field(default_factory=list)
     latest: ProgressPoint | None = None
     stride: int = 1
+    thinned: int = 0  # decimations so far (a store that appends rewrites after one)
     _seen: int = 0
 
     def __post_init__(self) -> None:
@@ -53,6 +54,7 @@ class ProgressJournal:
         if len(self.points) >= self.cap:
             self.points = self.points[::2]
             self.stride *= 2
+            self.thinned += 1
         return True
 
     @classmethod
