@@ -86,13 +86,15 @@ class QueuedPolicy:
         running = list(active)
         reserved = self._reservations(admitted, now)
         others = _hide_gpus(snapshot.nodes, reserved) if reserved else snapshot.nodes
-        # The inner policy's own preemptions (e.g. least attained service) only in the first tier,
-        # and only of jobs of the same queues or of borrowing ones: never against a quota.
+        # The inner policy's own preemptions (e.g. least attained service) never go against a
+        # quota: in the first tier, of jobs of the same queues or of borrowing queues; in the
+        # borrowing tier, of jobs of the same queues only (one of its jobs for another).
         queues = {job_queue(cfg, j) for j in admitted.guaranteed}
         victims = {j.id for j in active if (q := job_queue(cfg, j)) in queues or ledger.borrowed(q) > 0}
         tier1 = (admitted.guaranteed, running, ledger, waits, inner_preempts, victims, now)
         assigns += self._tier(snapshot.nodes, *tier1)
-        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, set(), now)
+        mine = {j.id for j in active if job_queue(cfg, j) in {job_queue(cfg, b) for b in admitted.borrowing}}
+        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, mine, now)
         if admitted.packing:  # at their limit: only beside their queues' own jobs (checked after)
             held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing)) - reserved
             nodes = _only_gpus(snapshot.nodes, held)
