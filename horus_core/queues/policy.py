@@ -106,6 +106,7 @@ class QueuedPolicy:
                     jid, f"{waits[jid].reason} (the GPUs preempted for it are held for it)", code
                 )
         preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, now)
+        self._behind_higher_class([*admitted.guaranteed, *admitted.borrowing], waits)
         attempts = {j.id: j.attempt for j in snapshot.pending()}
         for a in assigns:
             self._since[a.job_id] = (attempts.get(a.job_id, 0) + 1, now)
@@ -299,6 +300,21 @@ class QueuedPolicy:
 
         why = f"a job of a higher class ({job.spec.priority_class or cfg.default_class}) needs the GPUs"
         return pick(cands, short, lower), WAIT_PRIORITY, why
+
+    def _behind_higher_class(self, jobs: Sequence[Job], waits: dict[str, Wait]) -> None:
+        """Code ``Priority`` for a job left waiting (with no code) while a job of a higher class
+        of its queue waits too: it is served after that one."""
+        cfg, top = self.config, dict[str, int]()
+        for j in jobs:
+            if j.id in waits:
+                q = job_queue(cfg, j)
+                top[q] = max(top.get(q, -(2**62)), cfg.level_of(j.spec.priority_class))
+        for j in jobs:
+            w = waits.get(j.id)
+            if w is not None and not w.code and cfg.level_of(j.spec.priority_class) < top[job_queue(cfg, j)]:
+                waits[j.id] = Wait(
+                    j.id, f"behind higher-priority jobs of its queue; {w.reason}", WAIT_PRIORITY
+                )
 
     def _reservations(self, admitted: Admitted, now: float) -> set[str]:
         """GPUs freed by preemption for jobs still waiting for them (at most ``RESERVE_S``): hidden

@@ -330,3 +330,13 @@ def test_inner_preemptions_never_go_against_another_queues_quota() -> None:
     actions = QueuedPolicy(PreemptAll(), cfg).decide(snap, 0.0)
     # a borrows (2 GPUs on a quota of 1): its jobs may go; b is within its quota: b0 stays.
     assert sorted(a.job_id for a in actions if isinstance(a, Preempt)) == ["a0", "a1"]
+
+
+def test_a_job_behind_a_higher_class_of_its_queue_waits_with_priority(tmp_path: pathlib.Path) -> None:
+    c = cluster(two_teams(tmp_path), gpus=1)
+    c.submit(job("a0", "alice"))
+    c.step()  # a0 holds the only GPU, within its queue's quota: nothing to reclaim
+    c.submit(job("b1", "bob", cls="normal"), job("b2", "carol", cls="low"))
+    c.step()
+    assert c.waits["b2"].code == "Priority" and "behind higher-priority" in c.waits["b2"].reason
+    assert c.waits["b1"].code == ""  # the inner policy's reason: no free GPU
