@@ -86,13 +86,15 @@ class QueuedPolicy:
         running = list(active)
         reserved = self._reservations(admitted, now)
         others = _hide_gpus(snapshot.nodes, reserved) if reserved else snapshot.nodes
-        # The inner policy's own preemptions (e.g. least attained service) only in the first tier,
-        # and only of jobs of the same queues or of borrowing ones: never against a quota.
+        # The inner policy's own preemptions (e.g. least attained service) never go against a
+        # quota: in the first tier, of jobs of the same queues or of borrowing queues; in the
+        # borrowing tier, of jobs of the same queues only (one of its jobs for another).
         queues = {job_queue(cfg, j) for j in admitted.guaranteed}
         victims = {j.id for j in active if (q := job_queue(cfg, j)) in queues or ledger.borrowed(q) > 0}
         tier1 = (admitted.guaranteed, running, ledger, waits, inner_preempts, victims, now)
         assigns += self._tier(snapshot.nodes, *tier1)
-        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, set(), now)
+        mine = {j.id for j in active if job_queue(cfg, j) in {job_queue(cfg, b) for b in admitted.borrowing}}
+        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, mine, now)
         if admitted.packing:  # at their limit: only beside their queues' own jobs (checked after)
             held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing)) - reserved
             nodes = _only_gpus(snapshot.nodes, held)
@@ -104,6 +106,7 @@ class QueuedPolicy:
                     jid, f"{waits[jid].reason} (the GPUs preempted for it are held for it)", code
                 )
         preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, now)
+        self._behind_higher_class([*admitted.guaranteed, *admitted.borrowing], waits)
         attempts = {j.id: j.attempt for j in snapshot.pending()}
         for a in assigns:
             self._since[a.job_id] = (attempts.get(a.job_id, 0) + 1, now)
@@ -297,6 +300,21 @@ class QueuedPolicy:
 
         why = f"a job of a higher class ({job.spec.priority_class or cfg.default_class}) needs the GPUs"
         return pick(cands, short, lower), WAIT_PRIORITY, why
+
+    def _behind_higher_class(self, jobs: Sequence[Job], waits: dict[str, Wait]) -> None:
+        """Code ``Priority`` for a job left waiting (with no code) while a job of a higher class
+        of its queue waits too: it is served after that one."""
+        cfg, top = self.config, dict[str, int]()
+        for j in jobs:
+            if j.id in waits:
+                q = job_queue(cfg, j)
+                top[q] = max(top.get(q, -(2**62)), cfg.level_of(j.spec.priority_class))
+        for j in jobs:
+            w = waits.get(j.id)
+            if w is not None and not w.code and cfg.level_of(j.spec.priority_class) < top[job_queue(cfg, j)]:
+                waits[j.id] = Wait(
+                    j.id, f"behind higher-priority jobs of its queue; {w.reason}", WAIT_PRIORITY
+                )
 
     def _reservations(self, admitted: Admitted, now: float) -> set[str]:
         """GPUs freed by preemption for jobs still waiting for them (at most ``RESERVE_S``): hidden

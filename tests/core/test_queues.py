@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 
 import pytest
 from queue_harness import Cluster, job
 
 from horus_core.errors import InvalidArgument
-from horus_core.model import Preempt, Wait
+from horus_core.model import Action, ClusterSnapshot, JobState, Preempt, Wait
 from horus_core.policies import make_policy
 from horus_core.queues import QueueConfig, QueuedPolicy, load_config, parse_config
 from horus_core.queues.fairshare import FairShare
@@ -301,3 +302,41 @@ def test_freed_gpus_wait_for_the_job_they_were_freed_for() -> None:
     # there only to be preempted again on the next pass.
     assert sorted(jid for jid, _ in c.preempted) == ["a3", "a4"]
     assert c.waits["b0"].code == "WaitingForReclaim"
+
+
+@dataclasses.dataclass
+class PreemptAll:
+    """An inner policy that preempts every running job and places nothing."""
+
+    name: str = "preempt-all"
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return [Preempt(j.id, "inner") for j in snapshot.active()]
+
+
+def test_inner_preemptions_never_go_against_another_queues_quota() -> None:
+    import tomllib
+
+    text = "[queues.a]\nnominal = { v100 = 1 }\nborrowing_limit = 1\n[queues.b]\nnominal = { v100 = 1 }\n"
+    text += "[queues.c]\nnominal = { v100 = 2 }\n"
+    cfg = parse_config(tomllib.loads(text))
+    cluster = nodes(1, 4)
+    uuids = [g.uuid for g in cluster[0].gpus]
+    active = [
+        dataclasses.replace(job(jid, jid, queue=q), state=JobState.RUNNING, node="n0", gpus=(u,), attempt=1)
+        for jid, q, u in (("a0", "a", uuids[0]), ("a1", "a", uuids[1]), ("b0", "b", uuids[2]))
+    ]
+    snap = ClusterSnapshot(cluster, (*active, job("c0", "carol", queue="c")))
+    actions = QueuedPolicy(PreemptAll(), cfg).decide(snap, 0.0)
+    # a borrows (2 GPUs on a quota of 1): its jobs may go; b is within its quota: b0 stays.
+    assert sorted(a.job_id for a in actions if isinstance(a, Preempt)) == ["a0", "a1"]
+
+
+def test_a_job_behind_a_higher_class_of_its_queue_waits_with_priority(tmp_path: pathlib.Path) -> None:
+    c = cluster(two_teams(tmp_path), gpus=1)
+    c.submit(job("a0", "alice"))
+    c.step()  # a0 holds the only GPU, within its queue's quota: nothing to reclaim
+    c.submit(job("b1", "bob", cls="normal"), job("b2", "carol", cls="low"))
+    c.step()
+    assert c.waits["b2"].code == "Priority" and "behind higher-priority" in c.waits["b2"].reason
+    assert c.waits["b1"].code == ""  # the inner policy's reason: no free GPU

@@ -9,6 +9,7 @@ succeeds.
 from __future__ import annotations
 
 import pathlib
+import signal
 import time
 
 import pytest
@@ -85,3 +86,13 @@ def test_team_b_reclaims_its_quota_from_team_a(cluster: LocalCluster, tmp_path: 
         assert [j.attempt for j in done_a] == [1, 1, 2, 2]  # resumed with attempt + 1
     table = cluster.hctl("--token", "tok-a", "queues").stdout
     assert "team-a" in table and "team-b" in table
+
+    # SIGHUP reloads the file; a broken file is logged and the config in force kept.
+    assert cluster.master is not None
+    (tmp_path / "queues.toml").write_text("[queues.broken\n")
+    cluster.master.send_signal(signal.SIGHUP)
+    until(lambda: "keeping the configuration in force" in (tmp_path / "master.log").read_text(), timeout=30)
+    (tmp_path / "queues.toml").write_text(QUEUES + '[queues.team-c]\nnominal = { "*" = 1 }\n')
+    cluster.master.send_signal(signal.SIGHUP)
+    rows = lambda: [q["name"] for q in cluster.hctl_json("--token", "tok-a", "queues")]  # noqa: E731
+    until(lambda: rows() == ["team-a", "team-b", "team-c"], timeout=30)
