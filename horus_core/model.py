@@ -77,6 +77,10 @@ class JobSpec:
     # GPU types the job accepts, lowercase families as in ``Gpu.gpu_type`` ("v100", "a100");
     # empty = any type. Every policy places the job only on GPUs of these types.
     gpu_types: tuple[str, ...] = ()
+    # Multi-node shape (issue 11): GPUs on each node and the number of nodes; 0 = any (the
+    # policy chooses). When both are set, ``gpus == gpus_per_node * nodes``. See horus_core.gang.
+    gpus_per_node: int = 0
+    nodes: int = 0
 
     @property
     def elastic(self) -> bool:
@@ -110,6 +114,9 @@ class Job:
     # its row (the simulator counts its own changes the same way). ``(id, version)`` names one
     # state of one job: what caches key on.
     version: int = 0
+    # The nodes of the current/last attempt in rank order (``nodes[0] == node``); empty for an
+    # attempt on one node (see :func:`horus_core.gang.job_nodes`).
+    nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +160,8 @@ class ClusterSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class Assign:
-    """Start the next attempt of a pending job on ``gpus`` (all on ``node``)."""
+    """Start the next attempt of a pending job on ``gpus``. A gang spanning nodes lists its GPUs
+    in rank order (every GPU of node rank 0 first, then rank 1, ...) and ``node`` is rank 0's."""
 
     job_id: str
     node: str

@@ -75,6 +75,8 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         total_steps=spec.total_steps,
         min_speed=spec.min_speed,
         gpu_types=list(spec.gpu_types),
+        gpus_per_node=spec.gpus_per_node,
+        nodes=spec.nodes,
     )
 
 
@@ -102,6 +104,8 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         total_steps=msg.total_steps,
         min_speed=msg.min_speed,
         gpu_types=tuple(msg.gpu_types),
+        gpus_per_node=msg.gpus_per_node,
+        nodes=msg.nodes,
     )
 
 
@@ -120,6 +124,7 @@ def job_to_pb(job: Job) -> pb.Job:
         gpus=list(job.gpus),
         reason=job.reason,
         predicted_slowdown=job.predicted_slowdown,
+        nodes=list(job.nodes),
     )
     if job.started_at is not None:
         msg.started_at = job.started_at
@@ -145,6 +150,7 @@ def job_from_pb(msg: pb.Job) -> Job:
         reason=msg.reason,
         exit_code=msg.exit_code if msg.HasField("exit_code") else None,
         predicted_slowdown=msg.predicted_slowdown,
+        nodes=tuple(msg.nodes),
     )
 
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from horus_core.gen import types_pb2 as horus_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15horus/v1/client.proto\x12\x08horus.v1\x1a\x14horus/v1/types.proto\"G\n\x10SubmitJobRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1f\n\x04spec\x18\x02 \x01(\x0b\x32\x11.horus.v1.JobSpec\"@\n\x11SubmitJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.horus.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"k\n\x0fListJobsRequest\x12\"\n\x06states\x18\x01 \x03(\x0e\x32\x12.horus.v1.JobState\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.horus.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"2\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\"\n\x10WatchJobsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x12\n\x10ListNodesRequest\"2\n\x11ListNodesResponse\x12\x1d\n\x05nodes\x18\x01 \x03(\x0b\x32\x0e.horus.v1.Node\"\x11\n\x0fListGpusRequest\"5\n\x10ListGpusResponse\x12!\n\x04gpus\x18\x01 \x03(\x0b\x32\x13.horus.v1.GpuStatus\"Q\n\x0eGetLogsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\x12\x0e\n\x06offset\x18\x04 \x01(\x03\"I\n\x08LogChunk\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"\x15\n\x13ListProfilesRequest\"_\n\x14ListProfilesResponse\x12#\n\x08profiles\x18\x01 \x03(\x0b\x32\x11.horus.v1.Profile\x12\"\n\x05pairs\x18\x02 \x03(\x0b\x32\x13.horus.v1.PairSpeed\"\x17\n\x15GetClusterInfoRequest\"I\n\x0b\x43lusterInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12\x19\n\x11max_gpus_per_node\x18\x03 \x01(\x05\"&\n\x15GetServerStatsRequest\x12\r\n\x05reset\x18\x01 \x01(\x08\"`\n\x0eLatencySummary\x12\x0f\n\x07samples\x18\x01 \x01(\x03\x12\r\n\x05total\x18\x02 \x01(\x03\x12\x0e\n\x06p50_ms\x18\x03 \x01(\x01\x12\x0e\n\x06p99_ms\x18\x04 \x01(\x01\x12\x0e\n\x06max_ms\x18\x05 \x01(\x01\"\xa7\x01\n\x0bServerStats\x12*\n\x08loop_lag\x18\x01 \x01(\x0b\x32\x18.horus.v1.LatencySummary\x12\x17\n\x0floop_interval_s\x18\x02 \x01(\x01\x12+\n\theartbeat\x18\x03 \x01(\x0b\x32\x18.horus.v1.LatencySummary\x12\r\n\x05nodes\x18\x04 \x01(\x05\x12\x17\n\x0fnodes_connected\x18\x05 \x01(\x05\x32\xe7\x05\n\x0cHorusService\x12\x44\n\tSubmitJob\x12\x1a.horus.v1.SubmitJobRequest\x1a\x1b.horus.v1.SubmitJobResponse\x12\x30\n\x06GetJob\x12\x17.horus.v1.GetJobRequest\x1a\r.horus.v1.Job\x12\x41\n\x08ListJobs\x12\x19.horus.v1.ListJobsRequest\x1a\x1a.horus.v1.ListJobsResponse\x12\x36\n\tCancelJob\x12\x1a.horus.v1.CancelJobRequest\x1a\r.horus.v1.Job\x12=\n\tWatchJobs\x12\x1a.horus.v1.WatchJobsRequest\x1a\x12.horus.v1.JobEvent0\x01\x12\x44\n\tListNodes\x12\x1a.horus.v1.ListNodesRequest\x1a\x1b.horus.v1.ListNodesResponse\x12\x41\n\x08ListGpus\x12\x19.horus.v1.ListGpusRequest\x1a\x1a.horus.v1.ListGpusResponse\x12\x39\n\x07GetLogs\x12\x18.horus.v1.GetLogsRequest\x1a\x12.horus.v1.LogChunk0\x01\x12M\n\x0cListProfiles\x12\x1d.horus.v1.ListProfilesRequest\x1a\x1e.horus.v1.ListProfilesResponse\x12H\n\x0eGetClusterInfo\x12\x1f.horus.v1.GetClusterInfoRequest\x1a\x15.horus.v1.ClusterInfo\x12H\n\x0eGetServerStats\x12\x1f.horus.v1.GetServerStatsRequest\x1a\x15.horus.v1.ServerStatsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15horus/v1/client.proto\x12\x08horus.v1\x1a\x14horus/v1/types.proto\"G\n\x10SubmitJobRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1f\n\x04spec\x18\x02 \x01(\x0b\x32\x11.horus.v1.JobSpec\"@\n\x11SubmitJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.horus.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"k\n\x0fListJobsRequest\x12\"\n\x06states\x18\x01 \x03(\x0e\x32\x12.horus.v1.JobState\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.horus.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"2\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\"\n\x10WatchJobsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x12\n\x10ListNodesRequest\"2\n\x11ListNodesResponse\x12\x1d\n\x05nodes\x18\x01 \x03(\x0b\x32\x0e.horus.v1.Node\"\x11\n\x0fListGpusRequest\"5\n\x10ListGpusResponse\x12!\n\x04gpus\x18\x01 \x03(\x0b\x32\x13.horus.v1.GpuStatus\"_\n\x0eGetLogsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x0c\n\x04node\x18\x1e \x01(\t\"W\n\x08LogChunk\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0c\n\x04node\x18\x1e \x01(\t\"\x15\n\x13ListProfilesRequest\"_\n\x14ListProfilesResponse\x12#\n\x08profiles\x18\x01 \x03(\x0b\x32\x11.horus.v1.Profile\x12\"\n\x05pairs\x18\x02 \x03(\x0b\x32\x13.horus.v1.PairSpeed\"\x17\n\x15GetClusterInfoRequest\"I\n\x0b\x43lusterInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12\x19\n\x11max_gpus_per_node\x18\x03 \x01(\x05\"&\n\x15GetServerStatsRequest\x12\r\n\x05reset\x18\x01 \x01(\x08\"`\n\x0eLatencySummary\x12\x0f\n\x07samples\x18\x01 \x01(\x03\x12\r\n\x05total\x18\x02 \x01(\x03\x12\x0e\n\x06p50_ms\x18\x03 \x01(\x01\x12\x0e\n\x06p99_ms\x18\x04 \x01(\x01\x12\x0e\n\x06max_ms\x18\x05 \x01(\x01\"\xa7\x01\n\x0bServerStats\x12*\n\x08loop_lag\x18\x01 \x01(\x0b\x32\x18.horus.v1.LatencySummary\x12\x17\n\x0floop_interval_s\x18\x02 \x01(\x01\x12+\n\theartbeat\x18\x03 \x01(\x0b\x32\x18.horus.v1.LatencySummary\x12\r\n\x05nodes\x18\x04 \x01(\x05\x12\x17\n\x0fnodes_connected\x18\x05 \x01(\x05\x32\xe7\x05\n\x0cHorusService\x12\x44\n\tSubmitJob\x12\x1a.horus.v1.SubmitJobRequest\x1a\x1b.horus.v1.SubmitJobResponse\x12\x30\n\x06GetJob\x12\x17.horus.v1.GetJobRequest\x1a\r.horus.v1.Job\x12\x41\n\x08ListJobs\x12\x19.horus.v1.ListJobsRequest\x1a\x1a.horus.v1.ListJobsResponse\x12\x36\n\tCancelJob\x12\x1a.horus.v1.CancelJobRequest\x1a\r.horus.v1.Job\x12=\n\tWatchJobs\x12\x1a.horus.v1.WatchJobsRequest\x1a\x12.horus.v1.JobEvent0\x01\x12\x44\n\tListNodes\x12\x1a.horus.v1.ListNodesRequest\x1a\x1b.horus.v1.ListNodesResponse\x12\x41\n\x08ListGpus\x12\x19.horus.v1.ListGpusRequest\x1a\x1a.horus.v1.ListGpusResponse\x12\x39\n\x07GetLogs\x12\x18.horus.v1.GetLogsRequest\x1a\x12.horus.v1.LogChunk0\x01\x12M\n\x0cListProfiles\x12\x1d.horus.v1.ListProfilesRequest\x1a\x1e.horus.v1.ListProfilesResponse\x12H\n\x0eGetClusterInfo\x12\x1f.horus.v1.GetClusterInfoRequest\x1a\x15.horus.v1.ClusterInfo\x12H\n\x0eGetServerStats\x12\x1f.horus.v1.GetServerStatsRequest\x1a\x15.horus.v1.ServerStatsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -55,23 +55,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTGPUSRESPONSE']._serialized_start=591
   _globals['_LISTGPUSRESPONSE']._serialized_end=644
   _globals['_GETLOGSREQUEST']._serialized_start=646
-  _globals['_GETLOGSREQUEST']._serialized_end=727
-  _globals['_LOGCHUNK']._serialized_start=729
-  _globals['_LOGCHUNK']._serialized_end=802
-  _globals['_LISTPROFILESREQUEST']._serialized_start=804
-  _globals['_LISTPROFILESREQUEST']._serialized_end=825
-  _globals['_LISTPROFILESRESPONSE']._serialized_start=827
-  _globals['_LISTPROFILESRESPONSE']._serialized_end=922
-  _globals['_GETCLUSTERINFOREQUEST']._serialized_start=924
-  _globals['_GETCLUSTERINFOREQUEST']._serialized_end=947
-  _globals['_CLUSTERINFO']._serialized_start=949
-  _globals['_CLUSTERINFO']._serialized_end=1022
-  _globals['_GETSERVERSTATSREQUEST']._serialized_start=1024
-  _globals['_GETSERVERSTATSREQUEST']._serialized_end=1062
-  _globals['_LATENCYSUMMARY']._serialized_start=1064
-  _globals['_LATENCYSUMMARY']._serialized_end=1160
-  _globals['_SERVERSTATS']._serialized_start=1163
-  _globals['_SERVERSTATS']._serialized_end=1330
-  _globals['_HORUSSERVICE']._serialized_start=1333
-  _globals['_HORUSSERVICE']._serialized_end=2076
+  _globals['_GETLOGSREQUEST']._serialized_end=741
+  _globals['_LOGCHUNK']._serialized_start=743
+  _globals['_LOGCHUNK']._serialized_end=830
+  _globals['_LISTPROFILESREQUEST']._serialized_start=832
+  _globals['_LISTPROFILESREQUEST']._serialized_end=853
+  _globals['_LISTPROFILESRESPONSE']._serialized_start=855
+  _globals['_LISTPROFILESRESPONSE']._serialized_end=950
+  _globals['_GETCLUSTERINFOREQUEST']._serialized_start=952
+  _globals['_GETCLUSTERINFOREQUEST']._serialized_end=975
+  _globals['_CLUSTERINFO']._serialized_start=977
+  _globals['_CLUSTERINFO']._serialized_end=1050
+  _globals['_GETSERVERSTATSREQUEST']._serialized_start=1052
+  _globals['_GETSERVERSTATSREQUEST']._serialized_end=1090
+  _globals['_LATENCYSUMMARY']._serialized_start=1092
+  _globals['_LATENCYSUMMARY']._serialized_end=1188
+  _globals['_SERVERSTATS']._serialized_start=1191
+  _globals['_SERVERSTATS']._serialized_end=1358
+  _globals['_HORUSSERVICE']._serialized_start=1361
+  _globals['_HORUSSERVICE']._serialized_end=2104
 # @@protoc_insertion_point(module_scope)

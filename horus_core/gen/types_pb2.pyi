@@ -144,6 +144,8 @@ class JobSpec(_message.Message):
     TOTAL_STEPS_FIELD_NUMBER: _builtins.int
     GPU_TYPES_FIELD_NUMBER: _builtins.int
     MIN_SPEED_FIELD_NUMBER: _builtins.int
+    GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     name: _builtins.str
     owner: _builtins.str
@@ -160,6 +162,9 @@ class JobSpec(_message.Message):
     total_steps: _builtins.int
     min_speed: _builtins.float
     """speed floor in [0, 1] (1.0 = solo); 0 = the cluster default"""
+    gpus_per_node: _builtins.int
+    """Multi-node shape: GPUs per node and nodes (0 = any); both set: gpus = gpus_per_node * nodes."""
+    nodes: _builtins.int
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -192,10 +197,12 @@ class JobSpec(_message.Message):
         total_steps: _builtins.int = ...,
         gpu_types: _abc.Iterable[_builtins.str] | None = ...,
         min_speed: _builtins.float = ...,
+        gpus_per_node: _builtins.int = ...,
+        nodes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hints", b"hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "owner", b"owner", "priority", b"priority", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "gpus_per_node", b"gpus_per_node", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "nodes", b"nodes", "owner", b"owner", "priority", b"priority", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -218,6 +225,7 @@ class Job(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     EXIT_CODE_FIELD_NUMBER: _builtins.int
     PREDICTED_SLOWDOWN_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     state: Global___JobState.ValueType
     attempt: _builtins.int
@@ -236,6 +244,10 @@ class Job(_message.Message):
     def gpus(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """GPU UUIDs"""
 
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The nodes of the current/last attempt in rank order (nodes[0] == node); empty on one node."""
+
     def __init__(
         self,
         *,
@@ -252,10 +264,11 @@ class Job(_message.Message):
         reason: _builtins.str = ...,
         exit_code: _builtins.int | None = ...,
         predicted_slowdown: _builtins.float = ...,
+        nodes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "exit_code", b"exit_code", "finished_at", b"finished_at", "spec", b"spec", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "attempt", b"attempt", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "id", b"id", "node", b"node", "predicted_slowdown", b"predicted_slowdown", "reason", b"reason", "spec", b"spec", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "attempt", b"attempt", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "id", b"id", "node", b"node", "nodes", b"nodes", "predicted_slowdown", b"predicted_slowdown", "reason", b"reason", "spec", b"spec", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015

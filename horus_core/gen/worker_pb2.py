@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from horus_core.gen import types_pb2 as horus_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15horus/v1/worker.proto\x12\x08horus.v1\x1a\x14horus/v1/types.proto\"-\n\nAttemptRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\"\xbd\x01\n\x08Register\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1b\n\x04gpus\x18\x02 \x03(\x0b\x32\r.horus.v1.Gpu\x12%\n\x07running\x18\x03 \x03(\x0b\x32\x14.horus.v1.AttemptRef\x12\r\n\x05token\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\t\x12)\n\x08\x66inished\x18\x06 \x03(\x0b\x32\x17.horus.v1.AttemptUpdate\x12\x14\n\x0cresume_epoch\x18\x07 \x01(\x04\"\x96\x01\n\tHeartbeat\x12 \n\x04gpus\x18\x01 \x03(\x0b\x32\x12.horus.v1.GpuStats\x12#\n\x04jobs\x18\x02 \x03(\x0b\x32\x15.horus.v1.JobGpuStats\x12%\n\x07running\x18\x03 \x03(\x0b\x32\x14.horus.v1.AttemptRef\x12\x0b\n\x03seq\x18\x04 \x01(\x04\x12\x0e\n\x06\x66\x65nced\x18\x05 \x01(\x08\"\x95\x01\n\rAttemptUpdate\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12!\n\x05state\x18\x03 \x01(\x0e\x32\x12.horus.v1.JobState\x12\x16\n\texit_code\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\n\n\x02\x61t\x18\x06 \x01(\x01\x42\x0c\n\n_exit_code\"K\n\nAttemptLog\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"q\n\x0f\x41ttemptProgress\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0c\n\x04step\x18\x03 \x01(\x03\x12\x0c\n\x04loss\x18\x04 \x01(\x01\x12\x15\n\rsamples_per_s\x18\x05 \x01(\x01\x12\n\n\x02\x61t\x18\x06 \x01(\x01\"\xe7\x01\n\rWorkerMessage\x12&\n\x08register\x18\x01 \x01(\x0b\x32\x12.horus.v1.RegisterH\x00\x12(\n\theartbeat\x18\x02 \x01(\x0b\x32\x13.horus.v1.HeartbeatH\x00\x12)\n\x06update\x18\x03 \x01(\x0b\x32\x17.horus.v1.AttemptUpdateH\x00\x12#\n\x03log\x18\x04 \x01(\x0b\x32\x14.horus.v1.AttemptLogH\x00\x12-\n\x08progress\x18\x05 \x01(\x0b\x32\x19.horus.v1.AttemptProgressH\x00\x42\x05\n\x03msg\"t\n\nRegistered\x12\x1c\n\x14heartbeat_interval_s\x18\x01 \x01(\x01\x12\x0f\n\x07lease_s\x18\x02 \x01(\x01\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x12\n\nrenews_seq\x18\x04 \x01(\x04\x12\x14\n\x0ckill_grace_s\x18\x05 \x01(\x01\"\\\n\nAssignment\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x1f\n\x04spec\x18\x03 \x01(\x0b\x32\x11.horus.v1.JobSpec\x12\x0c\n\x04gpus\x18\x04 \x03(\t\"7\n\x04Kill\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8a\x01\n\rMasterMessage\x12*\n\nregistered\x18\x01 \x01(\x0b\x32\x14.horus.v1.RegisteredH\x00\x12&\n\x06\x61ssign\x18\x02 \x01(\x0b\x32\x14.horus.v1.AssignmentH\x00\x12\x1e\n\x04kill\x18\x03 \x01(\x0b\x32\x0e.horus.v1.KillH\x00\x42\x05\n\x03msg2P\n\rWorkerService\x12?\n\x07\x43onnect\x12\x17.horus.v1.WorkerMessage\x1a\x17.horus.v1.MasterMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15horus/v1/worker.proto\x12\x08horus.v1\x1a\x14horus/v1/types.proto\"-\n\nAttemptRef\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\"\xd5\x01\n\x08Register\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1b\n\x04gpus\x18\x02 \x03(\x0b\x32\r.horus.v1.Gpu\x12%\n\x07running\x18\x03 \x03(\x0b\x32\x14.horus.v1.AttemptRef\x12\r\n\x05token\x18\x04 \x01(\t\x12\x0f\n\x07version\x18\x05 \x01(\t\x12)\n\x08\x66inished\x18\x06 \x03(\x0b\x32\x17.horus.v1.AttemptUpdate\x12\x14\n\x0cresume_epoch\x18\x07 \x01(\x04\x12\x16\n\x0e\x61\x64vertise_addr\x18\x1e \x01(\t\"\x96\x01\n\tHeartbeat\x12 \n\x04gpus\x18\x01 \x03(\x0b\x32\x12.horus.v1.GpuStats\x12#\n\x04jobs\x18\x02 \x03(\x0b\x32\x15.horus.v1.JobGpuStats\x12%\n\x07running\x18\x03 \x03(\x0b\x32\x14.horus.v1.AttemptRef\x12\x0b\n\x03seq\x18\x04 \x01(\x04\x12\x0e\n\x06\x66\x65nced\x18\x05 \x01(\x08\"\x95\x01\n\rAttemptUpdate\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12!\n\x05state\x18\x03 \x01(\x0e\x32\x12.horus.v1.JobState\x12\x16\n\texit_code\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\n\n\x02\x61t\x18\x06 \x01(\x01\x42\x0c\n\n_exit_code\"K\n\nAttemptLog\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"q\n\x0f\x41ttemptProgress\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0c\n\x04step\x18\x03 \x01(\x03\x12\x0c\n\x04loss\x18\x04 \x01(\x01\x12\x15\n\rsamples_per_s\x18\x05 \x01(\x01\x12\n\n\x02\x61t\x18\x06 \x01(\x01\"\xe7\x01\n\rWorkerMessage\x12&\n\x08register\x18\x01 \x01(\x0b\x32\x12.horus.v1.RegisterH\x00\x12(\n\theartbeat\x18\x02 \x01(\x0b\x32\x13.horus.v1.HeartbeatH\x00\x12)\n\x06update\x18\x03 \x01(\x0b\x32\x17.horus.v1.AttemptUpdateH\x00\x12#\n\x03log\x18\x04 \x01(\x0b\x32\x14.horus.v1.AttemptLogH\x00\x12-\n\x08progress\x18\x05 \x01(\x0b\x32\x19.horus.v1.AttemptProgressH\x00\x42\x05\n\x03msg\"t\n\nRegistered\x12\x1c\n\x14heartbeat_interval_s\x18\x01 \x01(\x01\x12\x0f\n\x07lease_s\x18\x02 \x01(\x01\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x12\n\nrenews_seq\x18\x04 \x01(\x04\x12\x14\n\x0ckill_grace_s\x18\x05 \x01(\x01\"\xbd\x01\n\nAssignment\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x1f\n\x04spec\x18\x03 \x01(\x0b\x32\x11.horus.v1.JobSpec\x12\x0c\n\x04gpus\x18\x04 \x03(\t\x12\x11\n\tnode_rank\x18\x1e \x01(\x05\x12\x0e\n\x06nnodes\x18\x1f \x01(\x05\x12\x12\n\nworld_size\x18  \x01(\x05\x12\x13\n\x0bmaster_addr\x18! \x01(\t\x12\x13\n\x0bmaster_port\x18\" \x01(\x05\"7\n\x04Kill\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8a\x01\n\rMasterMessage\x12*\n\nregistered\x18\x01 \x01(\x0b\x32\x14.horus.v1.RegisteredH\x00\x12&\n\x06\x61ssign\x18\x02 \x01(\x0b\x32\x14.horus.v1.AssignmentH\x00\x12\x1e\n\x04kill\x18\x03 \x01(\x0b\x32\x0e.horus.v1.KillH\x00\x42\x05\n\x03msg2P\n\rWorkerService\x12?\n\x07\x43onnect\x12\x17.horus.v1.WorkerMessage\x1a\x17.horus.v1.MasterMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,25 +35,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ATTEMPTREF']._serialized_start=57
   _globals['_ATTEMPTREF']._serialized_end=102
   _globals['_REGISTER']._serialized_start=105
-  _globals['_REGISTER']._serialized_end=294
-  _globals['_HEARTBEAT']._serialized_start=297
-  _globals['_HEARTBEAT']._serialized_end=447
-  _globals['_ATTEMPTUPDATE']._serialized_start=450
-  _globals['_ATTEMPTUPDATE']._serialized_end=599
-  _globals['_ATTEMPTLOG']._serialized_start=601
-  _globals['_ATTEMPTLOG']._serialized_end=676
-  _globals['_ATTEMPTPROGRESS']._serialized_start=678
-  _globals['_ATTEMPTPROGRESS']._serialized_end=791
-  _globals['_WORKERMESSAGE']._serialized_start=794
-  _globals['_WORKERMESSAGE']._serialized_end=1025
-  _globals['_REGISTERED']._serialized_start=1027
-  _globals['_REGISTERED']._serialized_end=1143
-  _globals['_ASSIGNMENT']._serialized_start=1145
-  _globals['_ASSIGNMENT']._serialized_end=1237
-  _globals['_KILL']._serialized_start=1239
-  _globals['_KILL']._serialized_end=1294
-  _globals['_MASTERMESSAGE']._serialized_start=1297
-  _globals['_MASTERMESSAGE']._serialized_end=1435
-  _globals['_WORKERSERVICE']._serialized_start=1437
-  _globals['_WORKERSERVICE']._serialized_end=1517
+  _globals['_REGISTER']._serialized_end=318
+  _globals['_HEARTBEAT']._serialized_start=321
+  _globals['_HEARTBEAT']._serialized_end=471
+  _globals['_ATTEMPTUPDATE']._serialized_start=474
+  _globals['_ATTEMPTUPDATE']._serialized_end=623
+  _globals['_ATTEMPTLOG']._serialized_start=625
+  _globals['_ATTEMPTLOG']._serialized_end=700
+  _globals['_ATTEMPTPROGRESS']._serialized_start=702
+  _globals['_ATTEMPTPROGRESS']._serialized_end=815
+  _globals['_WORKERMESSAGE']._serialized_start=818
+  _globals['_WORKERMESSAGE']._serialized_end=1049
+  _globals['_REGISTERED']._serialized_start=1051
+  _globals['_REGISTERED']._serialized_end=1167
+  _globals['_ASSIGNMENT']._serialized_start=1170
+  _globals['_ASSIGNMENT']._serialized_end=1359
+  _globals['_KILL']._serialized_start=1361
+  _globals['_KILL']._serialized_end=1416
+  _globals['_MASTERMESSAGE']._serialized_start=1419
+  _globals['_MASTERMESSAGE']._serialized_end=1557
+  _globals['_WORKERSERVICE']._serialized_start=1559
+  _globals['_WORKERSERVICE']._serialized_end=1639
 # @@protoc_insertion_point(module_scope)

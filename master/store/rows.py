@@ -27,7 +27,7 @@ JOB_JSON = (
     " 'started_at', started_at, 'finished_at', finished_at, 'node', node, 'gpus', CAST(gpus AS TEXT),"
     " 'reason', reason, 'exit_code', exit_code, 'predicted_slowdown', predicted_slowdown,"
     " 'cancel_requested', cancel_requested, 'seq', seq,"
-    " 'version', version)"
+    " 'version', version, 'nodes', CAST(nodes AS TEXT), 'parts', CAST(parts AS TEXT))"
 )
 
 
@@ -49,6 +49,9 @@ class JobRow:
     request_id: str | None = None
     seq: int = 0
     unreadable: str = ""
+    # A multi-node gang attempt: each part's state in ``job.nodes`` order (horus_core.gang.Part
+    # values); empty for an attempt on one node.
+    parts: tuple[str, ...] = ()
 
 
 UNREADABLE_COMMAND = "<unreadable stored spec>"
@@ -95,6 +98,8 @@ def spec_to_json(spec: JobSpec) -> str:
         "total_steps": spec.total_steps,
         "min_speed": spec.min_speed,
         "gpu_types": list(spec.gpu_types),
+        "gpus_per_node": spec.gpus_per_node,
+        "nodes": spec.nodes,
     }
     return json.dumps(doc, separators=(",", ":"), allow_nan=False)  # SQLite's JSON has no NaN
 
@@ -140,6 +145,8 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         total_steps=int(d.get("total_steps", 0)),
         min_speed=_finite(d.get("min_speed", 0.0)),  # rows written before the field: the default
         gpu_types=_strings(d.get("gpu_types", [])),
+        gpus_per_node=int(d.get("gpus_per_node", 0)),
+        nodes=int(d.get("nodes", 0)),
     )
 
 
@@ -165,8 +172,10 @@ def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
         exit_code=d["exit_code"],
         predicted_slowdown=_finite(d["predicted_slowdown"]),
         version=int(d["version"]),
+        nodes=_strings(_loaded(d.get("nodes") or "[]")),
     )
-    return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"])
+    parts = _strings(_loaded(d.get("parts") or "[]"))
+    return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"], parts=parts)
 
 
 def _number(value: Any, default: float = 0.0) -> float:
@@ -243,6 +252,8 @@ JOB_UPDATE_COLUMNS = (
     "predicted_slowdown",
     "cancel_requested",
     "version",
+    "nodes",
+    "parts",
 )
 
 
@@ -263,6 +274,8 @@ def job_update_params(row: JobRow) -> tuple[Any, ...]:
         j.predicted_slowdown,
         int(row.cancel_requested),
         j.version,
+        json.dumps(list(j.nodes)),
+        json.dumps(list(row.parts)),
     )
 
 
