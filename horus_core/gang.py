@@ -85,7 +85,7 @@ def report(nodes: Sequence[str], parts: Sequence[Part], node: str, state: JobSta
     old = tuple(parts)
     if old[i].done or old[i] is _REPORTED[state]:
         return Outcome(old, Verdict.NONE)
-    new = old[:i] + (_REPORTED[state],) + old[i + 1 :]
+    new = (*old[:i], _REPORTED[state], *old[i + 1 :])
     if new[i] in (Part.FAILED, Part.STOPPED):
         verdict = Verdict.FAILED if new[i] is Part.FAILED else Verdict.STOPPED
         return Outcome(new, verdict, tuple(n for n, p in zip(nodes, new, strict=True) if not p.done))

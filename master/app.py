@@ -101,6 +101,7 @@ class Master:
         # A progress report counts once two heartbeats have shown who shares the job's GPUs.
         learner = Learner(self.store, self.clock, model, settle_s=2 * cfg.heartbeat_s)
         self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
+        self.core.gangs.ports_range = cfg.gang_ports
         self.plane = WorkerPlane(self.core)
         self.attempts = TimedAttempts(self.core, self.plane)
         self.jobs = JobService(self.core)

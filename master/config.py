@@ -54,6 +54,8 @@ class MasterConfig:
     # Speed floor (issue 10) of a job submitted without one (min_speed 0), filled in at
     # submission; also what the floor enforcement checks measured speeds against. 0: none.
     min_speed: float = 0.0
+    # Ports a multi-node gang's rendezvous (MASTER_PORT) is chosen from, one per live gang.
+    gang_ports: tuple[int, int] = (29500, 29999)
 
     def __post_init__(self) -> None:
         problem = timeout_problem(
@@ -65,6 +67,9 @@ class MasterConfig:
             raise ValueError(OPEN_WORKER_PLANE)
         if not (math.isfinite(self.min_speed) and 0.0 <= self.min_speed <= 1.0):
             raise ValueError(f"min_speed must be within [0, 1], got {self.min_speed}")
+        lo, hi = self.gang_ports
+        if not 0 < lo <= hi < 65536:
+            raise ValueError(f"gang_ports must be a range within 1-65535, got {lo}-{hi}")
 
     @property
     def kill_grace(self) -> float:

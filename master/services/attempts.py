@@ -6,11 +6,13 @@ import logging
 from collections import OrderedDict
 
 from horus_core.errors import InvalidArgument
+from horus_core.gang import is_gang
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import JobState
 from horus_core.wire import job_state_from_pb
 from master.services import transitions as tr
 from master.services.core import Core
+from master.services.gang_transitions import part_update
 from master.services.logs import JOB_ID
 from master.services.nodes import NodeEntry
 from master.services.session import Session
@@ -30,6 +32,7 @@ class AttemptHandler:
         self.plane = plane
         self._kills: dict[tuple[str, int], float] = {}
         self._log_nodes: OrderedDict[tuple[str, int], str] = OrderedDict()
+        self._log_parts: OrderedDict[tuple[str, int], str] = OrderedDict()  # a gang part's last log
 
     def touch(self, session: Session) -> NodeEntry | None:
         """Record that the node spoke; None if ``session`` is no longer the node's stream."""
@@ -87,7 +90,7 @@ class AttemptHandler:
             return
         verdict = tr.UpdateVerdict()
         now = self.core.clock.now()
-        fn = tr.worker_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict)
+        fn = part_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict)
         changes = await self.core.apply([(msg.job_id, fn)])
         if verdict.kill or (not verdict.seen and state is JobState.RUNNING):
             self.core.send_kill(entry.name, msg.job_id, msg.attempt, STALE)
@@ -95,7 +98,8 @@ class AttemptHandler:
             entry.owned.discard((msg.job_id, msg.attempt))
             self.core.logs.forget(msg.job_id, msg.attempt)
             for c in changes:
-                await self.core.learner.attempt_ended(c.before.job, msg.attempt)
+                if not (is_gang(c.after.job) and c.after.job.state.active):  # (a gang goes on)
+                    await self.core.learner.attempt_ended(c.before.job, msg.attempt)
         if changes:
             self.core.poke()
 
@@ -105,10 +109,25 @@ class AttemptHandler:
             return
         if (msg.job_id, msg.attempt) not in entry.owned:  # not this registration's attempt
             return
-        if await self._attempt_node(msg.job_id, msg.attempt) != entry.name:
+        rank0 = await self._attempt_node(msg.job_id, msg.attempt)
+        part = "" if rank0 == entry.name else entry.name  # a gang's other parts: a log each
+        if part and not await self._gang_part(msg.job_id, msg.attempt, entry.name):
             log.debug("node %s sent logs of %s/%d, not its attempt", entry.name, msg.job_id, msg.attempt)
             return
-        self.core.logs.append(msg.job_id, msg.attempt, msg.offset, msg.data)
+        self.core.logs.append(msg.job_id, msg.attempt, msg.offset, msg.data, node=part)
+
+    async def _gang_part(self, job_id: str, attempt: int, node: str) -> bool:
+        """Whether ``node`` runs a part of the gang attempt (the live index, else the store)."""
+        key = (job_id, attempt)
+        if self._log_parts.get(key) == node:
+            return True
+        row = self.core.live.get(job_id) or await self.core.store.read.job(job_id)
+        if row is None or row.job.attempt != attempt or node not in row.job.nodes:
+            return False
+        self._log_parts[key] = node
+        while len(self._log_parts) > 10_000:
+            self._log_parts.popitem(last=False)
+        return True
 
     async def _attempt_node(self, job_id: str, attempt: int) -> str | None:
         key = (job_id, attempt)

@@ -9,13 +9,14 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from horus_core import wire
+from horus_core import gang, wire
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Job
 from master.clock import Clock
 from master.config import MasterConfig
 from master.learning.learner import Learner
 from master.services.events import EventBus
+from master.services.gangs import GangBook
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
 from master.store import Store
@@ -39,6 +40,7 @@ class Core:
     # scheduling pass's apply + dispatch. Never held across a policy decision.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     schedule_needed: asyncio.Event = field(default_factory=asyncio.Event)
+    gangs: GangBook = field(default_factory=GangBook)  # multi-node attempts (issue 11)
 
     def poke(self) -> None:
         """Ask for a scheduling pass soon (coalesced). Without a schedulable node a pass could not
@@ -71,6 +73,8 @@ class Core:
         write.add_done_callback(self._applied)
         changes = await asyncio.shield(write)
         self.events.publish_changes(changes)
+        for node, job_id, attempt, reason in self.gangs.ended(changes, self.registry):
+            self.send_kill(node, job_id, attempt, reason)  # the other parts of a gang that ended
         return changes
 
     def _applied(self, write: asyncio.Future[list[Change]]) -> None:
@@ -82,6 +86,8 @@ class Core:
         self.live.set_pending_reason(reason)
 
     def send_assignment(self, job: Job) -> bool:
+        if gang.is_gang(job):
+            return self._send_gang(job)
         msg = wpb.MasterMessage(
             assign=wpb.Assignment(
                 job_id=job.id, attempt=job.attempt, spec=wire.spec_to_pb(job.spec), gpus=list(job.gpus)
@@ -90,6 +96,16 @@ class Core:
         sent = self.registry.send(job.node, msg)
         if not sent:
             log.info("assignment %s/%d waits for node %s to reconnect", job.id, job.attempt, job.node)
+        return sent
+
+    def _send_gang(self, job: Job) -> bool:
+        """One Assignment per node part; each part that cannot be sent is never re-sent (the
+        ack timeout takes the attempt back, as for a job on one node)."""
+        sent = True
+        for node, msg in self.gangs.assignments(job, self.registry):
+            if not self.registry.send(node, msg):
+                sent = False
+                log.info("gang part %s/%d waits for node %s to reconnect", job.id, job.attempt, node)
         return sent
 
     def send_kill(self, node: str, job_id: str, attempt: int, reason: str) -> bool:

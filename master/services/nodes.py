@@ -37,6 +37,7 @@ class NodeEntry:
     # RUNNING here but not reported at registration: lost unless the worker's re-sent finals
     # (which come before its first heartbeat) say otherwise. See WorkerPlane.settle.
     unreported: set[tuple[str, int]] = field(default_factory=set)
+    advertise_addr: str = ""  # where other nodes reach it (a gang's MASTER_ADDR when rank 0)
     # Bumped by NodeRegistry.record_heartbeat when a GPU's health flag changes; ``gpu_stats``
     # changes only there (in place) or by being replaced as a whole (see _current_gpus).
     health_seq: int = 0
@@ -95,6 +96,7 @@ class NodeRegistry:
         self._nodes: dict[str, NodeEntry] = {}
         self._sorted: list[NodeEntry] | None = None  # by name; dropped by put
         self._max_gpus: int | None = None  # dropped by put
+        self._gpu_nodes: dict[str, str] | None = None  # GPU uuid -> node; dropped by put
 
     def get(self, name: str) -> NodeEntry | None:
         return self._nodes.get(name)
@@ -107,7 +109,7 @@ class NodeRegistry:
 
     def put(self, entry: NodeEntry) -> None:
         self._nodes[entry.name] = entry
-        self._sorted = self._max_gpus = None
+        self._sorted = self._max_gpus = self._gpu_nodes = None
 
     def schedulable(self) -> tuple[Node, ...]:
         """READY nodes with an open stream, not fenced: the only ones a policy may place work on."""
@@ -121,6 +123,12 @@ class NodeRegistry:
         if self._max_gpus is None and self._nodes:
             self._max_gpus = max(len(e.gpus) for e in self._nodes.values())
         return self._max_gpus
+
+    def gpu_nodes(self) -> dict[str, str]:
+        """GPU uuid -> the node that registered it (how a gang's GPUs split per node)."""
+        if self._gpu_nodes is None:
+            self._gpu_nodes = {g.uuid: e.name for e in self._nodes.values() for g in e.gpus}
+        return self._gpu_nodes
 
     def is_lost(self, name: str) -> bool:
         entry = self._nodes.get(name)

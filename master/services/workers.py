@@ -16,11 +16,13 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from horus_core import gang
 from horus_core.errors import AlreadyExists, InvalidArgument, PermissionDenied, Unauthenticated
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, JobState, NodeState
 from master.services import transitions as tr
 from master.services.core import Core
+from master.services.gang_transitions import part_update
 from master.services.nodes import NodeEntry
 from master.services.session import Session
 from master.store.jobs import Change, Transition
@@ -147,7 +149,7 @@ class WorkerPlane:
         todo = [
             (
                 f.job_id,
-                tr.worker_update(node, f.attempt, f.state, f.exit_code, f.reason, now, tr.UpdateVerdict()),
+                part_update(node, f.attempt, f.state, f.exit_code, f.reason, now, tr.UpdateVerdict()),
             )
             for f in finished
             if f.state in _FINAL_STATES and f.attempt >= 1
@@ -181,6 +183,8 @@ class WorkerPlane:
             if (row.job.id, row.job.attempt) in reported:
                 entry.owned.add((row.job.id, row.job.attempt))
                 continue
+            if not gang.part_active(row.job, row.parts, entry.name):
+                continue  # its part here ended (reported in the finals); the others go on
             if row.job.state is JobState.ASSIGNED and row.cancel_requested:
                 todo.append((row.job.id, tr.cancel_unstarted(now)))
             else:
@@ -249,12 +253,16 @@ class WorkerPlane:
         late: list[tuple[str, int, str]] = []
         async with core.lock:
             for row in await core.store.read.active_jobs():
-                job, entry = row.job, core.registry.get(row.job.node)
-                if job.state is not JobState.ASSIGNED or entry is None or not entry.connected:
-                    continue  # a disconnected node's attempts are settled when it registers or is lost
-                if (job.id, job.attempt) in entry.running or now - job.updated_at < core.config.ack_timeout_s:
+                job = row.job
+                if job.state is not JobState.ASSIGNED or now - job.updated_at < core.config.ack_timeout_s:
                     continue
-                late.append((job.id, job.attempt, job.node))
+                for node in gang.job_nodes(job):  # (a gang: every part must be acknowledged)
+                    entry = core.registry.get(node)
+                    if entry is None or not entry.connected or not gang.part_active(job, row.parts, node):
+                        continue  # a disconnected node's attempts are settled when it registers or is lost
+                    if (job.id, job.attempt) not in entry.running:
+                        late.append((job.id, job.attempt, node))
+                        break
             reason = (
                 f"attempt {{attempt}} not acknowledged by {{node}} within {core.config.ack_timeout_s:g} s"
             )

@@ -105,7 +105,9 @@ def test_split_refuses_an_unknown_gpu() -> None:
 
 
 @given(st.text(min_size=1, max_size=8), st.integers(1, 5), st.sets(st.integers(29500, 29509)))
-def test_port_is_in_range_deterministic_and_free_when_one_is(job_id: str, attempt: int, taken: set[int]) -> None:
+def test_port_is_in_range_deterministic_and_free_when_one_is(
+    job_id: str, attempt: int, taken: set[int]
+) -> None:
     port = gang.rendezvous_port(job_id, attempt, taken, 29500, 29509)
     assert 29500 <= port <= 29509
     assert port == gang.rendezvous_port(job_id, attempt, taken, 29500, 29509)
@@ -119,7 +121,9 @@ def test_port_range_is_checked() -> None:
 
 
 def test_env_names_what_torchrun_reads() -> None:
-    env = dict(GangInfo(node_rank=1, nnodes=2, world_size=8, master_addr="10.0.0.1", master_port=29501).env(4))
+    env = dict(
+        GangInfo(node_rank=1, nnodes=2, world_size=8, master_addr="10.0.0.1", master_port=29501).env(4)
+    )
     assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == "10.0.0.1"
     assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == "29501"
     assert (env["WORLD_SIZE"], env["NNODES"], env["NODE_RANK"]) == ("8", "2", "1")
