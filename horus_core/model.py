@@ -77,8 +77,8 @@ class JobSpec:
     # GPU types the job accepts, lowercase families as in ``Gpu.gpu_type`` ("v100", "a100");
     # empty = any type. Every policy places the job only on GPUs of these types.
     gpu_types: tuple[str, ...] = ()
-    # Multi-node shape (issue 11): GPUs on each node and the number of nodes; 0 = any (the
-    # policy chooses). When both are set, ``gpus == gpus_per_node * nodes``. See horus_core.gang.
+    # Gang shape across nodes (issue 11): ``gpus_per_node`` GPUs on each of ``nodes`` nodes;
+    # 0 = any shape (the placement prefers one node, then the fewest nodes in one rack).
     gpus_per_node: int = 0
     nodes: int = 0
 
@@ -136,6 +136,7 @@ class Node:
     gpus: tuple[Gpu, ...]
     state: NodeState = NodeState.READY
     last_seen: float = 0.0
+    rack: str = ""  # the worker's --rack; "" = not given (all such nodes count as one rack)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +161,8 @@ class ClusterSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class Assign:
-    """Start the next attempt of a pending job on ``gpus``. A gang spanning nodes lists its GPUs
-    in rank order (every GPU of node rank 0 first, then rank 1, ...) and ``node`` is rank 0's."""
+    """Start the next attempt of a pending job on ``gpus``: all on ``node``, or, for a gang
+    spread over nodes, in rank order (all GPUs of the rank-0 node ``node`` first, then rank 1...)."""
 
     job_id: str
     node: str

@@ -139,6 +139,7 @@ class JobTable:
         self.prio: I64 = np.empty(cap, np.int64)
         self.steps: I64 = np.empty(cap, np.int64)
         self.floor: F64 = np.empty(cap, np.float64)  # spec.min_speed
+        self.shaped: B = np.empty(cap, np.bool_)  # spec's gang shape asks for 2+ nodes
         self.hint: I32 = np.empty(cap, np.int32)  # job_type + hints (model.profile may register them)
         self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
         self.odd: B = np.empty(cap, np.bool_)  # a number too large for the arrays: exact path
@@ -221,7 +222,7 @@ class JobTable:
         return claimed, overwrote
 
     def _grow(self) -> None:
-        for name in ("code", "tcode", "gpus", "excl", "prio", "steps", "floor", "hint", "odd"):
+        for name in ("code", "tcode", "gpus", "excl", "prio", "steps", "floor", "hint", "odd", "shaped"):
             old = getattr(self, name)
             new = np.empty(2 * len(old), old.dtype)
             new[: len(old)] = old
@@ -250,6 +251,7 @@ class JobTable:
         self.steps[at] = steps
         self.excl[at] = [sp.exclusive for sp in specs]
         self.floor[at] = [sp.min_speed for sp in specs]
+        self.shaped[at] = [sp.nodes > 1 or 0 < sp.gpus_per_node < sp.gpus for sp in specs]
 
     def speeds(
         self,

@@ -23,6 +23,7 @@ from horus_core.packing import PackParams, PairFilter, Placement, build_problem,
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.jobs import JobTable, Live
+from horus_core.policies._wide import has_wide, place_wide
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
 
 # A policy's queue order: positions into ``live.pending``, first served first.
@@ -57,6 +58,32 @@ class Packer:
             return []
         live = self.jobs.scan(snapshot.jobs, model)
         layout = self.nodes.layout(snapshot.nodes)
+        if has_wide(live, layout):  # gangs across nodes: placed apart, the rest packed around them
+            wide, rest = place_wide(snapshot, layout.largest_node)
+            packed = self._pack(rest, model, params, refuse_text, order, split_by_gpus=split_by_gpus,
+                                pair_filter=pair_filter)  # fmt: skip
+            return [*wide, *packed]
+        return self._pack(snapshot, model, params, refuse_text, order, split_by_gpus=split_by_gpus,
+                          pair_filter=pair_filter, live=live, layout=layout)  # fmt: skip
+
+    def _pack(
+        self,
+        snapshot: ClusterSnapshot,
+        model: InterferenceModel,
+        params: PackParams,
+        refuse_text: str,
+        order: Order,
+        *,
+        split_by_gpus: bool = False,
+        pair_filter: PairFilter | None = None,
+        live: Live | None = None,
+        layout: ClusterLayout | None = None,
+    ) -> list[Action]:
+        if live is None or layout is None:
+            if _PENDING not in map(_STATE, snapshot.jobs):
+                return []
+            live = self.jobs.scan(snapshot.jobs, model)
+            layout = self.nodes.layout(snapshot.nodes)
         positions = order(live, layout)
         if self.plain or self.jobs.needs_exact(live, model):
             self._waits = {}

@@ -46,6 +46,10 @@ class Lookup(Protocol):
         """``uuid`` is a healthy GPU of the ready node ``node``."""
         ...
 
+    def node_of(self, uuid: str) -> str:
+        """The ready node holding ``uuid`` ("" for none): where a GPU of a spread gang lies."""
+        ...
+
     def residents(self, uuid: str) -> Sequence[Job]:
         """The active jobs of the snapshot that hold ``uuid``."""
         ...
@@ -86,6 +90,13 @@ class SnapshotLookup:
     def healthy_gpu(self, node: str, uuid: str) -> bool:
         gpu = self._nodes.get(node, {}).get(uuid)
         return gpu is not None and gpu.healthy
+
+    @cached_property
+    def _gpu_nodes(self) -> dict[str, str]:
+        return {uuid: name for name, gpus in self._nodes.items() for uuid in gpus}
+
+    def node_of(self, uuid: str) -> str:
+        return self._gpu_nodes.get(uuid, "")
 
     def residents(self, uuid: str) -> Sequence[Job]:
         return self._residents.get(uuid, ())
@@ -166,9 +177,15 @@ def _assign_problem(action: Assign, job: Job, occ: _Occupancy) -> str:
     if not lo <= len(action.gpus) <= hi or len(set(action.gpus)) != len(action.gpus):
         want = f"{lo}" if lo == hi else f"{lo} to {hi}"
         return f"needs {want} distinct GPUs, got {list(action.gpus)}"
+    seen: list[str] = []  # nodes in rank order
     for uuid in action.gpus:
-        if not look.healthy_gpu(action.node, uuid):
-            return f"GPU {uuid} is not a healthy GPU of {action.node}"
+        node = action.node if look.healthy_gpu(action.node, uuid) else look.node_of(uuid)
+        if not node or not look.healthy_gpu(node, uuid):
+            return f"GPU {uuid} is not a healthy GPU of {action.node} or another ready node"
+        if not seen or seen[-1] != node:
+            if node in seen or (not seen and node != action.node):
+                return f"a spread gang's GPUs must be in rank order from {action.node}: {list(action.gpus)}"
+            seen.append(node)
         residents = occ.residents(uuid)
         if residents and (job.spec.exclusive or any(r.spec.exclusive for r in residents)):
             return f"GPU {uuid} is taken and sharing is excluded"

@@ -1,16 +1,19 @@
 """``fifo``: exclusive GPUs in arrival order, what Kubernetes and Slurm do. The baseline.
 
-A job gets whole GPUs that nobody else uses, all on one node (a gang: all or none). Jobs are
-served in arrival order; one that does not fit waits with a reason and later jobs may pass it.
+A job gets whole GPUs that nobody else uses (a gang: all or none) on one node (best fit); a job
+larger than every node (or whose shape asks for several) is spread over the fewest nodes of
+one rack, else the fewest racks (:mod:`horus_core.policies.spread`). Jobs are served in
+arrival order; one that does not fit waits with a reason and later jobs may pass it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Wait
-from horus_core.policies.base import arrival_order, busy_gpu_uuids, gpus_by_node
+from horus_core.policies import spread
+from horus_core.policies.base import arrival_order, busy_gpu_uuids
 from horus_core.policies.gputypes import TypeGate
 
 
@@ -25,23 +28,16 @@ class FifoPolicy:
         return self.gate.decide(snapshot, now, self._decide, self.model)
 
     def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        busy = busy_gpu_uuids(snapshot.jobs)
-        free = {
-            node: [g.uuid for g in gpus if g.uuid not in busy]
-            for node, gpus in gpus_by_node(snapshot).items()
-        }
+        free = {n.name: n for n in spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs))}
+        largest = spread.largest_node(snapshot)
         actions: list[Action] = []
         for job in arrival_order(snapshot.pending()):
-            need = job.spec.gpus
-            # Best fit: the node with the fewest free GPUs that still holds the whole gang.
-            fits = [(len(uuids), node) for node, uuids in free.items() if len(uuids) >= need]
-            if not fits:
-                largest = max((len(u) for u in free.values()), default=0)
-                actions.append(
-                    Wait(job.id, f"needs {need} free GPU(s) on one node, largest free set is {largest}")
-                )
+            plan = spread.place(spread.shape_of(job.spec, largest), list(free.values()))
+            if isinstance(plan, str):
+                actions.append(Wait(job.id, plan))
                 continue
-            _, node = min(fits)
-            chosen, free[node] = free[node][:need], free[node][need:]
-            actions.append(Assign(job.id, node, tuple(chosen)))
+            for name, uuids in plan.parts:
+                node = free[name]
+                free[name] = replace(node, free=node.free[len(uuids) :])
+            actions.append(Assign(job.id, plan.node, plan.gpus))
         return actions

@@ -24,6 +24,10 @@ class SimLookup:
     def healthy_gpu(self, node: str, uuid: str) -> bool:
         return self.world.healthy_gpu(node, uuid) is not None
 
+    def node_of(self, uuid: str) -> str:
+        i = self.world.index.get(uuid)
+        return self.world.gpu_node[i] if i is not None and self.world.gpu_node[i] in self.world.ready else ""
+
     def residents(self, uuid: str) -> Sequence[Job]:
         i = self.world.index.get(uuid)
         if i is None:

@@ -48,11 +48,14 @@ class World:
             raise SimulationError(f"node {node!r} does not exist or is not READY")
         if len(set(uuids)) != len(uuids) or not uuids:
             raise SimulationError(f"GPU list {list(uuids)} is empty or repeats a GPU")
-        out = []
+        out: list[int] = []
         for uuid in uuids:
             i = self.healthy_gpu(node, uuid)
-            if i is None:
-                raise SimulationError(f"GPU {uuid!r} is not a healthy GPU of node {node!r}")
+            j = self.index.get(uuid)
+            if i is None and j is not None and self.gpu_node[j] in self.ready:  # a spread gang
+                i = self.healthy_gpu(self.gpu_node[j], uuid)
+            if i is None or (not out and self.gpu_node[i] != node):
+                raise SimulationError(f"GPU {uuid!r} is not a healthy GPU of node {node!r} or a ready node")
             out.append(i)
         return tuple(out)
 

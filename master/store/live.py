@@ -125,3 +125,7 @@ class IndexLookup:
     def healthy_gpu(self, node: str, uuid: str) -> bool:
         ready = self._nodes.get(node)
         return ready is not None and any(g.uuid == uuid and g.healthy for g in ready.gpus)
+
+    def node_of(self, uuid: str) -> str:
+        """The ready node holding ``uuid`` ("" for none): a GPU of a gang spread over nodes."""
+        return next((n.name for n in self._nodes.values() if any(g.uuid == uuid for g in n.gpus)), "")
