@@ -57,6 +57,7 @@ class AgentConfig:
     credentials: grpc.ChannelCredentials | None = None
     poll_s: float = 0.2  # tails and lease ticks
     watchdog: bool = True  # a lease watchdog process (worker/lease.py) backs the daemon's own checks
+    advertise_addr: str = ""  # where other nodes reach this one ("": the master uses what it sees)
 
 
 class Agent:
@@ -173,6 +174,7 @@ class Agent:
             self.config.join_token,
             self.state.finals(),
             self.state.epoch,
+            self.config.advertise_addr,
         )
 
     def on_registered(self, msg: worker_pb2.Registered) -> None:
@@ -215,7 +217,8 @@ class Agent:
                 log.warning("ignoring an assignment with a bad job id %r", a.job_id[:80])
                 return
             key = AttemptKey(a.job_id, a.attempt)
-            self._apply(self.state.on_assignment(key, spec_from_pb(a.spec), tuple(a.gpus)))
+            env = messages.gang_env(a)
+            self._apply(self.state.on_assignment(key, spec_from_pb(a.spec), tuple(a.gpus), env))
         elif kind == "kill":
             self._apply(self.state.on_kill(AttemptKey(msg.kill.job_id, msg.kill.attempt), msg.kill.reason))
 
@@ -256,6 +259,7 @@ class Agent:
             ("HORUS_PROGRESS_FILE", str(files.progress)),
             ("HORUS_SPEED_FILE", str(files.speed)),
             ("HORUS_WORKER", self.config.name),
+            *start.env,
         )
         try:
             await asyncio.to_thread(files.prepare, start.spec, start.gpus)

@@ -94,6 +94,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--docker-url", help="docker: engine address (default $DOCKER_HOST or the local socket)")
     p.add_argument("--docker-network", default="none", help="docker: network for containers (default none)")
+    p.add_argument(
+        "--docker-gang-network",
+        default="host",
+        help="docker: network for the parts of multi-node gangs, which must reach each other (default host)",
+    )
+    p.add_argument(
+        "--advertise-addr",
+        default="",
+        metavar="HOST",
+        help="address other nodes reach this one at (a gang's MASTER_ADDR; default: what the master sees)",
+    )
     p.add_argument("--metrics-listen", metavar="HOST:PORT", help="serve Prometheus /metrics here (no auth)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument("--version", action="version", version=f"horus-worker {__version__}")
@@ -153,6 +164,7 @@ async def open_runtime(args: argparse.Namespace, state_dir: pathlib.Path) -> Run
             url=args.docker_url,
             allow_mounts=args.allow_mount,
             network=args.docker_network,
+            gang_network=args.docker_gang_network,
             orphan_grace_s=args.grace_s,
         )
     except Exception as exc:
@@ -243,7 +255,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("grpc").setLevel(logging.WARNING)
     try:
         config = AgentConfig(
-            args.name, args.master, make_state_dir(args), args.join_token, args.grace_s, credentials(args)
+            args.name,
+            args.master,
+            make_state_dir(args),
+            args.join_token,
+            args.grace_s,
+            credentials(args),
+            advertise_addr=args.advertise_addr,
         )
         asyncio.run(serve(args, config))
     except StartupError as exc:

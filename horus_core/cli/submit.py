@@ -15,8 +15,17 @@ from horus_core.validation import validate_spec
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p = add_command(sub, "submit", submit_job, common, "submit a job; prints its id")
-    p.usage = "hctl submit --gpus N [options] -- CMD [ARGS...]"
-    p.add_argument("--gpus", type=int, required=True, metavar="N", help="number of GPUs (all on one node)")
+    p.usage = "hctl submit --gpus N [--gpus-per-node K] [--nodes M] [options] -- CMD [ARGS...]"
+    p.add_argument(
+        "--gpus",
+        type=int,
+        metavar="N",
+        help="number of GPUs, on one node or several (may be left out when both of the next two are given)",
+    )
+    p.add_argument(
+        "--gpus-per-node", type=int, default=0, metavar="K", help="GPUs on each node (default: any shape)"
+    )
+    p.add_argument("--nodes", type=int, default=0, metavar="M", help="number of nodes (default: any shape)")
     p.add_argument("--name", default="")
     p.add_argument(
         "--type",
@@ -69,7 +78,7 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         )
     spec = JobSpec(
         command=tuple(command),
-        gpus=args.gpus,
+        gpus=total_gpus(args),
         name=args.name,
         job_type=args.job_type,
         image=args.image,
@@ -83,8 +92,19 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         mounts=tuple(args.mounts),
         min_speed=args.min_speed,
         gpu_types=parse_gpu_types(args.gpu_types),
+        gpus_per_node=args.gpus_per_node,
+        nodes=args.nodes,
     )
     return validate_spec(spec)
+
+
+def total_gpus(args: argparse.Namespace) -> int:
+    """``--gpus``, or ``--gpus-per-node`` x ``--nodes`` when it is left out."""
+    if args.gpus is not None:
+        return int(args.gpus)
+    if args.gpus_per_node > 0 and args.nodes > 0:
+        return int(args.gpus_per_node * args.nodes)
+    raise InvalidArgument("gpus", "missing: give --gpus N (or both --gpus-per-node K and --nodes M)")
 
 
 def parse_gpu_types(text: str) -> tuple[str, ...]:

@@ -36,7 +36,17 @@ def peer_identity(context: WCtx, join_token: str | None) -> str:
     return "join-token" if join_token else "anonymous"
 
 
-def registration_from_pb(msg: wpb.Register, identity: str = "anonymous") -> Registration:
+def peer_host(peer: str) -> str:
+    """The host part of gRPC's peer string ("ipv4:10.0.0.5:4321", "ipv6:[::1]:4321"); "" if none."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]")
+    return ""
+
+
+def registration_from_pb(msg: wpb.Register, identity: str = "anonymous", peer: str = "") -> Registration:
     gpus = []
     for g in msg.gpus:
         gpu = wire.gpu_from_pb(g, msg.name)
@@ -55,7 +65,15 @@ def registration_from_pb(msg: wpb.Register, identity: str = "anonymous") -> Regi
         for u in msg.finished[:MAX_FINISHED]
     )
     return Registration(
-        msg.name, tuple(gpus), running, msg.token, msg.version, finished, identity, msg.resume_epoch
+        msg.name,
+        tuple(gpus),
+        running,
+        msg.token,
+        msg.version,
+        finished,
+        identity,
+        msg.resume_epoch,
+        msg.advertise_addr or peer,
     )
 
 
@@ -74,7 +92,8 @@ class WorkerServicer(wgrpc.WorkerServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected Register as the first message")
         try:
             identity = peer_identity(context, self.plane.core.config.join_token)
-            session = await self.plane.register(registration_from_pb(first.register, identity))
+            reg = registration_from_pb(first.register, identity, peer_host(context.peer()))
+            session = await self.plane.register(reg)
         except HorusError as exc:
             await context.abort(status_code_for(exc), str(exc))
         except Exception:

@@ -81,6 +81,9 @@ class JobService:
             spec = dataclasses.replace(spec, owner=owner)
         max_gpus = core.registry.max_gpus_per_node()
         validate_spec(spec, max_gpus_per_node=max_gpus, allow_mounts=core.config.allow_mounts)
+        total = core.registry.total_gpus()
+        if total and spec.gpus > total:  # (a gang may span nodes, not exceed the cluster)
+            raise InvalidArgument("gpus", f"asks for {spec.gpus} GPUs but the cluster has {total}")
         if spec.min_speed == 0.0 and core.config.min_speed > 0.0:  # the cluster default, stored
             spec = dataclasses.replace(spec, min_speed=core.config.min_speed)
         env = strip_reserved_env(spec.env)

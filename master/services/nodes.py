@@ -124,6 +124,10 @@ class NodeRegistry:
             self._max_gpus = max(len(e.gpus) for e in self._nodes.values())
         return self._max_gpus
 
+    def total_gpus(self) -> int:
+        """Every registered node's GPUs together (what the largest gang may ask for)."""
+        return len(self.gpu_nodes())
+
     def gpu_nodes(self) -> dict[str, str]:
         """GPU uuid -> the node that registered it (how a gang's GPUs split per node)."""
         if self._gpu_nodes is None:

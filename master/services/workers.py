@@ -31,6 +31,7 @@ from master.store.nodes import SetNodeStateOp, UpsertNodeOp
 log = logging.getLogger(__name__)
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ADDR = re.compile(r"^[A-Za-z0-9._:%-]{0,255}$")  # a host name, IPv4 or IPv6 address ("" = unknown)
 MAX_GPUS_PER_NODE = 256
 MAX_FINISHED = 10_000
 _FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
@@ -57,6 +58,7 @@ class Registration:
     finished: tuple[FinalUpdate, ...] = ()
     identity: str = "anonymous"  # "cert:<CN>" under mutual TLS, "join-token", or "anonymous"
     resume_epoch: int = 0
+    advertise_addr: str = ""  # where other nodes reach it (its own flag, else the peer address)
 
 
 class WorkerPlane:
@@ -90,6 +92,10 @@ class WorkerPlane:
                 raise InvalidArgument("register.gpus", f"bad description of GPU {g.uuid}")
         if len(reg.version) > 128:
             raise InvalidArgument("register.version", "at most 128 characters")
+        if not ADDR.match(reg.advertise_addr):
+            raise InvalidArgument(
+                "register.advertise_addr", f"not a host name or address: {reg.advertise_addr[:80]!r}"
+            )
         for uuid in uuids:
             other = self.core.registry.owner_of_gpu(uuid)
             if other is not None and other != reg.name:
@@ -108,6 +114,7 @@ class WorkerPlane:
                 reg.name, reg.gpus, NodeState.READY, now, reg.version, session, registered_at=now
             )
             entry.identity, entry.epoch = reg.identity, secrets.randbits(63) | 1
+            entry.advertise_addr = reg.advertise_addr
             core.registry.put(entry)
             session.send(self._registered(epoch=entry.epoch))
             log.info(
