@@ -68,7 +68,7 @@ def requeue(reason: str, now: float, *, node: str | None = None, attempt: int | 
             return None  # (a gang's part on ``node`` that already ended does not stop the others)
         if attempt is not None and job.attempt != attempt:
             return None
-        text = reason.format(attempt=job.attempt, node=job.node)
+        text = reason.format(attempt=job.attempt, node=node or job.node)
         if row.cancel_requested:
             return _finish(row, JobState.CANCELLED, now, f"cancelled ({text})")
         return _set(row, now, state=JobState.PENDING, reason=text)
