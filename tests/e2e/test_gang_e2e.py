@@ -31,13 +31,34 @@ KEYS = (
     "PET_NPROC_PER_NODE",
 )
 
-# Prints its env, notes its start in a shared file, then runs long on attempt 1, briefly after.
+# Prints its env and notes its start in a shared file; attempt 1 then runs long, attempt 2 meets
+# its other part at MASTER_ADDR:MASTER_PORT (rank 0 listens, rank 1 connects) and exits 0 only if
+# they exchanged their ranks: the env is enough for a rendezvous.
 PART = """
-import os, sys, time
-print(" ".join(f"{k}={os.environ.get(k, '')}" for k in sys.argv[2:]), flush=True)
+import os, socket, sys, time
+env = os.environ
+print(" ".join(f"{k}={env.get(k, '')}" for k in sys.argv[2:]), flush=True)
 with open(sys.argv[1], "a") as f:
-    f.write(f"{os.environ['HORUS_ATTEMPT']} {os.environ['NODE_RANK']} {os.getpid()}\\n")
-time.sleep(600 if os.environ["HORUS_ATTEMPT"] == "1" else 1)
+    f.write(f"{env['HORUS_ATTEMPT']} {env['NODE_RANK']} {os.getpid()}\\n")
+if env["HORUS_ATTEMPT"] == "1":
+    time.sleep(600)
+addr = (env["MASTER_ADDR"], int(env["MASTER_PORT"]))
+if env["NODE_RANK"] == "0":
+    with socket.create_server(addr) as srv:
+        conn, _ = srv.accept()
+        with conn:
+            conn.sendall(b"rank 0")
+            print("rank 0 met", conn.recv(64).decode(), flush=True)
+else:
+    for _ in range(100):
+        try:
+            conn = socket.create_connection(addr, timeout=5)
+            break
+        except OSError:
+            time.sleep(0.2)
+    with conn:
+        conn.sendall(b"rank " + env["NODE_RANK"].encode())
+        print("rank 1 met", conn.recv(64).decode(), flush=True)
 """
 
 
@@ -115,5 +136,7 @@ def test_a_gang_runs_across_two_workers_and_is_requeued_once_when_one_is_killed(
     assert done["attempt"] == 2 and len(done["nodes"]) == 2, done
     starts = sorted((a, r) for a, r, _ in _starts(marks))
     assert starts == [("1", "0"), ("1", "1"), ("2", "0"), ("2", "1")], starts
-    logs2 = _env_lines(cluster.hctl("logs", jid, "--attempt", "2").stdout)
-    assert {e["NODE_RANK"] for e in logs2.values()} == {"0", "1"}
+    text2 = cluster.hctl("logs", jid, "--attempt", "2").stdout
+    assert {e["NODE_RANK"] for e in _env_lines(text2).values()} == {"0", "1"}
+    assert f"[{done['nodes'][0]['name']}] rank 0 met rank 1" in text2, text2
+    assert f"[{done['nodes'][1]['name']}] rank 1 met rank 0" in text2, text2
