@@ -35,6 +35,7 @@ from worker.runtime.process import ProcessRuntime
 
 log = logging.getLogger("horus.worker")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_ADDR = re.compile(r"^[A-Za-z0-9._:%-]{1,255}$")  # a host name, IPv4 or IPv6 address (as the master checks)
 
 
 class StartupError(Exception):
@@ -113,6 +114,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--master HOST:PORT is required (or set $HORUS_MASTER)")
     if not _NAME.match(args.name):
         p.error(f"--name must be 1-63 letters, digits, '.', '_' or '-', got {args.name!r}")
+    if args.advertise_addr and not _ADDR.match(args.advertise_addr):
+        p.error(f"--advertise-addr must be a host name or address, got {args.advertise_addr!r}")
     if args.sim_interference and not args.fake_gpus:
         p.error("--sim-interference needs --fake-gpus (it changes how simulated GPUs behave)")
     if args.grace_s < 0:

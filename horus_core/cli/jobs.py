@@ -66,7 +66,7 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
             j.state.value,
             fmt.truncate(j.spec.job_type, TYPE_WIDTH),
             j.spec.gpus,
-            j.node,
+            "+".join(j.nodes) or j.node,  # a gang: every node, rank 0 first
             predicted_speed(j),
             fmt.age(j.submitted_at),
             fmt.truncate(j.reason, REASON_WIDTH),

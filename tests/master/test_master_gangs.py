@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
 import pytest
 from master_fakes import FakeWorker
 
@@ -145,3 +146,29 @@ async def test_a_cancelled_gang_stops_every_part(
     await b.update(job_id, 1, pb.JOB_STATE_CANCELLED)
     await b.barrier()
     assert (await _job(stub, job_id)).state == pb.JOB_STATE_CANCELLED
+
+
+async def test_rank_0s_advertised_address_is_the_gangs_master_addr(
+    master: Master, stub: cgrpc.HorusServiceAsyncStub
+) -> None:
+    a, b = FakeWorker(master.port, "node-a"), FakeWorker(master.port, "node-b")
+    a.advertise_addr = "10.9.8.7"
+    await a.connect()
+    await b.connect()
+    try:
+        _, pa, pb_ = await _gang(stub, a, b)
+        assert pa.master_addr == pb_.master_addr == "10.9.8.7"
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_bad_advertised_address_is_refused(master: Master) -> None:
+    w = FakeWorker(master.port, "node-x")
+    w.advertise_addr = "not an address; rm -rf /"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await w.connect()
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "advertise_addr" in str(
+        err.value.details()
+    )
+    await w.close()

@@ -10,6 +10,7 @@ import pytest
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import JobSpec
 from worker import messages
+from worker.main import parse_args
 from worker.runtime.base import AttemptKey, LaunchRequest
 from worker.runtime.docker_config import ContainerPolicy, create_body
 from worker.state import Start, WorkerState
@@ -76,3 +77,12 @@ def test_a_gang_part_container_joins_the_gang_network_others_the_default() -> No
 def test_a_gang_network_may_not_be_another_container() -> None:
     with pytest.raises(ValueError, match="container"):
         ContainerPolicy("w1", gang_network="container:x")
+
+
+def test_the_advertised_address_is_checked_at_start(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--master", "127.0.0.1:1", "--name", "w1", "--fake-gpus", "2"]
+    assert parse_args([*base, "--advertise-addr", "10.0.0.7"]).advertise_addr == "10.0.0.7"
+    assert parse_args(base).advertise_addr == ""  # the master uses the address it sees
+    with pytest.raises(SystemExit):
+        parse_args([*base, "--advertise-addr", "no spaces please"])
+    assert "--advertise-addr must be a host name or address" in capsys.readouterr().err
