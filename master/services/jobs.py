@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from horus_core.errors import FailedPrecondition, InvalidArgument, NotFound
+from horus_core.gang import is_gang
 from horus_core.model import Job, JobSpec, JobState
 from horus_core.validation import check_request_id, spec_size, strip_reserved_env, validate_spec
 from master.services import transitions as tr
@@ -66,7 +67,8 @@ def decode_page_token(token: str) -> int:
 def approx_size(job: Job) -> int:
     """An upper estimate of the job's serialized size in bytes."""
     gpus = sum(len(g) + 8 for g in job.gpus)
-    return 512 + spec_size(job.spec) + gpus + len(job.id) + len(job.node) + 4 * len(job.reason)
+    nodes = sum(len(n) + 8 for n in job.nodes)  # a gang's nodes
+    return 512 + spec_size(job.spec) + gpus + nodes + len(job.id) + len(job.node) + 4 * len(job.reason)
 
 
 class JobService:
@@ -143,7 +145,7 @@ class JobService:
                 raise FailedPrecondition(f"job {job_id} is already {now_row.job.state.value}")
             return now_row.job  # a cancel is already under way
         after = changes[-1].after
-        if after.cancel_requested:
+        if after.cancel_requested and not is_gang(after.job):  # (a gang's parts: Core.apply stops them)
             core.send_kill(after.job.node, after.job.id, after.job.attempt, why)
         core.poke()
         return after.job

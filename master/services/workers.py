@@ -72,9 +72,9 @@ class WorkerPlane:
         for row in await self.core.store.read.nodes():
             self.core.registry.put(NodeEntry(row.name, row.gpus, row.state, now, row.version))
         for job in await self.core.store.read.active_jobs():
-            name = job.job.node
-            if self.core.registry.get(name) is None:
-                self.core.registry.put(NodeEntry(name, (), NodeState.LOST, now))
+            for name in gang.job_nodes(job.job):  # (every node of a gang)
+                if self.core.registry.get(name) is None:
+                    self.core.registry.put(NodeEntry(name, (), NodeState.LOST, now))
 
     def _check(self, reg: Registration) -> None:
         want = self.core.config.join_token

@@ -4,12 +4,13 @@ re-queuing the job once, the next attempt held until the old parts stopped, a lo
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import pytest
-from master_fakes import FakeWorker
+from master_fakes import FakeWorker, client_for, running_master
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
@@ -172,3 +173,31 @@ async def test_a_bad_advertised_address_is_refused(master: Master) -> None:
         err.value.details()
     )
     await w.close()
+
+
+async def test_a_restarted_master_keeps_each_parts_state(tmp_path: pathlib.Path) -> None:
+    async with running_master(tmp_path) as m, client_for(m) as stub:
+        a, b = FakeWorker(m.port, "node-a"), FakeWorker(m.port, "node-b")
+        await a.connect()
+        await b.connect()
+        job_id, _, _ = await _running(stub, a, b)
+        await a.update(job_id, 1, pb.JOB_STATE_SUCCEEDED, exit_code=0)  # rank 0 done before the restart
+        await a.barrier()
+        await a.crash()
+        await b.crash()
+    async with running_master(tmp_path, FakeClock()) as m, client_for(m) as stub:
+        a, b = FakeWorker(m.port, "node-a"), FakeWorker(m.port, "node-b")
+        await a.connect()  # runs nothing any more: its part ended, which must not re-queue the gang
+        await b.connect(running=((job_id, 1),))
+        await b.update(job_id, 1, pb.JOB_STATE_SUCCEEDED, exit_code=0)
+        await b.barrier()
+        await a.barrier()
+        assert not [msg for msg in a.skipped + b.skipped if msg.WhichOneof("msg") in ("kill", "assign")]
+        done = await _job(stub, job_id)
+        assert (done.state, done.attempt, list(done.nodes)) == (
+            pb.JOB_STATE_SUCCEEDED,
+            1,
+            ["node-a", "node-b"],
+        )
+        await a.close()
+        await b.close()
