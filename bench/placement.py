@@ -20,6 +20,10 @@ the machine); ``shared_gpus`` counts GPUs already running two or more jobs.
 
     python bench/placement.py [--what all|kernel|decide] [--order util|random] [--repeat 5]
                               [--policies horus ...] [--decide-sizes 1000x1024 10000x8192]
+                              [--counts philly|msr]
+
+``--counts msr`` draws GPU counts from Gavel's uncapped MSR traces instead of Philly's 1-8, so
+about 3 % of the jobs are gangs larger than a node, placed over nodes by the spread module.
 
 One JSON line per measurement: {"bench": "placement", "impl": "kernel"|"reference"|"decide",
 "jobs", "gpus", "ms", ...}; the JIT compile (or cache load) on its own line; a ratio line per
@@ -56,7 +60,16 @@ DECIDE_SIZES = [(1_000, 1_024), (10_000, 8_192)]
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=3, min_speed=MIN_SPEED, min_gain=MIN_GAIN)
 
 
-def gpu_counts(data: Path) -> np.ndarray:
+def gpu_counts(data: Path, source: str = "philly") -> np.ndarray:
+    """GPU counts to draw jobs from: Philly's ``num_gpus`` (1/2/4/8, every job fits a node), or
+    ``msr``: the uncapped counts of Gavel's Philly-derived MSR traces (``msr_seed0_<vc>.trace``,
+    up to 32 GPUs; about 3 % of the jobs larger than an 8-GPU node: gangs over nodes)."""
+    if source == "msr":
+        traces = sorted((data / "traces").glob("msr_seed0_??????.trace"))
+        if not traces:
+            raise SystemExit(f"--counts msr: no msr_seed0_*.trace under {data / 'traces'}")
+        rows = [line.split("\t") for t in traces for line in t.read_text().splitlines() if line.strip()]
+        return np.array([int(r[6]) for r in rows], np.int32)
     path = data / "philly_job_distribution.csv"
     if path.exists():
         text = path.read_text()
@@ -66,10 +79,12 @@ def gpu_counts(data: Path) -> np.ndarray:
 
 
 def v100_nodes(gpus: int) -> tuple[Node, ...]:
+    """8 V100s per node, 4 nodes per rack."""
     return tuple(
-        Node(f"n{i}", tuple(Gpu(f"n{i}g{k}", f"n{i}", k, "V100-SXM2-16GB", 16160, "v100") for k in range(8)))
+        Node(f"n{i}", tuple(Gpu(f"n{i}g{k}", f"n{i}", k, "V100-SXM2-16GB", 16160, "v100") for k in range(8)),
+             rack=f"r{i // 4}")
         for i in range(gpus // 8)
-    )
+    )  # fmt: skip
 
 
 def new_jobs(n: int, counts: np.ndarray, types: list[str], rng: Rng, prefix: str, t0: float) -> list[Job]:
@@ -246,8 +261,11 @@ def main() -> None:
     ap.add_argument("--decide-sizes", type=size, nargs="+", default=DECIDE_SIZES, metavar="JOBSxGPUS")
     ap.add_argument("--policies", nargs="+", default=["horus"], metavar="NAME")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--counts", choices=("philly", "msr"), default="philly",
+                    help="GPU counts: philly (1-8) or msr (uncapped: gangs over nodes)")  # fmt: skip
     args = ap.parse_args()
-    counts = gpu_counts(args.data)
+    counts = gpu_counts(args.data, args.counts)
+    emit(what="gpu_counts", source=args.counts, jobs_over_8=round(float((counts > 8).mean()), 4))
     if args.what in ("all", "kernel"):
         bench_kernel(args, counts)
     if args.what in ("all", "decide"):

@@ -35,7 +35,7 @@ from horus_core.sim.cluster import build_cluster
 from horus_core.sim.traces import load_trace
 
 GAVEL = ["gavel-las", "gavel-las-perf", "gavel-las-packed", "gavel-ftf-perf", "gavel-makespan-perf"]
-OTHERS = ["fifo", "binpack", "gandiva", "lucid", "horus", "horus+"]
+OTHERS = ["fifo", "binpack", "gandiva", "lucid", "horus", "horus+", "iasp"]
 SIZES = [32, 256, 1024, 4096]
 UNGROUPED_MAX = 1024
 

@@ -187,6 +187,7 @@ def node_to_pb(node: Node) -> pb.Node:
         state=_NODE_STATE_TO_PB[node.state],
         gpus=[gpu_to_pb(g) for g in node.gpus],
         last_seen=node.last_seen,
+        rack=node.rack,
     )
 
 
@@ -196,6 +197,7 @@ def node_from_pb(msg: pb.Node) -> Node:
         state=node_state_from_pb(msg.state),
         gpus=tuple(gpu_from_pb(g, msg.name) for g in msg.gpus),
         last_seen=msg.last_seen,
+        rack=msg.rack,
     )
 
 

@@ -58,6 +58,7 @@ class AgentConfig:
     poll_s: float = 0.2  # tails and lease ticks
     watchdog: bool = True  # a lease watchdog process (worker/lease.py) backs the daemon's own checks
     advertise_addr: str = ""  # where other nodes reach this one ("": the master uses what it sees)
+    rack: str = ""  # --rack: the rack (switch) this node sits in, reported at registration
 
 
 class Agent:
@@ -174,7 +175,8 @@ class Agent:
             self.config.join_token,
             self.state.finals(),
             self.state.epoch,
-            self.config.advertise_addr,
+            advertise_addr=self.config.advertise_addr,
+            rack=self.config.rack,
         )
 
     def on_registered(self, msg: worker_pb2.Registered) -> None:

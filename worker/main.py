@@ -54,6 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--name", default=socket.gethostname().split(".")[0], help="node name (default: the host name)"
     )
     p.add_argument(
+        "--rack", default="", help="the rack (switch) of this node: gangs spread over nodes prefer one rack"
+    )
+    p.add_argument(
         "--fake-gpus",
         metavar="N|NxMODEL[,...]",
         help="simulated GPUs instead of NVML: 4 (V100s), 4xV100, 2xK80,2xH100",
@@ -116,6 +119,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--name must be 1-63 letters, digits, '.', '_' or '-', got {args.name!r}")
     if args.advertise_addr and not _ADDR.match(args.advertise_addr):
         p.error(f"--advertise-addr must be a host name or address, got {args.advertise_addr!r}")
+    if args.rack and not _NAME.match(args.rack):
+        p.error(f"--rack must be 1-63 letters, digits, '.', '_' or '-', got {args.rack!r}")
     if args.sim_interference and not args.fake_gpus:
         p.error("--sim-interference needs --fake-gpus (it changes how simulated GPUs behave)")
     if args.grace_s < 0:
@@ -265,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             args.grace_s,
             credentials(args),
             advertise_addr=args.advertise_addr,
+            rack=args.rack,
         )
         asyncio.run(serve(args, config))
     except StartupError as exc:

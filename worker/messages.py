@@ -35,6 +35,7 @@ def register(
     finished: Iterable[Update] = (),
     resume_epoch: int = 0,
     advertise_addr: str = "",
+    rack: str = "",
 ) -> worker_pb2.WorkerMessage:
     pb_gpus = [
         gpu_to_pb(Gpu(g.uuid, name, g.index, g.model, g.memory_mib, gpu_type_of(g.model))) for g in gpus
@@ -48,6 +49,7 @@ def register(
         finished=[update(u).update for u in finished],
         resume_epoch=resume_epoch,
         advertise_addr=advertise_addr,
+        rack=rack,
     )
     return worker_pb2.WorkerMessage(register=msg)
 

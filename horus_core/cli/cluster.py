@@ -29,8 +29,9 @@ async def list_nodes(client: HorusClient, args: argparse.Namespace, out: Output)
     for n in nodes:
         models = ", ".join(sorted({g.model for g in n.gpus})) or "-"
         healthy = sum(1 for g in n.gpus if g.healthy)
-        rows.append((n.name, n.state.value, f"{healthy}/{len(n.gpus)}", models, fmt.age(n.last_seen)))
-    out.table(("NAME", "STATE", "GPUS (HEALTHY/ALL)", "MODEL", "LAST SEEN"), rows)
+        rack = n.rack or "-"
+        rows.append((n.name, n.state.value, rack, f"{healthy}/{len(n.gpus)}", models, fmt.age(n.last_seen)))
+    out.table(("NAME", "STATE", "RACK", "GPUS (HEALTHY/ALL)", "MODEL", "LAST SEEN"), rows)
     return 0
 
 

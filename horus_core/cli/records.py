@@ -81,6 +81,7 @@ def node_record(node: Node) -> Record:
         "name": node.name,
         "state": node.state.value,
         "last_seen": node.last_seen,
+        "rack": node.rack,
         "gpus": [gpu_record(g) for g in sorted(node.gpus, key=lambda g: g.index)],
     }
 

@@ -414,9 +414,12 @@ class Node(_message.Message):
     STATE_FIELD_NUMBER: _builtins.int
     GPUS_FIELD_NUMBER: _builtins.int
     LAST_SEEN_FIELD_NUMBER: _builtins.int
+    RACK_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     state: Global___NodeState.ValueType
     last_seen: _builtins.float
+    rack: _builtins.str
+    """"" = not given (horus-worker --rack)"""
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___Gpu]: ...
     def __init__(
@@ -426,10 +429,11 @@ class Node(_message.Message):
         state: Global___NodeState.ValueType = ...,
         gpus: _abc.Iterable[Global___Gpu] | None = ...,
         last_seen: _builtins.float = ...,
+        rack: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "last_seen", b"last_seen", "name", b"name", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "last_seen", b"last_seen", "name", b"name", "rack", b"rack", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -53,6 +53,7 @@ class Register(_message.Message):
     FINISHED_FIELD_NUMBER: _builtins.int
     RESUME_EPOCH_FIELD_NUMBER: _builtins.int
     ADVERTISE_ADDR_FIELD_NUMBER: _builtins.int
+    RACK_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     token: _builtins.str
     """join token, when the master requires one"""
@@ -65,6 +66,10 @@ class Register(_message.Message):
     advertise_addr: _builtins.str
     """The address other nodes reach this one at (a gang's MASTER_ADDR when it is rank 0); empty:
     the master uses the peer address it sees on this stream.
+    """
+    rack: _builtins.str
+    """The rack (switch) the node sits in, from horus-worker --rack; "" = not given. Gangs spread
+    over nodes prefer one rack (issue 11).
     """
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Gpu]: ...
@@ -89,10 +94,11 @@ class Register(_message.Message):
         finished: _abc.Iterable[Global___AttemptUpdate] | None = ...,
         resume_epoch: _builtins.int = ...,
         advertise_addr: _builtins.str = ...,
+        rack: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise_addr", b"advertise_addr", "finished", b"finished", "gpus", b"gpus", "name", b"name", "resume_epoch", b"resume_epoch", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise_addr", b"advertise_addr", "finished", b"finished", "gpus", b"gpus", "name", b"name", "rack", b"rack", "resume_epoch", b"resume_epoch", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from horus_core.errors import InvalidArgument
-from horus_core.policies import binpack, gandiva, gavel, horus, horus_plus, lucid, optimus
+from horus_core.policies import binpack, gandiva, gavel, horus, horus_plus, iasp, lucid, optimus
 from horus_core.policies.base import Policy
 from horus_core.policies.fifo import FifoPolicy
 
@@ -25,6 +25,7 @@ _FACTORIES: dict[str, Factory] = {
     "horus-util": horus.make_util,
     "horus+": horus_plus.make,
     "lucid": lucid.make,
+    "iasp": iasp.make,
     **{name: gavel.factory(name) for name in gavel.VARIANTS},
     "optimus": optimus.make,
 }

@@ -40,6 +40,7 @@ class Packer:
         self.nodes = NodeCache()
         self._texts: dict[tuple[object, ...], str] = {}
         self._waits: dict[str, Wait] = {}
+        self._wide_waits: dict[str, Wait] = {}  # gangs over nodes that wait (see _wide)
 
     def pack(
         self,
@@ -59,7 +60,7 @@ class Packer:
         live = self.jobs.scan(snapshot.jobs, model)
         layout = self.nodes.layout(snapshot.nodes)
         if has_wide(live, layout):  # gangs across nodes: placed apart, the rest packed around them
-            wide, rest = place_wide(snapshot, layout.largest_node)
+            wide, rest = place_wide(snapshot, layout.largest_node, self._wide_waits)
             packed = self._pack(rest, model, params, refuse_text, order, split_by_gpus=split_by_gpus,
                                 pair_filter=pair_filter)  # fmt: skip
             return [*wide, *packed]

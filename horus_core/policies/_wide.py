@@ -23,6 +23,8 @@ from horus_core.policies.base import arrival_order, busy_gpu_uuids
 def has_wide(live: Live, layout: ClusterLayout) -> bool:
     """Whether any live job (pending or active) is wide: the cheap test run every pass."""
     table, largest = live.table, layout.largest_node
+    if largest == 0:
+        return False  # no ready GPU: every job waits with the kernel's reason
     p, a = live.p_slot, live.a_slot
     return bool(
         (table.gpus[p] > largest).any()
@@ -32,8 +34,23 @@ def has_wide(live: Live, layout: ClusterLayout) -> bool:
     )
 
 
-def place_wide(snapshot: ClusterSnapshot, largest: int) -> tuple[list[Action], ClusterSnapshot]:
-    """The wide jobs' actions, and the snapshot the kernel should pack the rest on."""
+def split(snapshot: ClusterSnapshot) -> tuple[list[Action], ClusterSnapshot]:
+    """:func:`place_wide` where the snapshot has a wide job, else no actions and the snapshot
+    itself (for the policies that do not keep a :class:`Live` table)."""
+    largest = spread.largest_node(snapshot)
+    if not any(_wide(j, largest) for j in snapshot.jobs):
+        return [], snapshot
+    return place_wide(snapshot, largest)
+
+
+def place_wide(
+    snapshot: ClusterSnapshot, largest: int, waits: dict[str, Wait] | None = None
+) -> tuple[list[Action], ClusterSnapshot]:
+    """The wide jobs' actions, and the snapshot the kernel should pack the rest on. ``waits``:
+    last pass's Waits of wide jobs, reused while the reason is the same (replaced in place)."""
+    old = dict(waits or {})
+    if waits is not None:
+        waits.clear()
     wide = [j for j in snapshot.jobs if _wide(j, largest)]
     pending = arrival_order([j for j in wide if j.state is JobState.PENDING])
     free = {n.name: n for n in spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs))}
@@ -42,7 +59,11 @@ def place_wide(snapshot: ClusterSnapshot, largest: int) -> tuple[list[Action], C
     for job in pending:
         plan = spread.place(spread.shape_of(job.spec, largest), list(free.values()))
         if isinstance(plan, str):
-            actions.append(Wait(job.id, plan))
+            w = old.get(job.id)
+            w = w if w is not None and w.reason == plan else Wait(job.id, plan)
+            if waits is not None:
+                waits[job.id] = w
+            actions.append(w)
             continue
         for name, uuids in plan.parts:
             node = free[name]
@@ -55,8 +76,7 @@ def place_wide(snapshot: ClusterSnapshot, largest: int) -> tuple[list[Action], C
 
 
 def _wide(job: Job, largest: int) -> bool:
-    spec = job.spec
-    return spec.gpus > largest or spec.nodes > 1 or 0 < spec.gpus_per_node < spec.gpus
+    return spread.spec_spans(job.spec, largest)
 
 
 def _hide(nodes: Sequence[Node], hidden: set[str]) -> tuple[Node, ...]:

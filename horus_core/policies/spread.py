@@ -186,7 +186,7 @@ def describe(shape: Shape, free: Iterable[FreeNode]) -> str:
 def shape_of(spec: JobSpec, largest: int) -> Shape:
     """The shape to place: the spec's own where it spans nodes (see :func:`spans`), else one
     node (a job that fits on one node waits for one rather than pay for crossing nodes)."""
-    if _spans(spec, largest):
+    if spec_spans(spec, largest):
         return Shape(spec.gpus, spec.gpus_per_node, spec.nodes)
     return Shape(spec.gpus, nodes=1)
 
@@ -206,13 +206,14 @@ def free_nodes(snapshot: ClusterSnapshot, taken: Container[str]) -> list[FreeNod
 def spans(snapshot: ClusterSnapshot, job: Job) -> bool:
     """Whether a pending job must be spread over nodes: its shape asks for more than one node,
     or it is larger than every READY node."""
-    return _spans(job.spec, largest_node(snapshot))
+    return spec_spans(job.spec, largest_node(snapshot))
 
 
-def _spans(spec: JobSpec, largest: int) -> bool:
-    if spec.nodes > 1 or (spec.gpus_per_node > 0 and spec.gpus > spec.gpus_per_node):
-        return True
-    return spec.gpus > largest
+def spec_spans(spec: JobSpec, largest: int) -> bool:
+    """:func:`spans` from the spec and the size of the largest node (0: no ready GPU: never)."""
+    if largest == 0:
+        return False
+    return spec.nodes > 1 or 0 < spec.gpus_per_node < spec.gpus or spec.gpus > largest
 
 
 def largest_node(snapshot: ClusterSnapshot) -> int:

@@ -27,6 +27,7 @@ from horus_core.sim.metrics import Metrics, summarize
 from horus_core.sim.progress import ProgressBar
 from horus_core.sim.rates import SimulationError
 from horus_core.sim.report import format_table, to_json
+from horus_core.sim.scaling import NODE_FACTOR, RACK_FACTOR
 from horus_core.sim.synthetic import is_synthetic
 from horus_core.sim.traces import TraceJob, load_trace
 
@@ -63,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         help="speed floor of every job in [0, 1], as the master's --min-speed default (0: none)",
     )
+    p.add_argument("--jobs", type=int, default=0, metavar="N", help="only the trace's first N jobs (0: all)")
+    p.add_argument(
+        "--cross-node-factor", type=float, default=NODE_FACTOR, help="rate kept per extra node a gang spans"
+    )
+    p.add_argument(
+        "--cross-rack-factor", type=float, default=RACK_FACTOR, help="rate kept per extra rack a gang spans"
+    )
     p.add_argument("--strict", action="store_true", help="fail on an action the master would drop")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a TTY")
     p.add_argument("--no-plots", action="store_true")
@@ -92,6 +100,9 @@ def _run(args: argparse.Namespace) -> int:
     jobs = None if is_synthetic(args.trace) else load_trace(args.trace)
     model = default_model()
     jobs = jobs if jobs is not None else load_workload(args.trace, model, args.seed)
+    if args.jobs < 0:
+        raise InvalidArgument("jobs", f"must not be negative, got {args.jobs}")
+    jobs = jobs[: args.jobs] if args.jobs else jobs
     results: dict[str, SimResult] = {}
     for name in names:
         results[name] = _one(name, jobs, nodes, model, config, args.progress)
@@ -115,6 +126,8 @@ def _config(args: argparse.Namespace) -> SimConfig:
             elastic_seed=args.elastic_seed,
             elastic_known_steps=not args.elastic_unknown_steps,
             min_speed=args.min_speed,
+            cross_node_factor=args.cross_node_factor,
+            cross_rack_factor=args.cross_rack_factor,
         )
     except ValueError as exc:
         raise InvalidArgument("options", str(exc)) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass, field
 
+from horus_core.sim.scaling import NODE_FACTOR, RACK_FACTOR, check_factor
 from horus_core.sim.state import JobRecord
 
 # Work a job loses each time it is preempted (or migrated), in seconds at its solo speed on the
@@ -50,8 +51,14 @@ class SimConfig:
     elastic_known_steps: bool = True
     # Speed floor (issue 10) of every trace job, as the master's --min-speed default: 0 = none.
     min_speed: float = 0.0
+    # Gangs over nodes (issue 11, sim/scaling.py): the share of its one-node rate a gang keeps
+    # per extra node and per extra rack it spans.
+    cross_node_factor: float = NODE_FACTOR
+    cross_rack_factor: float = RACK_FACTOR
 
     def __post_init__(self) -> None:
+        check_factor("cross_node_factor", self.cross_node_factor)
+        check_factor("cross_rack_factor", self.cross_rack_factor)
         if self.round_s is not None and self.round_s <= 0:
             raise ValueError("round_s must be positive (or None for no periodic rounds)")
         if self.min_gap_s < 0 or self.restart_cost_s < 0 or self.poke_s <= 0:

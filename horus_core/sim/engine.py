@@ -29,6 +29,7 @@ from horus_core.sim.elastic import LossReporter, make_elastic
 from horus_core.sim.lookup import SimLookup
 from horus_core.sim.prepare import prepare_jobs
 from horus_core.sim.rates import RateCache, RateModel, SimulationError
+from horus_core.sim.scaling import crossing
 from horus_core.sim.state import ACTIVE, DONE, PENDING, SimJob, record_of
 from horus_core.sim.traces import TraceJob
 from horus_core.sim.world import World
@@ -76,10 +77,15 @@ class Simulator:
         self.counters = dict.fromkeys(
             ("rounds", "events", "preemptions", "migrations", "evictions", "waits", "dropped"), 0
         )
-        self.counters.update(capped_node=prepared.capped_node, capped_measured=prepared.capped_measured)
+        self.counters.update(
+            capped_cluster=prepared.capped_cluster,
+            capped_measured=prepared.capped_measured,
+            extrapolated=prepared.extrapolated,
+        )
         self.observer = policy if isinstance(policy, ProgressObserver) else None
         self.losses = LossReporter(self.config.elastic_seed)
         self.counters["resizes"] = 0
+        self.counters["spread_starts"] = 0
         if self.config.elastic > 0:
             self.counters["elastic"] = self._make_elastic(nodes)
 
@@ -238,6 +244,10 @@ class Simulator:
             self.counters["resizes"] += bool(job.resume_from) and len(job.resume_from) != len(gpus)
             job.solo = job.solo_at[len(gpus)]
         job.status, job.gpus, job.node, job.resume_from = ACTIVE, gpus, action.node, ()
+        nodes, racks = self.world.span(gpus) if len(gpus) > 1 else (1, 1)
+        job.cross = crossing(nodes, racks, self.config.cross_node_factor, self.config.cross_rack_factor)
+        job.nodes = max(job.nodes, nodes)
+        self.counters["spread_starts"] += nodes > 1
         job.attempt += 1
         job.last = job.started_at = t
         if job.first_start is None:

@@ -10,6 +10,8 @@
   when sharing pays, below 1 when co-runners slow each other more than sharing gains.
 - ``slow_share``: share of started jobs whose time-weighted mean speed was below 0.8 of solo.
 - ``slow_any_share``: share of started jobs that ran below 0.8 of solo for any time at all.
+- ``spread_share``: share of started gangs (jobs of 2+ GPUs) that ran on more than one node
+  at some attempt (issue 11; their rate pays the crossing cost of :mod:`horus_core.sim.scaling`).
 - ``dropped``: actions the live master would have refused (and the simulator dropped too).
 - ``decide_ms_mean`` / ``_p95`` / ``_max``: wall time of one ``policy.decide()`` call.
 """
@@ -43,6 +45,7 @@ METRIC_KEYS = (
     "evictions",
     "dropped",
     "resizes",
+    "spread_share",
     "decide_ms_mean",
     "decide_ms_p95",
     "decide_ms_max",
@@ -55,6 +58,7 @@ def summarize(result: SimResult, slow_threshold: float = SLOW_THRESHOLD) -> Metr
     jcts = np.array([r.jct for r in records if r.jct is not None], dtype=float)
     started = [r for r in records if r.first_start is not None]
     queues = np.array([r.queueing for r in started], dtype=float)
+    gangs = [r for r in started if r.gpus > 1]
     finishes = [r.finish for r in records if r.finish is not None]
     end = max(finishes) if len(finishes) == len(records) and finishes else result.end
     span = max(end - result.start, 0.0)
@@ -79,6 +83,7 @@ def summarize(result: SimResult, slow_threshold: float = SLOW_THRESHOLD) -> Metr
         "evictions": result.counters.get("evictions", 0),
         "dropped": result.counters.get("dropped", 0),
         "resizes": result.counters.get("resizes", 0),
+        "spread_share": _share(sum(1 for r in gangs if r.nodes > 1), len(gangs)),
         "decide_ms_mean": _mean(decide_ms),
         "decide_ms_p95": _pct(decide_ms, 95),
         "decide_ms_max": float(decide_ms.max()) if decide_ms.size else 0.0,

@@ -1,33 +1,40 @@
 """Turn trace jobs into simulator jobs for one cluster: ids, specs, GPU caps, solo throughputs.
 
-The live system runs a job on one node, so a job asking for more GPUs than the largest node
-has is capped to the node size (counted as ``capped_node``). A job whose GPU count the
-throughput table never measured for its type (Gavel measured 1/2/4/8 GPUs, and Recommendation,
-A3C and CycleGAN at 1 GPU only) is lowered to the largest measured count below it, as Gavel's
-``*_cap`` traces do (counted as ``capped_measured``). A job type the table does not know at all
+A job larger than a node is spread over nodes by the policies (issue 11); one asking for more
+GPUs than the largest GPU type of the cluster has in all could never run and is capped to that
+(counted as ``capped_cluster``). A job whose GPU count the throughput table never measured for
+its type (Gavel measured 1/2/4/8 GPUs, and Recommendation, A3C and CycleGAN at 1 GPU only) is
+lowered to the largest measured count below it, as Gavel's ``*_cap`` traces do (counted as
+``capped_measured``), except above the largest measured count of a type measured at two or
+more counts: that rate is extrapolated (:mod:`horus_core.sim.scaling`; counted as
+``extrapolated``). A job type the table does not know at all
 needs ``duration_s`` in the trace: its solo throughput is then ``total_steps / duration_s`` on
 every GPU type.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from horus_core.errors import InvalidArgument
 from horus_core.model import JobSpec, Node
 from horus_core.sim.rates import RateCache
+from horus_core.sim.scaling import extrapolate
 from horus_core.sim.state import SimJob
 from horus_core.sim.traces import TraceJob
 
 SIM_COMMAND = ("horus-sim-job",)
+_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 
 
 @dataclass(slots=True)
 class Prepared:
     jobs: list[SimJob]
-    capped_node: int = 0
+    capped_cluster: int = 0
     capped_measured: int = 0
+    extrapolated: int = 0
     warnings: list[str] = field(default_factory=list)
 
 
@@ -40,18 +47,23 @@ def prepare_jobs(
     if max_node == 0:
         raise InvalidArgument("cluster", "the cluster has no GPU")
     gpu_types = sorted({g.gpu_type for n in nodes for g in n.gpus})
+    per_type = Counter(g.gpu_type for n in nodes for g in n.gpus)
+    biggest = max(per_type.values())
     width = max(6, len(str(len(trace))))
     out = Prepared(jobs=[])
     ordered = sorted(range(len(trace)), key=lambda i: trace[i].arrival_s)
     for idx, pos in enumerate(ordered):
         tj = trace[pos]
-        gpus = min(tj.gpus, max_node)
-        out.capped_node += gpus < tj.gpus
+        gpus = min(tj.gpus, biggest)
+        out.capped_cluster += gpus < tj.gpus
         measured = _largest_measured(rates, tj.job_type, gpus, gpu_types)
-        if measured is not None and measured < gpus:
+        wide = _extrapolated(rates, tj.job_type, gpus, gpu_types) if measured is not None else None
+        if wide is not None:
+            out.extrapolated += 1
+        elif measured is not None and measured < gpus:
             out.capped_measured += 1
             gpus = measured
-        solo = _solo_by_type(rates, tj, gpus, gpu_types, measured is not None)
+        solo = wide or _solo_by_type(rates, tj, gpus, gpu_types, measured is not None)
         spec = JobSpec(
             command=SIM_COMMAND,
             gpus=gpus,
@@ -64,9 +76,9 @@ def prepare_jobs(
         job_id = f"j{idx:0{width}d}"
         signature = rates.model.signature(spec)
         out.jobs.append(SimJob(idx, job_id, spec, signature, tj.arrival_s, float(tj.total_steps), solo))
-    if out.capped_node:
+    if out.capped_cluster:
         out.warnings.append(
-            f"{out.capped_node} job(s) asked for more than {max_node} GPUs: capped to the node size"
+            f"{out.capped_cluster} job(s) asked for more than {biggest} GPUs: capped to the cluster's size"
         )
     if out.capped_measured:
         out.warnings.append(
@@ -77,11 +89,24 @@ def prepare_jobs(
 
 def _largest_measured(rates: RateCache, job_type: str, gpus: int, gpu_types: Sequence[str]) -> int | None:
     """The largest count <= gpus measured on some GPU type (powers of two and ``gpus`` itself)."""
-    candidates = sorted({gpus, *(c for c in (1, 2, 4, 8, 16, 32, 64) if c <= gpus)}, reverse=True)
+    candidates = sorted({gpus, *(c for c in _COUNTS if c <= gpus)}, reverse=True)
     for count in candidates:
         if any(rates.solo(job_type, count, t) is not None for t in gpu_types):
             return count
     return None
+
+
+def _extrapolated(
+    rates: RateCache, job_type: str, gpus: int, gpu_types: Sequence[str]
+) -> dict[str, float] | None:
+    """Solo rates per GPU type for a count above every count measured for the type, from the
+    power law (None: ``gpus`` is not above them all, or no type has two measured counts)."""
+    measured = {t: {w: rates.solo(job_type, w, t) for w in _COUNTS} for t in gpu_types}
+    known = {t: {w: r for w, r in per.items() if r is not None} for t, per in measured.items()}
+    if any(w >= gpus for per in known.values() for w in per):
+        return None
+    out = {t: extrapolate(list(per), list(per.values()), gpus) or 0.0 for t, per in known.items()}
+    return out if any(out.values()) else None
 
 
 def _solo_by_type(

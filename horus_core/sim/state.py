@@ -45,6 +45,10 @@ class SimJob:
     # Elastic jobs (sim/elastic.py): solo steps/s by GPU count, and the loss curve they report.
     solo_at: dict[int, dict[str, float]] | None = field(default=None, repr=False)
     curve: LossCurve | None = field(default=None, repr=False)
+    # Gangs over nodes (issue 11): the share of its one-node rate the current attempt keeps
+    # (sim/scaling.py), and the most nodes any attempt spanned.
+    cross: float = 1.0
+    nodes: int = 1
 
     def settle(self, now: float, slow_threshold: float) -> None:
         """Account for the time since ``last`` at the current rate."""
@@ -111,6 +115,7 @@ class JobRecord:
     attempts: int
     preemptions: int
     evictions: int
+    nodes: int = 1  # the most nodes one attempt spanned
 
     @property
     def jct(self) -> float | None:
@@ -136,4 +141,5 @@ def record_of(job: SimJob) -> JobRecord:
         attempts=job.attempt,
         preemptions=job.preemptions,
         evictions=job.evictions,
+        nodes=job.nodes,
     )

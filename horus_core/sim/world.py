@@ -1,7 +1,8 @@
 """Who runs on which GPU, and how fast: the simulator's view of the cluster.
 
 A job's rate is its solo throughput on its GPU type times its normalised speed, the minimum
-over its GPUs of the speed the interference model gives it next to that GPU's co-runners.
+over its GPUs of the speed the interference model gives it next to that GPU's co-runners, times
+its crossing factor where its gang spans nodes (:mod:`horus_core.sim.scaling`).
 Changes mark GPUs dirty; :meth:`World.refresh` recomputes speeds only on dirty GPUs and rates
 only for the jobs on them.
 
@@ -30,6 +31,7 @@ class World:
         self.gpu_node = [g.node for g in gpus]
         self.usable = [g.healthy for g in gpus]
         self.ready = {n.name for n in self.nodes if n.state is NodeState.READY}
+        self.rack_of = {n.name: n.rack for n in self.nodes}
         self.residents: list[list[SimJob]] = [[] for _ in gpus]
         self.speeds: list[dict[int, float]] = [{} for _ in gpus]
         self.rates = rates
@@ -63,6 +65,11 @@ class World:
         """The index of ``uuid`` if it is a healthy GPU of ``node``, else None."""
         i = self.index.get(uuid)
         return i if i is not None and self.gpu_node[i] == node and self.usable[i] else None
+
+    def span(self, gpus: Sequence[int]) -> tuple[int, int]:
+        """(nodes, racks) the GPUs lie on."""
+        nodes = {self.gpu_node[g] for g in gpus}
+        return len(nodes), len({self.rack_of[n] for n in nodes})
 
     def place(self, job: SimJob) -> None:
         for g in job.gpus:
@@ -131,5 +138,5 @@ class World:
         speed = min(self.speeds[g][job.idx] for g in job.gpus)
         self.useful += (speed - job.speed) * len(job.gpus)
         job.speed = speed
-        job.rate = job.solo[self.gpu_type[job.gpus[0]]] * speed
+        job.rate = job.solo[self.gpu_type[job.gpus[0]]] * speed * job.cross
         job.version += 1

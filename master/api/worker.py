@@ -73,7 +73,8 @@ def registration_from_pb(msg: wpb.Register, identity: str = "anonymous", peer: s
         finished,
         identity,
         msg.resume_epoch,
-        msg.advertise_addr or peer,
+        advertise_addr=msg.advertise_addr or peer,
+        rack=msg.rack,
     )
 
 

@@ -46,6 +46,7 @@ class NodeEntry:
         default=None, repr=False, compare=False
     )
     _node_memo: Node | None = field(default=None, repr=False, compare=False)
+    rack: str = ""  # horus-worker --rack (issue 11)
 
     @property
     def connected(self) -> bool:
@@ -69,7 +70,7 @@ class NodeEntry:
             or node.state is not self.state
             or node.last_seen != self.last_heard
         ):
-            node = self._node_memo = Node(self.name, gpus, self.state, self.last_heard)
+            node = self._node_memo = Node(self.name, gpus, self.state, self.last_heard, self.rack)
         return node
 
     def _current_gpus(self) -> tuple[Gpu, ...]:

@@ -59,6 +59,7 @@ class Registration:
     identity: str = "anonymous"  # "cert:<CN>" under mutual TLS, "join-token", or "anonymous"
     resume_epoch: int = 0
     advertise_addr: str = ""  # where other nodes reach it (its own flag, else the peer address)
+    rack: str = ""  # horus-worker --rack (issue 11)
 
 
 class WorkerPlane:
@@ -70,7 +71,9 @@ class WorkerPlane:
         """After a (re)start: every known node gets ``node_timeout_s`` of grace to re-register."""
         now = self.core.clock.now()
         for row in await self.core.store.read.nodes():
-            self.core.registry.put(NodeEntry(row.name, row.gpus, row.state, now, row.version))
+            entry = NodeEntry(row.name, row.gpus, row.state, now, row.version)
+            entry.rack = row.rack
+            self.core.registry.put(entry)
         for job in await self.core.store.read.active_jobs():
             for name in gang.job_nodes(job.job):  # (every node of a gang)
                 if self.core.registry.get(name) is None:
@@ -96,6 +99,8 @@ class WorkerPlane:
             raise InvalidArgument(
                 "register.advertise_addr", f"not a host name or address: {reg.advertise_addr[:80]!r}"
             )
+        if reg.rack and not NODE_NAME.match(reg.rack):
+            raise InvalidArgument("register.rack", f"not a valid rack name: {reg.rack[:80]!r}")
         for uuid in uuids:
             other = self.core.registry.owner_of_gpu(uuid)
             if other is not None and other != reg.name:
@@ -108,13 +113,16 @@ class WorkerPlane:
             old = core.registry.get(reg.name)
             continues = self._continues(old, reg)
             now = core.clock.now()
-            await core.store.write(UpsertNodeOp(reg.name, reg.gpus, NodeState.READY, reg.version, now))
+            await core.store.write(
+                UpsertNodeOp(reg.name, reg.gpus, NodeState.READY, reg.version, now, reg.rack)
+            )
             session = Session(reg.name, core.config.session_queue)
             entry = NodeEntry(
                 reg.name, reg.gpus, NodeState.READY, now, reg.version, session, registered_at=now
             )
             entry.identity, entry.epoch = reg.identity, secrets.randbits(63) | 1
             entry.advertise_addr = reg.advertise_addr
+            entry.rack = reg.rack
             core.registry.put(entry)
             session.send(self._registered(epoch=entry.epoch))
             log.info(

@@ -18,15 +18,24 @@ class UpsertNodeOp(WriteOp[None]):
     state: NodeState
     version: str
     now: float
+    rack: str = ""
 
     def apply(self, conn: sqlite3.Connection) -> None:
         conn.execute(
-            "INSERT INTO nodes (name, gpus, state, version, registered_at, last_seen)"
-            " VALUES (?, ?, ?, ?, ?, ?)"
+            "INSERT INTO nodes (name, gpus, state, version, registered_at, last_seen, rack)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT(name) DO UPDATE SET gpus = excluded.gpus, state = excluded.state,"
             " version = excluded.version, registered_at = excluded.registered_at,"
-            " last_seen = excluded.last_seen",
-            (self.name, gpus_to_json(self.gpus), self.state.value, self.version, self.now, self.now),
+            " last_seen = excluded.last_seen, rack = excluded.rack",
+            (
+                self.name,
+                gpus_to_json(self.gpus),
+                self.state.value,
+                self.version,
+                self.now,
+                self.now,
+                self.rack,
+            ),
         )
 
 

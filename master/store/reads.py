@@ -39,6 +39,7 @@ class NodeRow:
     version: str
     registered_at: float
     last_seen: float
+    rack: str = ""
 
 
 _BIG = 256 * 1024  # bytes of JSON
@@ -158,7 +159,7 @@ class Reader:
 
     async def nodes(self) -> list[NodeRow]:
         rows = await self._all(
-            "SELECT name, gpus, state, version, registered_at, last_seen FROM nodes ORDER BY name"
+            "SELECT name, gpus, state, version, registered_at, last_seen, rack FROM nodes ORDER BY name"
         )
         return [
             NodeRow(
@@ -168,6 +169,7 @@ class Reader:
                 r["version"],
                 r["registered_at"],
                 r["last_seen"],
+                r["rack"],
             )
             for r in rows
         ]

@@ -103,8 +103,8 @@ def test_gangs_go_to_one_node_or_wait_with_the_largest_set(name: str) -> None:
     acts = by_id(make_policy(name).decide(snap, 10.0))
     assert isinstance(acts["big"], Wait) and "largest" in acts["big"].reason and "2" in acts["big"].reason
     assert isinstance(acts["huge"], Wait)
-    if name != "fifo":
-        assert acts["huge"].reason == "needs 16 GPUs on one node, the largest node has 4"
+    # Larger than every node: spread over nodes (issue 11), all or none, on free GPUs only.
+    assert acts["huge"].reason == "needs 16 free GPU(s), 4 free on 2 node(s) (largest set 2)"
     pair = acts["pair"]
     assert isinstance(pair, Assign) and len(pair.gpus) == 2
     assert all(g.startswith(pair.node) for g in pair.gpus)
@@ -139,13 +139,15 @@ def test_no_ready_gpu(name: str) -> None:
 
 
 def test_horus_util_serves_low_utilisation_first_and_looks_ahead_five() -> None:
-    jobs = [pending(f"big{i}", R50_16, gpus=8, at=float(i)) for i in range(8)]
+    # Gangs of the node's size that cannot start: one GPU is held by an exclusive job.
+    jobs = [running("x", R18_16, ("n0g0",), exclusive=True)]
+    jobs += [pending(f"big{i}", R50_16, gpus=4, at=float(i)) for i in range(8)]
     jobs += [pending("heavy", R50_16, at=98.0), pending("light", R18_16, at=99.0)]
     acts = by_id(make_policy("horus-util").decide(ClusterSnapshot(nodes(1, 4), tuple(jobs)), 100.0))
     assert isinstance(acts["light"], Assign)  # lowest predicted utilisation: served first
     heavy = acts["heavy"]
     assert isinstance(heavy, Wait) and "look-ahead 5" in heavy.reason  # behind 6 misses
-    assert isinstance(acts["big7"], Wait) and "largest node has 4" in acts["big7"].reason
+    assert isinstance(acts["big0"], Wait) and "largest" in acts["big0"].reason
 
 
 def test_every_pending_job_gets_exactly_one_action_with_a_reason() -> None:

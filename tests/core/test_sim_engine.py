@@ -245,13 +245,13 @@ def _untimed(metrics: dict[str, float | int]) -> dict[str, float | int]:
     return {k: v for k, v in metrics.items() if k not in timing}
 
 
-def test_oversized_gang_is_capped_to_the_node() -> None:
+def test_gang_larger_than_the_cluster_is_capped_to_it() -> None:
     result = run(
         [TraceJob(R50, 8, 1_000, 0.0), TraceJob("A3C", 4, 1_000, 0.0)], make_policy("fifo"), "v100:8"
     )
     assert [r.gpus for r in result.records] == [8, 1]
     result = run([TraceJob(R50, 8, 1_000, 0.0)], make_policy("fifo"), "v100:4")
-    assert result.counters["capped_node"] == 1 and result.records[0].gpus == 4
+    assert result.counters["capped_cluster"] == 1 and result.records[0].gpus == 4
 
 
 def test_the_simulators_lookup_answers_as_the_snapshot_does() -> None:

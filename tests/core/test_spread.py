@@ -162,3 +162,15 @@ def test_every_policy_starts_a_gang_larger_than_a_node(name: str) -> None:
     gang = started[0]
     assert len(gang.gpus) == 16 and "n0g0" not in gang.gpus
     assert check_actions(snap, [gang]).assigns == [gang]
+
+
+@pytest.mark.parametrize("name", ["binpack", "horus", "lucid", "gandiva", "horus+"])
+def test_packing_policies_never_share_a_gpu_with_a_gang_over_nodes(name: str) -> None:
+    r18 = "ResNet-18 (batch size 16)"
+    gang = running("g", r18, tuple(f"n{k}g{i}" for k in (0, 1) for i in range(4)), "n0")
+    gang = replace(gang, spec=replace(gang.spec, gpus=8))  # 2 nodes of 4: a gang over nodes
+    small = [pending(f"s{i}", r18, at=float(i)) for i in range(6)]
+    snap = ClusterSnapshot(nodes(3, 4), (gang, *small))
+    actions = make_policy(name).decide(snap, 10.0)
+    used = [u for a in actions if isinstance(a, Assign) for u in a.gpus]
+    assert used and all(u.startswith("n2") for u in used), actions

@@ -66,8 +66,10 @@ def gpu(node: str, i: int, mem: int = 16384) -> pb.Gpu:
 class FakeWorker:
     """Drives one worker stream by hand."""
 
-    def __init__(self, port: int, name: str, n_gpus: int = 2, token: str = "", resume_epoch: int = 0) -> None:
-        self.port, self.name, self.token = port, name, token
+    def __init__(
+        self, port: int, name: str, n_gpus: int = 2, token: str = "", resume_epoch: int = 0, rack: str = ""
+    ) -> None:
+        self.port, self.name, self.token, self.rack = port, name, token, rack
         self.epoch = resume_epoch  # presented at the next registration (the same worker coming back)
         self.gpus = [gpu(name, i) for i in range(n_gpus)]
         self.channel: grpc.aio.Channel | None = None
@@ -94,6 +96,7 @@ class FakeWorker:
                     finished=list(finished),
                     resume_epoch=self.epoch,
                     advertise_addr=self.advertise_addr,
+                    rack=self.rack,
                 )
             )
         )

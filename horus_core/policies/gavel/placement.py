@@ -6,7 +6,8 @@ left alone until it runs, so a stop never races a start. Pending jobs with a slo
 of their type (free in the snapshot: GPUs being vacated by this pass's preemptions are used by
 a later pass, once the master has stopped their jobs): a job with a host shares the host's
 GPUs, the others take the node with the fewest free GPUs that holds their gang, largest gangs
-first.
+first; a gang larger than every node of its type (or shaped over nodes) takes free GPUs of that
+type over the fewest nodes and racks (:mod:`horus_core.policies.spread`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, NodeState, Preempt, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobSpec, JobState, NodeState, Preempt, Wait
+from horus_core.policies import spread
 from horus_core.policies.gavel.rounds import Slot
 
 
@@ -26,9 +28,15 @@ class Free:
     held: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # job -> (node, gpus)
     sharers: dict[tuple[str, ...], int] = field(default_factory=dict)  # gpus -> jobs on them
     type_of: Mapping[str, str] = field(default_factory=dict)
+    racks: dict[str, str] = field(default_factory=dict)  # node -> rack
+    largest: int = 0  # most healthy GPUs on one ready node
 
-    def take(self, gpu_type: str, need: int) -> tuple[str, tuple[str, ...]] | None:
+    def take(
+        self, gpu_type: str, need: int, spec: JobSpec | None = None
+    ) -> tuple[str, tuple[str, ...]] | None:
         nodes = self.by_type.get(gpu_type, {})
+        if spec is not None and spread.spec_spans(spec, self.largest):
+            return self._spread(nodes, spread.shape_of(spec, self.largest))
         fits = sorted((len(u), n) for n, u in nodes.items() if len(u) >= need)
         if not fits:
             return None
@@ -36,13 +44,23 @@ class Free:
         chosen, nodes[node] = tuple(nodes[node][:need]), nodes[node][need:]
         return node, chosen
 
+    def _spread(self, nodes: dict[str, list[str]], shape: spread.Shape) -> tuple[str, tuple[str, ...]] | None:
+        offer = [spread.FreeNode(n, tuple(u), self.racks.get(n, "")) for n, u in nodes.items()]
+        plan = spread.place(shape, offer)
+        if isinstance(plan, str):
+            return None
+        for name, uuids in plan.parts:
+            nodes[name] = nodes[name][len(uuids) :]
+        return plan.node, plan.gpus
+
 
 def free_gpus(snapshot: ClusterSnapshot, type_of: Mapping[str, str]) -> Free:
     busy = {u for j in snapshot.jobs if j.state.active for u in j.gpus}
-    free = Free(type_of=type_of)
+    free = Free(type_of=type_of, largest=spread.largest_node(snapshot))
     for node in snapshot.nodes:
         if node.state is not NodeState.READY:
             continue
+        free.racks[node.name] = node.rack
         for g in sorted(node.gpus, key=lambda g: g.index):
             if g.healthy and g.uuid not in busy:
                 free.by_type.setdefault(type_of[g.uuid], {}).setdefault(node.name, []).append(g.uuid)
@@ -94,7 +112,7 @@ def _gpus_for(job: Job, slot: Slot, free: Free) -> tuple[str, tuple[str, ...]] |
         ):
             free.sharers[held[1]] = 2
             return held
-    got = free.take(slot.gpu_type, job.spec.gpus)
+    got = free.take(slot.gpu_type, job.spec.gpus, job.spec)
     if got is not None:
         free.held[job.id] = got
         free.sharers[got[1]] = 1

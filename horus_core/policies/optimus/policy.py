@@ -8,7 +8,9 @@ round once its GPUs are free (the simulator and the master re-plan about a secon
 job is stopped to grow only to a count one node will have free once the shrinks are done
 (:func:`.place.feasible_resizes`), so no restart ends on the old count. Between
 re-plans running jobs keep their GPUs and only pending jobs are given free GPUs. Jobs go to the
-fewest nodes (one, best fit); a job that finds no free GPUs may share GPUs whose one resident it
+fewest nodes (one, best fit); a job larger than every node (or shaped over nodes) runs at its
+asked count on free GPUs over the fewest nodes and racks (:mod:`horus_core.policies._wide`), and
+the plan works around its GPUs; a job that finds no free GPUs may share GPUs whose one resident it
 pairs well with (:mod:`.place`).
 
 Remaining time on ``w`` GPUs = steps left / rate(w), plus ``restart_s`` for a running job whose
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState, Preempt, Wait
+from horus_core.policies._wide import split
 from horus_core.policies.base import arrival_order
 from horus_core.policies.gputypes import TypeGate
 from horus_core.policies.optimus.allocate import Demand, allocate
@@ -82,6 +85,10 @@ class OptimusPolicy:
         return self.gate.decide(snapshot, now, self._decide, self.model)
 
     def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        wide, rest = split(snapshot)  # gangs larger than a node: spread, at their asked count
+        return [*wide, *self._plan(rest, now)] if wide else self._plan(snapshot, now)
+
+    def _plan(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         replan = now - self.last_plan >= self.replan_s
         pending = snapshot.pending()
         if not pending and not replan:

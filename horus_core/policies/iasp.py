@@ -1,0 +1,184 @@
+"""``iasp``: two-stage interference-aware placement (IASP + IAPP, Cluster Computing 2020).
+
+Jobs are served in arrival order (priority first). For each job:
+
+- Stage 1, IASP (cluster level): among the nodes that can hold the job, pick the one whose
+  resident jobs are predicted to interfere least with it: the mean, over the node's residents,
+  of the speed the new job and the resident lose next to each other (``2 - s_new - s_res``). The
+  pair speeds come from the interference model: the measured pair table where measured, its
+  collaborative-filtering completion (:mod:`horus_core.interference.completion`) for unmeasured
+  pairs, the analytic fallback last. An empty node interferes with nothing. Ties: the node with
+  the fewest usable GPUs (best fit), then the name.
+- Stage 2, IAPP (node level): on that node pick the job's GPUs by predicted speed (idle GPUs at
+  1.0, shared ones at the model's co-located speed); a GPU is usable when it has fewer than
+  :data:`MAX_SHARE` residents, memory fits and every job on it keeps at least :data:`MIN_SPEED`.
+  A gang's predicted speed is its slowest GPU's. Communication cost: a gang may instead take
+  idle GPUs over several nodes (the spread module: fewest nodes in one rack, then fewest racks),
+  predicted at :data:`COMM_NODE` per extra node and :data:`COMM_RACK` per extra rack (the
+  simulator's default crossing cost). The better predicted speed wins, the single node on ties;
+  a spread that keeps less than :data:`MIN_SPREAD` is not taken.
+
+A job larger than every node is always spread (idle GPUs only). A job that fits nowhere waits
+with a reason; later jobs may pass it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from horus_core.interference import InterferenceModel, default_model
+from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState, Wait
+from horus_core.packing.cluster import gpu_type
+from horus_core.policies import spread
+from horus_core.policies.base import arrival_order
+from horus_core.policies.gputypes import TypeGate
+
+MAX_SHARE = 2  # residents a GPU may already hold for the new job to join
+MIN_SPEED = 0.6  # every job on a shared GPU keeps at least this normalised speed
+COMM_NODE = 0.9  # predicted share of its speed a gang keeps per extra node
+COMM_RACK = 0.9  # and per extra rack
+MIN_SPREAD = 0.8  # a spread over nodes predicted below this is not taken
+
+
+@dataclass
+class _Gpu:
+    gpu: Gpu
+    rack: str
+    residents: list[Job]
+    sigs: list[str]
+    exclusive: bool = False
+
+
+@dataclass
+class _Choice:
+    node: str
+    gpus: tuple[str, ...]
+    speed: float
+
+
+@dataclass
+class IaspPolicy:
+    model: InterferenceModel
+    name: str = "iasp"
+    min_speed: float = MIN_SPEED
+    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return self.gate.decide(snapshot, now, self._decide, self.model)
+
+    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        pending = snapshot.pending()
+        if not pending:
+            return []
+        nodes = self._state(snapshot)
+        largest = max((len(g) for g in nodes.values()), default=0)
+        actions: list[Action] = []
+        for job in arrival_order(pending):
+            choice = self._choose(job, nodes, largest)
+            if isinstance(choice, str):
+                actions.append(Wait(job.id, choice))
+                continue
+            self._take(job, choice, nodes)
+            actions.append(Assign(job.id, choice.node, choice.gpus, predicted_slowdown=choice.speed))
+        return actions
+
+    def _state(self, snapshot: ClusterSnapshot) -> dict[str, list[_Gpu]]:
+        """Per READY node its healthy GPUs in index order, each with its residents."""
+        residents: dict[str, list[Job]] = {}
+        for job in snapshot.active():
+            for uuid in job.gpus:
+                residents.setdefault(uuid, []).append(job)
+        out: dict[str, list[_Gpu]] = {}
+        for node in snapshot.nodes:
+            if node.state is not NodeState.READY:
+                continue
+            gpus = sorted((g for g in node.gpus if g.healthy), key=lambda g: g.index)
+            out[node.name] = [self._gpu(g, node.rack, residents.get(g.uuid, [])) for g in gpus]
+        return out
+
+    def _gpu(self, gpu: Gpu, rack: str, residents: list[Job]) -> _Gpu:
+        sigs = [self.model.signature(r.spec) for r in residents]
+        return _Gpu(gpu, rack, list(residents), sigs, any(r.spec.exclusive for r in residents))
+
+    # ----------------------------------------------------------------- choosing
+
+    def _choose(self, job: Job, nodes: dict[str, list[_Gpu]], largest: int) -> _Choice | str:
+        if spread.spec_spans(job.spec, largest):  # larger than every node: spread, idle GPUs only
+            return self._spread(spread.shape_of(job.spec, largest), nodes, forced=True)
+        single = self._single(job, self.model.signature(job.spec), nodes)
+        over = self._spread(spread.Shape(job.spec.gpus), nodes, forced=False) if job.spec.gpus > 1 else None
+        options = [c for c in (single, over) if isinstance(c, _Choice)]
+        if not options:
+            return (
+                f"iasp: needs {job.spec.gpus} GPU(s) on one node, idle or shared without a job "
+                f"below {self.min_speed:g}x (or idle over nodes of one rack)"
+            )
+        return max(options, key=lambda c: (c.speed, c is single))
+
+    def _single(self, job: Job, sig: str, nodes: dict[str, list[_Gpu]]) -> _Choice | None:
+        """Stage 1 then stage 2 on one node."""
+        need, best, best_key = job.spec.gpus, None, None
+        for name, gpus in nodes.items():
+            usable = [(s, g) for g in gpus if (s := self._speed(job, sig, g)) > 0]
+            if len(usable) < need:
+                continue
+            key = (self._interference(sig, gpus), len(usable), name)
+            if best_key is None or key < best_key:
+                best_key, best = key, (name, usable)
+        if best is None:
+            return None
+        name, usable = best
+        picked = sorted(usable, key=lambda p: (-p[0], p[1].gpu.index))[:need]
+        picked.sort(key=lambda p: p[1].gpu.index)
+        return _Choice(name, tuple(g.gpu.uuid for _, g in picked), min(s for s, _ in picked))
+
+    def _interference(self, sig: str, gpus: Sequence[_Gpu]) -> float:
+        """Stage 1's score: mean speed lost by the job and each resident of the node, pairwise."""
+        res = [(s, g.gpu) for g in gpus for s in g.sigs]
+        if not res:
+            return 0.0
+        lost = [2.0 - sum(self.model.pair_speeds(sig, s, gpu_type(gpu))) for s, gpu in res]
+        return sum(lost) / len(lost)
+
+    def _speed(self, job: Job, sig: str, g: _Gpu) -> float:
+        """The job's predicted speed on ``g`` (0: not usable)."""
+        if not g.residents:
+            return 1.0
+        if job.spec.exclusive or g.exclusive or len(g.residents) >= MAX_SHARE:
+            return 0.0
+        sigs = [*g.sigs, sig]
+        if not self.model.fits(sigs, g.gpu.memory_mib):
+            return 0.0
+        speeds = self.model.co_speeds(sigs, gpu_type(g.gpu))
+        return speeds[-1] if min(speeds) >= self.min_speed else 0.0
+
+    def _spread(self, shape: spread.Shape, nodes: dict[str, list[_Gpu]], *, forced: bool) -> _Choice | str:
+        """Idle GPUs over the fewest nodes and racks, at the predicted communication cost."""
+        free = [_idle(name, gpus) for name, gpus in nodes.items() if gpus]
+        plan = spread.place(shape, free)
+        if isinstance(plan, str):
+            return plan
+        speed = COMM_NODE ** (plan.nodes - 1) * COMM_RACK ** (plan.racks - 1)
+        if not forced and speed < MIN_SPREAD:
+            return f"iasp: a spread over {plan.nodes} nodes is predicted at {speed:.2f}x"
+        return _Choice(plan.node, plan.gpus, speed)
+
+    def _take(self, job: Job, choice: _Choice, nodes: dict[str, list[_Gpu]]) -> None:
+        chosen = set(choice.gpus)
+        sig = self.model.signature(job.spec)
+        for gpus in nodes.values():
+            for g in gpus:
+                if g.gpu.uuid in chosen:
+                    g.residents.append(job)
+                    g.sigs.append(sig)
+                    g.exclusive = g.exclusive or job.spec.exclusive
+
+
+def _idle(name: str, gpus: Sequence[_Gpu]) -> spread.FreeNode:
+    idle = tuple(g.gpu.uuid for g in gpus if not g.residents)
+    return spread.FreeNode(name, idle, gpus[0].rack, gpu_type(gpus[0].gpu))
+
+
+def make(model: InterferenceModel | None) -> IaspPolicy:
+    return IaspPolicy(model or default_model())
