@@ -21,7 +21,7 @@ from horus_core.model import gpu_type_of
 from horus_core.wire import status_code_for
 from master.services.attempts import AttemptHandler
 from master.services.session import Session
-from master.services.workers import MAX_FINISHED, FinalUpdate, Registration, WorkerPlane
+from master.services.workers import ADDR, MAX_FINISHED, FinalUpdate, Registration, WorkerPlane
 
 log = logging.getLogger(__name__)
 WCtx = grpc.aio.ServicerContext[wpb.WorkerMessage, wpb.MasterMessage]
@@ -39,11 +39,8 @@ def peer_identity(context: WCtx, join_token: str | None) -> str:
 def peer_host(peer: str) -> str:
     """The host part of gRPC's peer string ("ipv4:10.0.0.5:4321", "ipv6:[::1]:4321"); "" if none."""
     kind, _, rest = peer.partition(":")
-    if kind == "ipv4":
-        return rest.rpartition(":")[0]
-    if kind == "ipv6":
-        return rest.rpartition(":")[0].strip("[]")
-    return ""
+    host = rest.rpartition(":")[0].strip("[]") if kind in ("ipv4", "ipv6") else ""
+    return host if ADDR.match(host) else ""  # (never refuse a worker for how its peer reads)
 
 
 def registration_from_pb(msg: wpb.Register, identity: str = "anonymous", peer: str = "") -> Registration:

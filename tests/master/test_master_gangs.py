@@ -16,6 +16,7 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
 from horus_core.testing import FakeClock
+from master.api.worker import peer_host
 from master.app import Master
 
 
@@ -201,3 +202,9 @@ async def test_a_restarted_master_keeps_each_parts_state(tmp_path: pathlib.Path)
         )
         await a.close()
         await b.close()
+
+
+def test_the_peer_address_read_from_grpc() -> None:
+    assert peer_host("ipv4:10.0.0.5:4321") == "10.0.0.5"
+    assert peer_host("ipv6:[::1]:4321") == "::1"
+    assert peer_host("unix:/run/x.sock") == "" and peer_host("ipv4:bad host:1") == ""
