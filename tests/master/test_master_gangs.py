@@ -208,3 +208,25 @@ def test_the_peer_address_read_from_grpc() -> None:
     assert peer_host("ipv4:10.0.0.5:4321") == "10.0.0.5"
     assert peer_host("ipv6:[::1]:4321") == "::1"
     assert peer_host("unix:/run/x.sock") == "" and peer_host("ipv4:bad host:1") == ""
+
+
+async def test_following_a_gangs_logs_reads_every_part_until_the_attempt_ends(
+    master: Master, stub: cgrpc.HorusServiceAsyncStub, pair: tuple[FakeWorker, FakeWorker]
+) -> None:
+    a, b = pair
+    job_id, _, _ = await _running(stub, a, b)
+    call = stub.GetLogs(cpb.GetLogsRequest(job_id=job_id, follow=True))
+    await a.log(job_id, 1, 0, b"a1\n")
+    first = await call.read()
+    assert (first.node, first.data, first.offset) == ("node-a", b"a1\n", 0)
+    await b.log(job_id, 1, 0, b"b1\n")  # node-b's first output: its part's log appears meanwhile
+    second = await call.read()
+    assert (second.node, second.data, second.offset) == ("node-b", b"b1\n", 0)
+    await a.log(job_id, 1, 3, b"a2\n")
+    third = await call.read()
+    assert (third.node, third.data, third.offset) == ("node-a", b"a2\n", 3)
+    for w in (a, b):
+        await w.update(job_id, 1, pb.JOB_STATE_SUCCEEDED, exit_code=0)
+        await w.barrier()
+    end = await call.read()  # the attempt is over: the stream ends
+    assert end is grpc.aio.EOF
