@@ -75,6 +75,8 @@ class GangBook:
                 if part.done:
                     continue
                 kills.append((node, before.id, before.attempt, after.reason or "gang attempt over"))
+                if not over or after.state.terminal:
+                    continue  # no next attempt to hold (yet: a cancelled job has none)
                 entry = registry.get(node)
                 self.stopping.setdefault(before.id, []).append(
                     (node, before.attempt, entry.heartbeats if entry is not None else 0)
