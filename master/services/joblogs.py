@@ -52,10 +52,17 @@ class LogReader:
         names = [n for n in current[1:] if n not in others] + others
         return [("", rank0), *((n, n) for n in names if n != rank0)]
 
+    async def _single_node(self, job: Job, attempt: int) -> str:
+        if job.attempt == attempt:
+            return job.node
+        return await self.core.store.read.attempt_node(job.id, attempt) or ""
+
     async def _select(self, job: Job, attempt: int, node: str) -> list[tuple[str, str]]:
         parts = await self._parts(job, attempt)
         if not node:
             return parts
+        if parts == [("", "")] and node == await self._single_node(job, attempt):
+            return parts  # an attempt on one node: its node may be named too
         chosen = [p for p in parts if p[1] == node]
         if not chosen:
             ran = ", ".join(p[1] for p in parts if p[1]) or "one node"

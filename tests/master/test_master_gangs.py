@@ -230,3 +230,18 @@ async def test_following_a_gangs_logs_reads_every_part_until_the_attempt_ends(
         await w.barrier()
     end = await call.read()  # the attempt is over: the stream ends
     assert end is grpc.aio.EOF
+
+
+async def test_a_single_node_jobs_log_may_name_its_node(
+    master: Master, stub: cgrpc.HorusServiceAsyncStub, pair: tuple[FakeWorker, FakeWorker]
+) -> None:
+    a, _ = pair
+    job = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=pb.JobSpec(command=["x"], gpus=1)))).job
+    assign = await a.recv_kind("assign")
+    assert assign.nnodes == 0 and assign.master_port == 0  # no gang fields for one node
+    await a.log(job.id, 1, 0, b"solo\n")
+    await a.barrier()
+    chunks = [c async for c in stub.GetLogs(cpb.GetLogsRequest(job_id=job.id, node="node-a"))]
+    assert [(c.node, c.data) for c in chunks] == [("", b"solo\n")]
+    with pytest.raises(grpc.aio.AioRpcError, match="no part on 'node-b'"):
+        _ = [c async for c in stub.GetLogs(cpb.GetLogsRequest(job_id=job.id, node="node-b"))]
