@@ -58,17 +58,17 @@ def _report(
         return dataclasses.replace(row, job=dataclasses.replace(job, updated_at=now))
     if out.verdict is Verdict.RUNNING:
         where = f"running on {len(job.nodes)} nodes ({', '.join(job.nodes)})"
-        return tr._set(row, now, state=JobState.RUNNING, started_at=now, reason=where)
+        return tr.set_row(row, now, state=JobState.RUNNING, started_at=now, reason=where)
     if out.verdict is Verdict.SUCCEEDED:
-        return tr._finish(row, JobState.SUCCEEDED, now, "succeeded on every node", 0)
+        return tr.finish_row(row, JobState.SUCCEEDED, now, "succeeded on every node", 0)
     if row.cancel_requested:
-        return tr._finish(row, JobState.CANCELLED, now, job.reason.removeprefix("cancelling: "), exit_code)
+        return tr.finish_row(row, JobState.CANCELLED, now, job.reason.removeprefix("cancelling: "), exit_code)
     why = reason or ("failed" if state is JobState.FAILED else "stopped by the worker")
     if exit_code is not None and state is JobState.FAILED and not reason:
         why = f"failed (exit code {exit_code})"
     text = f"attempt {job.attempt}: part {rank} on {node} {why}"
     if out.verdict is Verdict.FAILED and job.attempt >= MAX_GANG_ATTEMPTS:
-        return tr._finish(
+        return tr.finish_row(
             row, JobState.FAILED, now, f"{text}; gave up after {job.attempt} attempts", exit_code
         )
-    return tr._set(row, now, state=JobState.PENDING, reason=f"{text}; re-queued")
+    return tr.set_row(row, now, state=JobState.PENDING, reason=f"{text}; re-queued")

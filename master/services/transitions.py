@@ -170,3 +170,8 @@ def _exit_reason(state: JobState, exit_code: int | None) -> str:
     if state is JobState.SUCCEEDED:
         return "succeeded"
     return f"failed (exit code {exit_code})" if exit_code is not None else "failed"
+
+
+# The steps the gang transitions (master/services/gang_transitions.py) build on.
+set_row = _set
+finish_row = _finish
