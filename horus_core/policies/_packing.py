@@ -23,7 +23,7 @@ from horus_core.packing import PackParams, PairFilter, Placement, build_problem,
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.jobs import JobTable, Live
-from horus_core.policies._wide import has_wide, place_wide
+from horus_core.policies._wide import Memo, has_wide, place_wide, wide_of
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
 
 # A policy's queue order: positions into ``live.pending``, first served first.
@@ -40,7 +40,8 @@ class Packer:
         self.nodes = NodeCache()
         self._texts: dict[tuple[object, ...], str] = {}
         self._waits: dict[str, Wait] = {}
-        self._wide_waits: dict[str, Wait] = {}  # gangs over nodes that wait (see _wide)
+        self.around = NodeCache()  # the layout with wide gangs' GPUs hidden (kept apart: both stay cached)
+        self._wide = Memo()  # gangs over nodes: their Waits, nodes with their GPUs hidden (_wide)
 
     def pack(
         self,
@@ -60,9 +61,11 @@ class Packer:
         live = self.jobs.scan(snapshot.jobs, model)
         layout = self.nodes.layout(snapshot.nodes)
         if has_wide(live, layout):  # gangs across nodes: placed apart, the rest packed around them
-            wide, rest = place_wide(snapshot, layout.largest_node, self._wide_waits)
+            pending, active = wide_of(live, layout)
+            busy = {u for j in live.active for u in j.gpus}
+            wide, rest = place_wide(snapshot, layout.largest_node, pending, active, busy, self._wide)
             packed = self._pack(rest, model, params, refuse_text, order, split_by_gpus=split_by_gpus,
-                                pair_filter=pair_filter)  # fmt: skip
+                                pair_filter=pair_filter, layout=self.around.layout(rest.nodes))  # fmt: skip
             return [*wide, *packed]
         return self._pack(snapshot, model, params, refuse_text, order, split_by_gpus=split_by_gpus,
                           pair_filter=pair_filter, live=live, layout=layout)  # fmt: skip
@@ -80,11 +83,11 @@ class Packer:
         live: Live | None = None,
         layout: ClusterLayout | None = None,
     ) -> list[Action]:
-        if live is None or layout is None:
+        if live is None:
             if _PENDING not in map(_STATE, snapshot.jobs):
                 return []
             live = self.jobs.scan(snapshot.jobs, model)
-            layout = self.nodes.layout(snapshot.nodes)
+        layout = layout if layout is not None else self.nodes.layout(snapshot.nodes)
         positions = order(live, layout)
         if self.plain or self.jobs.needs_exact(live, model):
             self._waits = {}

@@ -11,9 +11,11 @@ so it never puts a job next to a gang that crosses nodes, where one slow GPU wou
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
-from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, JobState, Node, Wait
+import numpy as np
+
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Wait
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies import spread
@@ -38,57 +40,74 @@ def split(snapshot: ClusterSnapshot) -> tuple[list[Action], ClusterSnapshot]:
     """:func:`place_wide` where the snapshot has a wide job, else no actions and the snapshot
     itself (for the policies that do not keep a :class:`Live` table)."""
     largest = spread.largest_node(snapshot)
-    if not any(_wide(j, largest) for j in snapshot.jobs):
+    wide = [j for j in snapshot.jobs if spread.spec_spans(j.spec, largest)]
+    if not wide:
         return [], snapshot
-    return place_wide(snapshot, largest)
+    pending = [j for j in wide if j.state is JobState.PENDING]
+    busy = busy_gpu_uuids(snapshot.jobs)
+    return place_wide(snapshot, largest, pending, [j for j in wide if j.state.active], busy)
+
+
+def wide_of(live: Live, layout: ClusterLayout) -> tuple[list[Job], list[Job]]:
+    """The wide pending and active jobs of a pass, from the job table's arrays."""
+    table, largest = live.table, layout.largest_node
+    p, a = live.p_slot, live.a_slot
+    pw = np.flatnonzero((table.gpus[p] > largest) | table.shaped[p]).tolist()
+    aw = np.flatnonzero((table.gpus[a] > largest) | table.shaped[a]).tolist() if len(a) else []
+    return [live.pending[i] for i in pw], [live.active[i] for i in aw]
 
 
 def place_wide(
-    snapshot: ClusterSnapshot, largest: int, waits: dict[str, Wait] | None = None
+    snapshot: ClusterSnapshot,
+    largest: int,
+    pending: Sequence[Job],
+    active: Sequence[Job],
+    busy: Container[str],
+    memo: Memo | None = None,
 ) -> tuple[list[Action], ClusterSnapshot]:
-    """The wide jobs' actions, and the snapshot the kernel should pack the rest on. ``waits``:
-    last pass's Waits of wide jobs, reused while the reason is the same (replaced in place)."""
-    old = dict(waits or {})
-    if waits is not None:
-        waits.clear()
-    wide = [j for j in snapshot.jobs if _wide(j, largest)]
-    pending = arrival_order([j for j in wide if j.state is JobState.PENDING])
-    free = {n.name: n for n in spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs))}
+    """The wide pending jobs' actions, and the snapshot the kernel should pack the rest on
+    (``busy``: the GPUs any active job holds). ``memo`` keeps, across passes, the Waits of wide
+    jobs (reused while the reason is the same) and the nodes with hidden GPUs (the same
+    objects while the same GPUs are hidden, so the kernel's layout cache still holds)."""
+    memo = memo if memo is not None else Memo()
+    pool = spread.Pool(spread.free_nodes(snapshot, busy))
     actions: list[Action] = []
-    hidden = {u for j in wide if j.state.active for u in j.gpus}
-    for job in pending:
-        plan = spread.place(spread.shape_of(job.spec, largest), list(free.values()))
+    hidden = {u for j in active for u in j.gpus}
+    waits: dict[str, Wait] = {}
+    for job in arrival_order(pending):
+        plan = pool.place(spread.shape_of(job.spec, largest))
         if isinstance(plan, str):
-            w = old.get(job.id)
-            w = w if w is not None and w.reason == plan else Wait(job.id, plan)
-            if waits is not None:
-                waits[job.id] = w
+            w = memo.waits.get(job.id)
+            waits[job.id] = w = w if w is not None and w.reason == plan else Wait(job.id, plan)
             actions.append(w)
             continue
-        for name, uuids in plan.parts:
-            node = free[name]
-            free[name] = dataclasses.replace(node, free=node.free[len(uuids) :])
+        pool.take(plan)
         hidden.update(plan.gpus)
         actions.append(Assign(job.id, plan.node, plan.gpus))
+    memo.waits = waits
     gone = {j.id for j in pending}
     rest = tuple(j for j in snapshot.jobs if j.id not in gone)
-    return actions, ClusterSnapshot(_hide(snapshot.nodes, hidden), rest)
+    return actions, ClusterSnapshot(memo.hide(snapshot.nodes, hidden), rest)
 
 
-def _wide(job: Job, largest: int) -> bool:
-    return spread.spec_spans(job.spec, largest)
+class Memo:
+    def __init__(self) -> None:
+        self.waits: dict[str, Wait] = {}
+        self._nodes: dict[str, tuple[Node, frozenset[str], Node]] = {}
 
-
-def _hide(nodes: Sequence[Node], hidden: set[str]) -> tuple[Node, ...]:
-    if not hidden:
-        return tuple(nodes)
-    return tuple(
-        dataclasses.replace(n, gpus=tuple(_off(g) if g.uuid in hidden else g for g in n.gpus))
-        if any(g.uuid in hidden for g in n.gpus)
-        else n
-        for n in nodes
-    )
-
-
-def _off(gpu: Gpu) -> Gpu:
-    return dataclasses.replace(gpu, healthy=False)
+    def hide(self, nodes: Sequence[Node], hidden: set[str]) -> tuple[Node, ...]:
+        """``nodes`` with the ``hidden`` GPUs marked unhealthy (a node object per node and set)."""
+        if not hidden:
+            return tuple(nodes)
+        out = []
+        for n in nodes:
+            here = frozenset(g.uuid for g in n.gpus if g.uuid in hidden)
+            if not here:
+                out.append(n)
+                continue
+            got = self._nodes.get(n.name)
+            if got is None or got[0] is not n or got[1] != here:
+                off = tuple(dataclasses.replace(g, healthy=False) if g.uuid in here else g for g in n.gpus)
+                got = self._nodes[n.name] = (n, here, dataclasses.replace(n, gpus=off))
+            out.append(got[2])
+        return tuple(out)

@@ -8,7 +8,7 @@ arrival order; one that does not fit waits with a reason and later jobs may pass
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Wait
@@ -28,16 +28,14 @@ class FifoPolicy:
         return self.gate.decide(snapshot, now, self._decide, self.model)
 
     def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        free = {n.name: n for n in spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs))}
+        pool = spread.Pool(spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs)))
         largest = spread.largest_node(snapshot)
         actions: list[Action] = []
         for job in arrival_order(snapshot.pending()):
-            plan = spread.place(spread.shape_of(job.spec, largest), list(free.values()))
+            plan = pool.place(spread.shape_of(job.spec, largest))
             if isinstance(plan, str):
                 actions.append(Wait(job.id, plan))
                 continue
-            for name, uuids in plan.parts:
-                node = free[name]
-                free[name] = replace(node, free=node.free[len(uuids) :])
+            pool.take(plan)
             actions.append(Assign(job.id, plan.node, plan.gpus))
         return actions

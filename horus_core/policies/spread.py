@@ -11,6 +11,7 @@ GPUs of the gang), then rank 1, and so on; ``Assign.node`` is the rank-0 node.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -78,17 +79,119 @@ class Spread:
 
 def choose(shape: Shape, free: Iterable[FreeNode]) -> Spread | None:
     """The best placement of ``shape`` over ``free`` (see the module doc), or None where it
-    does not fit. Deterministic: ties go to the fewest free GPUs used up, then to names."""
-    if shape.gpus < 1:
-        raise ValueError(f"a gang needs at least 1 GPU, got {shape.gpus}")
-    fixed = shape.per_node()
-    by_kind: dict[str, list[FreeNode]] = {}
-    for node in free:
+    does not fit. Deterministic: a rack that holds the gang on the fewest nodes possible is
+    taken at once (racks in the order ``free`` lists them); otherwise ties go to the fewest
+    free GPUs used up, then to names."""
+    return Pool(free).choose(shape)
+
+
+class Pool:
+    """Free GPUs indexed for many gang choices in one pass (:meth:`take` after each): per GPU
+    kind the free GPUs per rack and the nodes by free count, so a choice looks only at racks
+    that could hold the gang, and stops at the first rack that holds it on as few nodes as the
+    largest free sets allow (first fit; otherwise the best fit over the racks)."""
+
+    def __init__(self, free: Iterable[FreeNode]) -> None:
+        self.nodes: dict[str, FreeNode] = {}
+        self.kinds: dict[str, _Kind] = {}
+        for node in free:
+            self.nodes[node.name] = node
+            self.kinds.setdefault(node.kind, _Kind()).add(node)
+
+    def choose(self, shape: Shape) -> Spread | None:
+        if shape.gpus < 1:
+            raise ValueError(f"a gang needs at least 1 GPU, got {shape.gpus}")
+        fixed = shape.per_node()
+        plans = [self._plan(k, shape.gpus, fixed) for k in self.kinds.values() if k.total >= shape.gpus]
+        found = [p for p in plans if p is not None]
+        return min(found, key=_rank)[1] if found else None
+
+    def place(self, shape: Shape) -> Spread | str:
+        """:meth:`choose`, or the reason the gang waits (a shape that cannot hold it included)."""
+        try:
+            plan = self.choose(shape)
+        except ValueError as exc:
+            return f"gang shape: {exc}"
+        return plan if plan is not None else self.describe(shape)
+
+    def take(self, plan: Spread) -> None:
+        """Mark the plan's GPUs used."""
+        for name, uuids in plan.parts:
+            node = self.nodes[name]
+            left = FreeNode(node.name, node.free[len(uuids) :], node.rack, node.kind)
+            self.nodes[name] = left
+            self.kinds[node.kind].moved(node, left)
+
+    def _plan(self, kind: _Kind, need: int, fixed: tuple[int, int] | None) -> _Plan | None:
+        if fixed is None or fixed == (need, 1):
+            fit = kind.best_fit(need)
+            if fit is not None:  # one node: nothing beats it
+                return _made([(self.nodes[fit], need)])
+            if fixed is not None:
+                return None
+        best: _Plan | None = None
+        perfect = (1, -(-need // max(kind.largest(), 1)))
+        for rack, names in kind.racks.items():
+            if kind.rack_total[rack] < need:
+                continue
+            plan = _take(need, fixed, [n for n in map(self.nodes.__getitem__, names) if n.free])
+            if plan is not None and (best is None or plan[0] < best[0]):
+                best = plan
+                if fixed is None and plan[0][:2] == perfect:
+                    break  # the fewest nodes possible: the first such rack (first fit)
+        if best is not None:
+            return best
+        racks = {
+            r: [n for n in map(self.nodes.__getitem__, names) if n.free] for r, names in kind.racks.items()
+        }
+        return _across(need, fixed, racks)
+
+    def describe(self, shape: Shape) -> str:
+        """Why ``shape`` does not fit now: the reason a waiting gang shows."""
+        counts = [(c, len(names)) for k in self.kinds.values() for c, names in k.by_free.items() if names]
+        total = sum(c * n for c, n in counts)
+        nodes = sum(n for _, n in counts)
+        largest = max((c for c, _ in counts), default=0)
+        fixed = shape.per_node()
+        if fixed == (shape.gpus, 1):
+            return f"needs {shape.gpus} free GPU(s) on one node, largest free set is {largest}"
+        if fixed is not None:
+            per, count = fixed
+            have = sum(n for c, n in counts if c >= per)
+            return f"needs {count} node(s) with {per} free GPU(s) each, {have} have that many"
+        return f"needs {shape.gpus} free GPU(s), {total} free on {nodes} node(s) (largest set {largest})"
+
+
+class _Kind:
+    """One GPU kind's free GPUs: per rack its nodes and free total, nodes by free count."""
+
+    def __init__(self) -> None:
+        self.racks: dict[str, list[str]] = {}
+        self.rack_total: dict[str, int] = {}
+        self.by_free: dict[int, list[str]] = {}  # free count (> 0) -> node names, sorted
+        self.total = 0
+
+    def add(self, node: FreeNode) -> None:
+        self.racks.setdefault(node.rack, []).append(node.name)
+        self.rack_total[node.rack] = self.rack_total.get(node.rack, 0) + len(node.free)
+        self.total += len(node.free)
         if node.free:
-            by_kind.setdefault(node.kind, []).append(node)
-    plans = [_plan(shape.gpus, fixed, nodes) for nodes in by_kind.values()]
-    found = [p for p in plans if p is not None]
-    return min(found, key=_rank)[1] if found else None
+            bisect.insort(self.by_free.setdefault(len(node.free), []), node.name)
+
+    def moved(self, old: FreeNode, new: FreeNode) -> None:
+        gone = len(old.free) - len(new.free)
+        self.rack_total[old.rack] -= gone
+        self.total -= gone
+        self.by_free[len(old.free)].remove(old.name)
+        if new.free:
+            bisect.insort(self.by_free.setdefault(len(new.free), []), new.name)
+
+    def best_fit(self, need: int) -> str | None:
+        fits = [c for c, names in self.by_free.items() if c >= need and names]
+        return self.by_free[min(fits)][0] if fits else None
+
+    def largest(self) -> int:
+        return max((c for c, names in self.by_free.items() if names), default=0)
 
 
 _Plan = tuple[tuple[int, int, int, tuple[str, ...]], Spread]
@@ -96,17 +199,6 @@ _Plan = tuple[tuple[int, int, int, tuple[str, ...]], Spread]
 
 def _rank(plan: _Plan) -> tuple[int, int, int, tuple[str, ...]]:
     return plan[0]
-
-
-def _plan(need: int, fixed: tuple[int, int] | None, nodes: list[FreeNode]) -> _Plan | None:
-    """The best plan on nodes of one kind: one rack if any rack holds it, else fewest racks."""
-    racks: dict[str, list[FreeNode]] = {}
-    for node in nodes:
-        racks.setdefault(node.rack, []).append(node)
-    inside = [p for p in (_take(need, fixed, members) for members in racks.values()) if p is not None]
-    if inside:
-        return min(inside, key=_rank)
-    return _across(need, fixed, racks)
 
 
 def _across(need: int, fixed: tuple[int, int] | None, racks: dict[str, list[FreeNode]]) -> _Plan | None:
@@ -170,17 +262,7 @@ def _made(parts: list[tuple[FreeNode, int]]) -> _Plan:
 
 def describe(shape: Shape, free: Iterable[FreeNode]) -> str:
     """Why ``shape`` does not fit: the reason a waiting gang shows."""
-    nodes = [n for n in free if n.free]
-    total = sum(len(n.free) for n in nodes)
-    largest = max((len(n.free) for n in nodes), default=0)
-    fixed = shape.per_node()
-    if fixed == (shape.gpus, 1):
-        return f"needs {shape.gpus} free GPU(s) on one node, largest free set is {largest}"
-    if fixed is not None:
-        per, count = fixed
-        have = sum(1 for n in nodes if len(n.free) >= per)
-        return f"needs {count} node(s) with {per} free GPU(s) each, {have} have that many"
-    return f"needs {shape.gpus} free GPU(s), {total} free on {len(nodes)} node(s) (largest set {largest})"
+    return Pool(free).describe(shape)
 
 
 def shape_of(spec: JobSpec, largest: int) -> Shape:
@@ -224,8 +306,4 @@ def largest_node(snapshot: ClusterSnapshot) -> int:
 
 def place(shape: Shape, free: Sequence[FreeNode]) -> Spread | str:
     """:func:`choose`, or the reason the gang waits (a shape that cannot hold it included)."""
-    try:
-        plan = choose(shape, free)
-    except ValueError as exc:
-        return f"gang shape: {exc}"
-    return plan if plan is not None else describe(shape, free)
+    return Pool(free).place(shape)

@@ -35,11 +35,11 @@ from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies import Policy, make_policy
 from horus_core.policies._order import by_keys
 from horus_core.policies._packing import Ix, Order, Packer
+from horus_core.policies._wide import split
 from horus_core.policies.gandiva import GandivaPolicy
 from horus_core.policies.horus import HorusPolicy
 from horus_core.policies.horus_plus import HorusPlusPolicy
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
-from horus_core.policies.spread import largest_node, spec_spans
 
 PACKING = ["binpack", "gandiva", "horus", "horus-paper", "horus-util", "horus+", "lucid"]
 GAVEL = ["ResNet-18 (batch size 16)", "ResNet-50 (batch size 128)", "Recommendation (batch size 512)", "A3C"]
@@ -203,9 +203,7 @@ def test_each_policy_s_one_queue_order_is_the_plain_sorted_order(
 
     policy.packer.pack = spy  # type: ignore[attr-defined]
     policy.decide(snap, now)
-    largest = largest_node(snap)  # gangs larger than a node are placed apart (spread module)
-    wide = {j.id for j in snap.pending() if spec_spans(j.spec, largest)}
-    rest = ClusterSnapshot(snap.nodes, tuple(j for j in snap.jobs if j.id not in wide)) if wide else snap
+    _, rest = split(snap)  # gangs larger than a node are placed apart; the kernel sees the rest
     want = [j.id for j in queue_order(name, policy, rest, now)]
     assert seen == ([want] if want else [])
 
