@@ -116,7 +116,7 @@ class Field:
 FIELDS: dict[str, Field] = {
     "name": Field(_text, "name"),
     "resources.accelerators": Field(lambda p, n: n, "gpus"),  # see _accelerators
-    "num_nodes": Field(_int, None),  # see _num_nodes
+    "num_nodes": Field(_int, None),  # nodes; accelerators then counts per node (see load)
     "envs": Field(_envs, "env"),
     "image": Field(_text, "image"),
     "run": Field(_command, "command"),
@@ -179,9 +179,9 @@ def _value(path: str, key: yaml.Node, value: yaml.Node, warnings: list[str]) -> 
     field = FIELDS[path]
     if path == "num_nodes":
         n = _int(path, value)
-        if n != 1:
-            raise _bad(path, value, f"{n} nodes asked; multi-node jobs are not supported yet (use 1)")
-        return None
+        if n < 1:
+            raise _bad(path, value, f"at least 1 node, got {n}")
+        return n
     if field.attr is None:
         raise _bad(path, key, "not supported yet")
     if path == "resources.accelerators":
@@ -203,6 +203,9 @@ def load(text: str, *, max_gpus_per_node: int | None = None) -> JobFile:
     for path, key, node in _flatten(root):
         attr = FIELDS[path].attr
         value = _value(path, key, node, warnings)
+        if path == "num_nodes":
+            values["nodes"] = value
+            continue
         if attr is None:
             continue
         if path == "resources.accelerators":
@@ -213,6 +216,9 @@ def load(text: str, *, max_gpus_per_node: int | None = None) -> JobFile:
             values[attr] = value
     if "command" not in values:
         raise InvalidArgument("run", "missing: the command to run (run: python train.py)")
+    if "nodes" in values:  # accelerators count per node, as launchers read it
+        values["gpus_per_node"] = values.get("gpus", 1)
+        values["gpus"] = values["gpus_per_node"] * values["nodes"]
     spec = JobSpec(**values, hints=ProfileHints(**hints))
     return JobFile(validate_spec(spec, max_gpus_per_node=max_gpus_per_node), tuple(warnings))
 
@@ -227,9 +233,12 @@ def to_dict(spec: JobSpec) -> dict[str, Any]:
     if spec.name:
         out["name"] = spec.name
     types = ",".join(t.upper() for t in spec.gpu_types)
-    count: int | str = format_gpus(spec, "-") if spec.elastic else spec.gpus
+    nodes = spec.nodes or (spec.gpus // spec.gpus_per_node if spec.gpus_per_node else 0)
+    per_node = spec.gpus // nodes if nodes else spec.gpus  # per node when the shape is set
+    count: int | str = format_gpus(spec, "-") if spec.elastic else per_node
     out["resources"] = {"accelerators": f"{types}:{count}" if types else count}
-    out["num_nodes"] = 1
+    if nodes:
+        out["num_nodes"] = nodes
     if spec.image:
         out["image"] = spec.image
     if spec.workdir:

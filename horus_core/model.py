@@ -130,6 +130,9 @@ class Job:
     # queue it counts in; 0 / "" = unknown. Filled in by the master's answers, never stored.
     queue_position: int = 0
     queue_name: str = ""
+    # The nodes of the current/last attempt in rank order (``nodes[0] == node``); empty for an
+    # attempt on one node (see :func:`horus_core.gang.job_nodes`).
+    nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

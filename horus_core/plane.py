@@ -102,6 +102,13 @@ class Assignment:
     attempt: int
     spec: JobSpec
     gpus: tuple[str, ...]
+    # A part of a multi-node gang (issue 11): its rank, the gang's nodes and GPUs, and where the
+    # rank-0 node's rendezvous listens; nnodes 0: a job on one node.
+    node_rank: int = 0
+    nnodes: int = 0
+    world_size: int = 0
+    master_addr: str = ""
+    master_port: int = 0
 
 
 @dataclass(frozen=True, slots=True)

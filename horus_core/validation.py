@@ -97,8 +97,9 @@ def validate_spec(
     ``allow_mounts``: host path prefixes the operator allows (None: not checked here).
     """
     _check_command(spec.command)
-    _check_gpus(spec.gpus, max_gpus_per_node)
+    _check_gpus(spec.gpus)
     _check_elastic(spec)
+    check_shape(spec, max_gpus_per_node)
     check_gpu_types(spec.gpu_types)
     for field_name in ("name", "owner", "job_type", "queue", "priority_class"):
         _check_text(field_name, getattr(spec, field_name), MAX_NAME_LEN)
@@ -127,13 +128,34 @@ def validate_spec(
     return spec
 
 
-def _check_gpus(gpus: int, max_gpus_per_node: int | None) -> None:
+def _check_gpus(gpus: int) -> None:
     if gpus < 1:
         raise InvalidArgument("gpus", f"must be at least 1, got {gpus}")
     if gpus > MAX_GPUS_PER_JOB:
         raise InvalidArgument("gpus", f"at most {MAX_GPUS_PER_JOB}, got {gpus}")
-    if max_gpus_per_node is not None and gpus > max_gpus_per_node:
-        raise InvalidArgument("gpus", f"asks for {gpus} GPUs but the largest node has {max_gpus_per_node}")
+
+
+def check_shape(spec: JobSpec, max_gpus_per_node: int | None) -> None:
+    """The multi-node shape: ``gpus_per_node`` and ``nodes`` (0 = any) split ``gpus`` evenly;
+    the GPUs that must share one node fit on the largest node. An elastic job runs on one node,
+    and so must fit there whole; a job without a shape may span nodes."""
+    k, n = spec.gpus_per_node, spec.nodes
+    if k < 0 or n < 0:
+        raise InvalidArgument("gpus_per_node", f"gpus_per_node and nodes must not be negative, got {k}, {n}")
+    if n > MAX_GPUS_PER_JOB:
+        raise InvalidArgument("nodes", f"at most {MAX_GPUS_PER_JOB}, got {n}")
+    if k and n and k * n != spec.gpus:
+        raise InvalidArgument("gpus", f"gpus ({spec.gpus}) must equal gpus_per_node ({k}) x nodes ({n})")
+    if (k or n) and spec.gpus % (k or n):
+        what = f"gpus_per_node ({k})" if k else f"nodes ({n})"
+        raise InvalidArgument("gpus", f"gpus ({spec.gpus}) must be a multiple of {what}")
+    if (k or n) and spec.elastic:
+        raise InvalidArgument("nodes", "an elastic job runs on one node: leave gpus_per_node and nodes at 0")
+    local = k or (spec.gpus // n if n else 0) or (spec.gpu_range()[0] if spec.elastic else 0)
+    if max_gpus_per_node is not None and local > max_gpus_per_node:
+        raise InvalidArgument(
+            "gpus", f"asks for {local} GPUs on one node but the largest node has {max_gpus_per_node}"
+        )
 
 
 def check_grace(value: float) -> None:

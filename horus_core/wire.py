@@ -84,6 +84,8 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         queue=spec.queue,
         priority_class=spec.priority_class,
         grace_s=spec.grace_s,
+        gpus_per_node=spec.gpus_per_node,
+        nodes=spec.nodes,
     )
 
 
@@ -116,6 +118,8 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         queue=msg.queue,
         priority_class=msg.priority_class,
         grace_s=msg.grace_s,
+        gpus_per_node=msg.gpus_per_node,
+        nodes=msg.nodes,
     )
 
 
@@ -137,6 +141,7 @@ def job_to_pb(job: Job) -> pb.Job:
         reason_code=job.reason_code,
         queue_position=job.queue_position,
         queue_name=job.queue_name,
+        nodes=list(job.nodes),
     )
     if job.started_at is not None:
         msg.started_at = job.started_at
@@ -165,6 +170,7 @@ def job_from_pb(msg: pb.Job) -> Job:
         reason_code=msg.reason_code,
         queue_position=msg.queue_position,
         queue_name=msg.queue_name,
+        nodes=tuple(msg.nodes),
     )
 
 
@@ -302,7 +308,15 @@ def to_worker_pb(msg: plane.ToWorker) -> wpb.MasterMessage:
     """One message of the master's stream to a worker."""
     if isinstance(msg, plane.Assignment):
         assign = wpb.Assignment(
-            job_id=msg.job_id, attempt=msg.attempt, spec=spec_to_pb(msg.spec), gpus=msg.gpus
+            job_id=msg.job_id,
+            attempt=msg.attempt,
+            spec=spec_to_pb(msg.spec),
+            gpus=msg.gpus,
+            node_rank=msg.node_rank,
+            nnodes=msg.nnodes,
+            world_size=msg.world_size,
+            master_addr=msg.master_addr,
+            master_port=msg.master_port,
         )
         return wpb.MasterMessage(assign=assign)
     if isinstance(msg, plane.Kill):

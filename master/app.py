@@ -134,6 +134,7 @@ class Master:
         # A progress report counts once two heartbeats have shown who shares the job's GPUs.
         learner = Learner(self.store, self.clock, model, settle_s=2 * cfg.heartbeat_s)
         core = self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
+        core.gangs.ports_range = cfg.gang_ports
         core.progress = progress = ProgressKeeper(self.store, self.clock)
         service = self.service = ServiceDesk(  # cordons, drains, quarantines (issue 13)
             store=self.store, clock=core.clock, registry=core.registry, writer=core.writer, wakeup=core.wakeup

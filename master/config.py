@@ -62,6 +62,8 @@ class MasterConfig:
     min_run_s: float = 0.0
     # Round length of the Gavel policies (issue 10); None: HORUS_GAVEL_ROUND_S, else 360 s.
     round_s: float | None = None
+    # Ports a multi-node gang's rendezvous (MASTER_PORT) is chosen from, one per live gang.
+    gang_ports: tuple[int, int] = (29500, 29999)
 
     def __post_init__(self) -> None:
         problem = timeout_problem(
@@ -80,6 +82,9 @@ class MasterConfig:
             raise ValueError(f"min_run_s must be a number of seconds >= 0, got {self.min_run_s}")
         if self.round_s is not None and not (math.isfinite(self.round_s) and self.round_s > 0):
             raise ValueError(f"round_s must be a positive number of seconds, got {self.round_s}")
+        lo, hi = self.gang_ports
+        if not 0 < lo <= hi < 65536:
+            raise ValueError(f"gang_ports must be a range within 1-65535, got {lo}-{hi}")
 
     @property
     def kill_grace(self) -> float:

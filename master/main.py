@@ -76,6 +76,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="PREFIX",
         help="host path prefix job specs may mount (repeatable; default: no host mounts)",
     )
+    p.add_argument(
+        "--gang-ports",
+        type=_port_range,
+        default=(29500, 29999),
+        metavar="LO-HI",
+        help="ports a multi-node gang's MASTER_PORT is chosen from (default 29500-29999)",
+    )
     p.add_argument("--http-listen", metavar="HOST:PORT", help="serve the web dashboard here (off by default)")
     p.add_argument("--metrics-listen", metavar="HOST:PORT", help="serve Prometheus /metrics here (no auth)")
     p.add_argument(
@@ -178,7 +185,19 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         queues=args.queues,
         min_run_s=args.min_run_s,
         round_s=args.round_s,
+        gang_ports=args.gang_ports,
     )
+
+
+def _port_range(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition("-")
+    try:
+        out = (int(lo), int(hi)) if sep else (int(lo), int(lo))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO-HI, got {text!r}") from None
+    if not 0 < out[0] <= out[1] < 65536:
+        raise argparse.ArgumentTypeError(f"expected a port range within 1-65535, got {text!r}")
+    return out
 
 
 async def serve(

@@ -58,6 +58,7 @@ class AgentConfig:
     credentials: grpc.ChannelCredentials | None = None
     poll_s: float = 0.2  # tails and lease ticks
     watchdog: bool = True  # a lease watchdog process (worker/lease.py) backs the daemon's own checks
+    advertise_addr: str = ""  # where other nodes reach this one ("": the master uses what it sees)
     rack: str = ""  # --rack: the rack (switch) this node sits in, reported at registration
 
 
@@ -175,6 +176,7 @@ class Agent:
             self.config.join_token,
             self.state.finals(),
             self.state.epoch,
+            advertise_addr=self.config.advertise_addr,
             rack=self.config.rack,
         )
 
@@ -218,7 +220,8 @@ class Agent:
                 log.warning("ignoring an assignment with a bad job id %r", a.job_id[:80])
                 return
             key = AttemptKey(a.job_id, a.attempt)
-            self._apply(self.state.on_assignment(key, spec_from_pb(a.spec), tuple(a.gpus)))
+            env = messages.gang_env(a)
+            self._apply(self.state.on_assignment(key, spec_from_pb(a.spec), tuple(a.gpus), env))
         elif kind == "kill":
             self._apply(self.state.on_kill(AttemptKey(msg.kill.job_id, msg.kill.attempt), msg.kill.reason))
 
@@ -252,7 +255,8 @@ class Agent:
     async def _launch(self, start: Start) -> None:
         key = start.key
         files = AttemptFiles.of(self.config.state_dir, key)
-        env = attempt_env(key, start.gpus, files, self.config.name)
+        # the worker's own variables, then a gang's rendezvous (WORLD_SIZE over all its nodes wins)
+        env = (*attempt_env(key, start.gpus, files, self.config.name), *start.env)
         try:
             await asyncio.to_thread(files.prepare, start.spec, start.gpus)
             handle = await self._runtime.start(LaunchRequest(key, start.spec, start.gpus, files.log, env))

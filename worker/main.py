@@ -37,6 +37,7 @@ from worker.runtime.process import ProcessRuntime
 
 log = logging.getLogger("horus.worker")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_ADDR = re.compile(r"^[A-Za-z0-9._:%-]{1,255}$")  # a host name, IPv4 or IPv6 address (as the master checks)
 
 
 class StartupError(Exception):
@@ -111,6 +112,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--docker-url", help="docker: engine address (default $DOCKER_HOST or the local socket)")
     p.add_argument("--docker-network", default="none", help="docker: network for containers (default none)")
+    p.add_argument(
+        "--docker-gang-network",
+        default="host",
+        help="docker: network for the parts of multi-node gangs, which must reach each other (default host)",
+    )
+    p.add_argument(
+        "--advertise-addr",
+        default="",
+        metavar="HOST",
+        help="address other nodes reach this one at (a gang's MASTER_ADDR; default: what the master sees)",
+    )
     p.add_argument("--metrics-listen", metavar="HOST:PORT", help="serve Prometheus /metrics here (no auth)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument("--version", action="version", version=f"horus-worker {__version__}")
@@ -119,6 +131,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--master HOST:PORT is required (or set $HORUS_MASTER)")
     if not _NAME.match(args.name):
         p.error(f"--name must be 1-63 letters, digits, '.', '_' or '-', got {args.name!r}")
+    if args.advertise_addr and not _ADDR.match(args.advertise_addr):
+        p.error(f"--advertise-addr must be a host name or address, got {args.advertise_addr!r}")
     if args.rack and not _NAME.match(args.rack):
         p.error(f"--rack must be 1-63 letters, digits, '.', '_' or '-', got {args.rack!r}")
     if args.sim_interference and not args.fake_gpus:
@@ -175,6 +189,7 @@ async def open_runtime(args: argparse.Namespace, state_dir: pathlib.Path) -> Run
             url=args.docker_url,
             allow_mounts=args.allow_mount,
             network=args.docker_network,
+            gang_network=args.docker_gang_network,
             orphan_grace_s=args.grace_s,
         )
     except Exception as exc:
@@ -265,9 +280,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("grpc").setLevel(logging.WARNING)
     try:
         config = AgentConfig(
-            args.name, args.master, make_state_dir(args), args.join_token, args.grace_s, credentials(args),
+            args.name,
+            args.master,
+            make_state_dir(args),
+            args.join_token,
+            args.grace_s,
+            credentials(args),
+            advertise_addr=args.advertise_addr,
             rack=args.rack,
-        )  # fmt: skip
+        )
         asyncio.run(serve(args, config))
     except StartupError as exc:
         print(f"horus-worker: error: {exc}", file=sys.stderr)

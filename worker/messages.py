@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from horus_core import __version__, wire
+from horus_core.gang import GangInfo
 from horus_core.gen import types_pb2, worker_pb2
 from horus_core.model import Gpu, gpu_type_of
 from horus_core.plane import JobGpuReading
@@ -34,6 +35,7 @@ def register(
     token: str,
     finished: Iterable[Update] = (),
     resume_epoch: int = 0,
+    advertise_addr: str = "",
     rack: str = "",
 ) -> worker_pb2.WorkerMessage:
     pb_gpus = [
@@ -47,9 +49,18 @@ def register(
         version=__version__,
         finished=[update(u).update for u in finished],
         resume_epoch=resume_epoch,
+        advertise_addr=advertise_addr,
         rack=rack,
     )
     return worker_pb2.WorkerMessage(register=msg)
+
+
+def gang_env(a: worker_pb2.Assignment) -> tuple[tuple[str, str], ...]:
+    """The rendezvous env of a multi-node gang's part (none for a job on one node)."""
+    if a.nnodes <= 1:
+        return ()
+    info = GangInfo(a.node_rank, a.nnodes, a.world_size, a.master_addr, a.master_port)
+    return info.env(len(a.gpus))
 
 
 def update(u: Update) -> worker_pb2.WorkerMessage:

@@ -57,6 +57,7 @@ class Start:
     key: AttemptKey
     spec: JobSpec
     gpus: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()  # what the master's assignment adds (a gang's rendezvous)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +196,9 @@ class WorkerState:
 
     # -------------------------------------------------------------------- from the master
 
-    def on_assignment(self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...]) -> list[Effect]:
+    def on_assignment(
+        self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...], env: tuple[tuple[str, str], ...] = ()
+    ) -> list[Effect]:
         known = self.attempts.get(key)
         if known is not None:  # a copy: started once only; a finished one gets its final again
             return [Send(known.final)] if known.final is not None else []
@@ -210,7 +213,7 @@ class WorkerState:
         if not gpus or foreign:
             what = f"GPUs not on this worker: {', '.join(foreign)}" if foreign else "no GPUs"
             return self._finish(attempt, JobState.FAILED, None, f"bad assignment: {what}")
-        return [Start(key, spec, gpus)]
+        return [Start(key, spec, gpus, env)]
 
     def on_kill(self, key: AttemptKey, reason: str) -> list[Effect]:
         reason = reason or "killed by the master"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Mapping
 
 from horus_core.cli import output as fmt
 from horus_core.cli.base import ACTIVE_STATES, Subparsers, add_command, job_state
 from horus_core.cli.output import Output
 from horus_core.cli.progress import progress_fields, progress_record
-from horus_core.cli.records import job_gpu_stats_record, job_record
+from horus_core.cli.records import job_gpu_stats_record, job_parts, job_record
 from horus_core.client import GpuStatus, HorusClient, JobGpuStats
 from horus_core.gpurange import format_gpus, gpus_text
 from horus_core.model import Job, JobSpec, JobState
@@ -68,7 +69,7 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
             j.state.value,
             fmt.truncate(j.spec.job_type, TYPE_WIDTH),
             gpus_text(j),
-            j.node,
+            "+".join(j.nodes) or j.node,  # a gang: every node, rank 0 first
             predicted_speed(j),
             fmt.age(j.submitted_at),
             fmt.truncate(reason_text(j), REASON_WIDTH),
@@ -134,18 +135,19 @@ async def cancel_job(client: HorusClient, args: argparse.Namespace, out: Output)
 
 async def show_job(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
     job = await client.get(args.job_id)
-    statuses = await client.gpus() if job.gpus and job.state.active else []
+    statuses = await client.gpus() if job.gpus and (job.state.active or job.nodes) else []
+    node_of = {s.gpu.uuid: s.gpu.node for s in statuses}
     co_runners = co_runners_of(job, statuses)
     usage = usage_of(job, statuses)
     progress = await client.progress(job.id)
     if out.json:
-        record = job_record(job)
+        record = job_record(job, node_of)
         record["co_runners"] = co_runners
         record["gpu_stats"] = [job_gpu_stats_record(u) for u in usage]
         record["progress"] = progress_record(progress)
         out.dump(record)
         return 0
-    out.line(fmt.render_fields(job_fields(job) + progress_fields(progress)))
+    out.line(fmt.render_fields(job_fields(job, node_of) + progress_fields(progress)))
     if co_runners:
         out.line("Co-runners:")
         for uuid, ids in co_runners.items():
@@ -157,8 +159,10 @@ async def show_job(client: HorusClient, args: argparse.Namespace, out: Output) -
     return 0
 
 
-def job_fields(job: Job) -> list[tuple[str, object]]:
+def job_fields(job: Job, node_of: Mapping[str, str] | None = None) -> list[tuple[str, object]]:
     spec = job.spec
+    parts = job_parts(job, node_of)
+    nodes = "; ".join(f"{n} (rank {r}): {', '.join(g)}" for r, (n, g) in enumerate(parts))
     share = "exclusive" if spec.exclusive else "shared"
     return [
         ("ID", job.id),
@@ -170,7 +174,7 @@ def job_fields(job: Job) -> list[tuple[str, object]]:
         ("Queue position", f"{job.queue_position} in {job.queue_name}" if job.queue_position else "-"),
         ("Command", shlex.join(spec.command)),
         ("Image", spec.image or "(none: runs as a process)"),
-        ("Requested", f"{requested_text(spec)}, {share}, priority {spec.priority}"),
+        ("Requested", f"{requested_text(spec)}{shape_text(spec)}, {share}, priority {spec.priority}"),
         ("Speed floor", f"{spec.min_speed:g}x of solo" if spec.min_speed > 0 else "(cluster default)"),
         ("GPU types", ", ".join(spec.gpu_types) or "(any)"),
         ("Queue", f"{spec.queue or '(default)'}, class {spec.priority_class or '(default)'}"),
@@ -178,6 +182,7 @@ def job_fields(job: Job) -> list[tuple[str, object]]:
         ("Hints", hints_text(job)),
         ("Node", job.node),
         ("GPUs", ", ".join(job.gpus)),
+        *((("Nodes", nodes),) if len(parts) > 1 else ()),
         ("Predicted slowdown", f"{job.predicted_slowdown:.2f}"),
         ("Submitted", fmt.timestamp(job.submitted_at)),
         ("Started", fmt.timestamp(job.started_at)),
@@ -190,6 +195,15 @@ def requested_text(spec: JobSpec) -> str:
     if spec.elastic:
         return f"{format_gpus(spec)} GPU(s), elastic (starts on {spec.gpus})"
     return f"{spec.gpus} GPU(s)"
+
+
+def shape_text(spec: JobSpec) -> str:
+    """The " as 2 node(s) x 4"-style text for a job that asks for a multi-node shape ("" if none)."""
+    if spec.nodes and spec.gpus_per_node:
+        return f" as {spec.nodes} node(s) x {spec.gpus_per_node}"
+    if spec.nodes:
+        return f" on {spec.nodes} node(s)"
+    return f", {spec.gpus_per_node} per node" if spec.gpus_per_node else ""
 
 
 def hints_text(job: Job) -> str:

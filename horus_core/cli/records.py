@@ -5,7 +5,7 @@ These spellings are a contract that automation relies on; add keys, never rename
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from horus_core.client import GpuStatus, JobEvent, JobGpuStats, PairSpeed, Profile
@@ -14,7 +14,21 @@ from horus_core.model import Gpu, Job, Node
 Record = dict[str, Any]
 
 
-def job_record(job: Job) -> Record:
+def job_parts(job: Job, node_of: Mapping[str, str] | None = None) -> list[tuple[str, list[str]]]:
+    """Each node of the job's current/last attempt with its GPUs, in rank order. A gang's GPUs
+    are split with ``node_of`` (GPU uuid -> node, from ListGpus); a GPU it does not know goes by
+    its position (the GPUs are listed node by node)."""
+    if not job.nodes:
+        return [(job.node, list(job.gpus))] if job.node else []
+    known = node_of or {}
+    out: dict[str, list[str]] = {n: [] for n in job.nodes}
+    for i, uuid in enumerate(job.gpus):
+        node = known.get(uuid, "")
+        out[node if node in out else job.nodes[i * len(job.nodes) // len(job.gpus)]].append(uuid)
+    return list(out.items())
+
+
+def job_record(job: Job, node_of: Mapping[str, str] | None = None) -> Record:
     spec = job.spec
     return {
         "id": job.id,
@@ -28,6 +42,10 @@ def job_record(job: Job) -> Record:
         "gpus_requested": spec.gpus,
         "gpus_min": spec.gpus_min,  # elastic range; both 0: not elastic
         "gpus_max": spec.gpus_max,
+        # every node of the current/last attempt (several for a multi-node gang), in rank order
+        "nodes": [{"name": n, "gpus": g} for n, g in job_parts(job, node_of)],
+        "gpus_per_node": spec.gpus_per_node,
+        "nodes_requested": spec.nodes,
         "exclusive": spec.exclusive,
         "priority": spec.priority,
         "min_speed": spec.min_speed,

@@ -16,15 +16,19 @@ from horus_core.validation import validate_spec
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p = add_command(sub, "submit", submit_job, common, "submit a job; prints its id")
-    p.usage = "hctl submit --gpus N|MIN:MAX [options] -- CMD [ARGS...]"
+    p.usage = "hctl submit --gpus N|MIN:MAX [--gpus-per-node K] [--nodes M] [options] -- CMD [ARGS...]"
     p.add_argument(
         "--gpus",
-        required=True,
         metavar="N|MIN:MAX",
-        help="number of GPUs (all on one node), or an elastic range MIN:MAX: the job starts on MIN "
-        "and the policy (optimus) may resize it within the range; it reads its count from "
-        "$WORLD_SIZE / $HORUS_GPUS at every start",
+        help="number of GPUs, on one node or several (may be left out when both --gpus-per-node and "
+        "--nodes are given), or an elastic range MIN:MAX: the job starts on MIN and the policy "
+        "(optimus) may resize it within the range; it reads its count from $WORLD_SIZE / $HORUS_GPUS "
+        "at every start",
     )
+    p.add_argument(
+        "--gpus-per-node", type=int, default=0, metavar="K", help="GPUs on each node (default: any shape)"
+    )
+    p.add_argument("--nodes", type=int, default=0, metavar="M", help="number of nodes (default: any shape)")
     p.add_argument("--name", default="")
     p.add_argument(
         "--type",
@@ -93,7 +97,7 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         raise InvalidArgument(
             "command", "missing; give it after '--', e.g. hctl submit --gpus 1 -- python train.py"
         )
-    gpus, gpus_min, gpus_max = parse_gpus(str(args.gpus))
+    gpus, gpus_min, gpus_max = parse_gpus(str(total_gpus(args)) if args.gpus is None else str(args.gpus))
     spec = JobSpec(
         command=tuple(command),
         gpus=gpus,
@@ -116,8 +120,19 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         queue=args.queue,
         priority_class=args.priority_class,
         grace_s=args.grace_s,
+        gpus_per_node=args.gpus_per_node,
+        nodes=args.nodes,
     )
     return validate_spec(spec)
+
+
+def total_gpus(args: argparse.Namespace) -> int:
+    """``--gpus``, or ``--gpus-per-node`` x ``--nodes`` when it is left out."""
+    if args.gpus is not None:
+        return int(args.gpus) if str(args.gpus).isdigit() else 0
+    if args.gpus_per_node > 0 and args.nodes > 0:
+        return int(args.gpus_per_node * args.nodes)
+    raise InvalidArgument("gpus", "missing: give --gpus N (or both --gpus-per-node K and --nodes M)")
 
 
 def parse_gpu_types(text: str) -> tuple[str, ...]:

@@ -185,10 +185,11 @@ class HorusClient:
             yield _convert.job_event_from_pb(msg)
 
     async def log_chunks(
-        self, job_id: str, attempt: int = 0, follow: bool = False, offset: int = 0
+        self, job_id: str, attempt: int = 0, follow: bool = False, offset: int = 0, node: str = ""
     ) -> AsyncGenerator[LogChunk, None]:
-        """Output of an attempt (0 = latest) as chunks with their offsets."""
-        req = cpb.GetLogsRequest(job_id=job_id, attempt=attempt, follow=follow, offset=offset)
+        """Output of an attempt (0 = latest) as chunks with their offsets. A multi-node gang's
+        chunks name their node (``node``: only that node's part; offsets count per part)."""
+        req = cpb.GetLogsRequest(job_id=job_id, attempt=attempt, follow=follow, offset=offset, node=node)
         async for msg in self._stream(self._stub.GetLogs(req, metadata=self._metadata)):
             yield _convert.log_chunk_from_pb(msg)
 

@@ -64,7 +64,7 @@ def pair_speed_from_pb(msg: pb.PairSpeed) -> PairSpeed:
 
 
 def log_chunk_from_pb(msg: cpb.LogChunk) -> LogChunk:
-    return LogChunk(job_id=msg.job_id, attempt=msg.attempt, offset=msg.offset, data=msg.data)
+    return LogChunk(job_id=msg.job_id, attempt=msg.attempt, offset=msg.offset, data=msg.data, node=msg.node)
 
 
 def cluster_info_from_pb(msg: cpb.ClusterInfo) -> ClusterInfo:

@@ -23,6 +23,7 @@ from horus_core.client._views import (
     JobEvent,
     JobPage,
     JobProgress,
+    LogChunk,
     PairSpeed,
     Profile,
     ServerStats,
@@ -130,6 +131,12 @@ class SyncHorusClient:
         self, job_id: str, attempt: int = 0, follow: bool = False, offset: int = 0
     ) -> Generator[bytes, None, None]:
         return self._iterate(self._client.logs(job_id, attempt, follow, offset))
+
+    def log_chunks(
+        self, job_id: str, attempt: int = 0, follow: bool = False, offset: int = 0, node: str = ""
+    ) -> Generator[LogChunk, None, None]:
+        """Chunks with their offsets; a multi-node gang's name their node (``node``: only its part)."""
+        return self._iterate(self._client.log_chunks(job_id, attempt, follow, offset, node))
 
     def wait(self, job_id: str, timeout: float | None = None, *, poll_interval: float = 5.0) -> Job:
         return self._run(self._client.wait(job_id, timeout, poll_interval=poll_interval))

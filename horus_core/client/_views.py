@@ -70,6 +70,7 @@ class LogChunk:
     attempt: int
     offset: int
     data: bytes
+    node: str = ""  # a multi-node gang's part ("" for a job on one node); offsets count per part
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from horus_core.gen import types_pb2 as horus_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15horus/v1/client.proto\x12\x08horus.v1\x1a\x14horus/v1/types.proto\"\x8a\x01\n\x15SetNodeServiceRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12+\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x1b.horus.v1.NodeServiceAction\x12\x16\n\ttimeout_s\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x10\n\x08gpu_uuid\x18\x04 \x01(\tB\x0c\n\n_timeout_s\"6\n\x16SetNodeServiceResponse\x12\x1c\n\x04node\x18\x01 \x01(\x0b\x32\x0e.horus.v1.Node\"G\n\x10SubmitJobRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1f\n\x04spec\x18\x02 \x01(\x0b\x32\x11.horus.v1.JobSpec\"@\n\x11SubmitJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.horus.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"k\n\x0fListJobsRequest\x12\"\n\x06states\x18\x01 \x03(\x0e\x32\x12.horus.v1.JobState\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.horus.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"2\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\"\n\x10WatchJobsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x12\n\x10ListNodesRequest\"2\n\x11ListNodesResponse\x12\x1d\n\x05nodes\x18\x01 \x03(\x0b\x32\x0e.horus.v1.Node\"\x11\n\x0fListGpusRequest\"5\n\x10ListGpusResponse\x12!\n\x04gpus\x18\x01 \x03(\x0b\x32\x13.horus.v1.GpuStatus\"Q\n\x0eGetLogsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\x12\x0e\n\x06offset\x18\x04 \x01(\x03\"I\n\x08LogChunk\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"\x15\n\x13ListProfilesRequest\"_\n\x14ListProfilesResponse\x12#\n\x08profiles\x18\x01 \x03(\x0b\x32\x11.horus.v1.Profile\x12\"\n\x05pairs\x18\x02 \x03(\x0b\x32\x13.horus.v1.PairSpeed\"\x17\n\x15GetClusterInfoRequest\"I\n\x0b\x43lusterInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12\x19\n\x11max_gpus_per_node\x18\x03 \x01(\x05\"&\n\x15GetServerStatsRequest\x12\r\n\x05reset\x18\x01 \x01(\x08\"`\n\x0eLatencySummary\x12\x0f\n\x07samples\x18\x01 \x01(\x03\x12\r\n\x05total\x18\x02 \x01(\x03\x12\x0e\n\x06p50_ms\x18\x03 \x01(\x01\x12\x0e\n\x06p99_ms\x18\x04 \x01(\x01\x12\x0e\n\x06max_ms\x18\x05 \x01(\x01\"\xa7\x01\n\x0bServerStats\x12*\n\x08loop_lag\x18\x01 \x01(\x0b\x32\x18.horus.v1.LatencySummary\x12\x17\n\x0floop_interval_s\x18\x02 \x01(\x01\x12+\n\theartbeat\x18\x03 \x01(\x0b\x32\x18.horus.v1.LatencySummary\x12\r\n\x05nodes\x18\x04 \x01(\x05\x12\x17\n\x0fnodes_connected\x18\x05 \x01(\x05\"8\n\x15GetJobProgressRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07history\x18\x02 \x01(\x05\"m\n\rProgressPoint\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12\x0c\n\x04step\x18\x02 \x01(\x03\x12\x11\n\x04loss\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x15\n\rsamples_per_s\x18\x04 \x01(\x01\x12\n\n\x02\x61t\x18\x05 \x01(\x01\x42\x07\n\x05_loss\"\x87\x03\n\x11JobProgressReport\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x06latest\x18\x02 \x01(\x0b\x32\x17.horus.v1.ProgressPoint\x12\x0e\n\x06points\x18\x03 \x01(\x05\x12\x17\n\nsteps_left\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x19\n\x0cseconds_left\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12\x15\n\restimate_from\x18\x06 \x01(\t\x12\x15\n\x08\x63urve_b0\x18\x07 \x01(\x01H\x02\x88\x01\x01\x12\x15\n\x08\x63urve_b1\x18\x08 \x01(\x01H\x03\x88\x01\x01\x12\x15\n\x08\x63urve_b2\x18\t \x01(\x01H\x04\x88\x01\x01\x12\x18\n\x0btarget_step\x18\n \x01(\x01H\x05\x88\x01\x01\x12(\n\x07history\x18\x0b \x03(\x0b\x32\x17.horus.v1.ProgressPointB\r\n\x0b_steps_leftB\x0f\n\r_seconds_leftB\x0b\n\t_curve_b0B\x0b\n\t_curve_b1B\x0b\n\t_curve_b2B\x0e\n\x0c_target_step\"\x17\n\x15ListQueueUsageRequest\",\n\nQueueQuota\x12\x10\n\x08gpu_type\x18\x01 \x01(\t\x12\x0c\n\x04gpus\x18\x02 \x01(\x05\"\xb5\x01\n\rQueueUsageRow\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x07nominal\x18\x02 \x03(\x0b\x32\x14.horus.v1.QueueQuota\x12\x17\n\x0f\x62orrowing_limit\x18\x03 \x01(\x05\x12\x0c\n\x04used\x18\x04 \x01(\x05\x12\x10\n\x08\x62orrowed\x18\x05 \x01(\x05\x12\x0f\n\x07running\x18\x06 \x01(\x05\x12\x0f\n\x07pending\x18\x07 \x01(\x05\x12\x14\n\x0cpending_gpus\x18\x08 \x01(\x05\"U\n\x16ListQueueUsageResponse\x12\x12\n\nconfigured\x18\x01 \x01(\x08\x12\'\n\x06queues\x18\x02 \x03(\x0b\x32\x17.horus.v1.QueueUsageRow*\x99\x01\n\x11NodeServiceAction\x12#\n\x1fNODE_SERVICE_ACTION_UNSPECIFIED\x10\x00\x12\x1e\n\x1aNODE_SERVICE_ACTION_CORDON\x10\x01\x12\x1d\n\x19NODE_SERVICE_ACTION_DRAIN\x10\x02\x12 \n\x1cNODE_SERVICE_ACTION_UNCORDON\x10\x03\x32\xe1\x07\n\x0cHorusService\x12\x44\n\tSubmitJob\x12\x1a.horus.v1.SubmitJobRequest\x1a\x1b.horus.v1.SubmitJobResponse\x12\x30\n\x06GetJob\x12\x17.horus.v1.GetJobRequest\x1a\r.horus.v1.Job\x12\x41\n\x08ListJobs\x12\x19.horus.v1.ListJobsRequest\x1a\x1a.horus.v1.ListJobsResponse\x12\x36\n\tCancelJob\x12\x1a.horus.v1.CancelJobRequest\x1a\r.horus.v1.Job\x12=\n\tWatchJobs\x12\x1a.horus.v1.WatchJobsRequest\x1a\x12.horus.v1.JobEvent0\x01\x12\x44\n\tListNodes\x12\x1a.horus.v1.ListNodesRequest\x1a\x1b.horus.v1.ListNodesResponse\x12\x41\n\x08ListGpus\x12\x19.horus.v1.ListGpusRequest\x1a\x1a.horus.v1.ListGpusResponse\x12\x39\n\x07GetLogs\x12\x18.horus.v1.GetLogsRequest\x1a\x12.horus.v1.LogChunk0\x01\x12M\n\x0cListProfiles\x12\x1d.horus.v1.ListProfilesRequest\x1a\x1e.horus.v1.ListProfilesResponse\x12H\n\x0eGetClusterInfo\x12\x1f.horus.v1.GetClusterInfoRequest\x1a\x15.horus.v1.ClusterInfo\x12H\n\x0eGetServerStats\x12\x1f.horus.v1.GetServerStatsRequest\x1a\x15.horus.v1.ServerStats\x12N\n\x0eGetJobProgress\x12\x1f.horus.v1.GetJobProgressRequest\x1a\x1b.horus.v1.JobProgressReport\x12S\n\x0eListQueueUsage\x12\x1f.horus.v1.ListQueueUsageRequest\x1a .horus.v1.ListQueueUsageResponse\x12S\n\x0eSetNodeService\x12\x1f.horus.v1.SetNodeServiceRequest\x1a .horus.v1.SetNodeServiceResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15horus/v1/client.proto\x12\x08horus.v1\x1a\x14horus/v1/types.proto\"\x8a\x01\n\x15SetNodeServiceRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12+\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x1b.horus.v1.NodeServiceAction\x12\x16\n\ttimeout_s\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x10\n\x08gpu_uuid\x18\x04 \x01(\tB\x0c\n\n_timeout_s\"6\n\x16SetNodeServiceResponse\x12\x1c\n\x04node\x18\x01 \x01(\x0b\x32\x0e.horus.v1.Node\"G\n\x10SubmitJobRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1f\n\x04spec\x18\x02 \x01(\x0b\x32\x11.horus.v1.JobSpec\"@\n\x11SubmitJobResponse\x12\x1a\n\x03job\x18\x01 \x01(\x0b\x32\r.horus.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\x1f\n\rGetJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"k\n\x0fListJobsRequest\x12\"\n\x06states\x18\x01 \x03(\x0e\x32\x12.horus.v1.JobState\x12\r\n\x05owner\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"H\n\x10ListJobsResponse\x12\x1b\n\x04jobs\x18\x01 \x03(\x0b\x32\r.horus.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"2\n\x10\x43\x61ncelJobRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\"\n\x10WatchJobsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x12\n\x10ListNodesRequest\"2\n\x11ListNodesResponse\x12\x1d\n\x05nodes\x18\x01 \x03(\x0b\x32\x0e.horus.v1.Node\"\x11\n\x0fListGpusRequest\"5\n\x10ListGpusResponse\x12!\n\x04gpus\x18\x01 \x03(\x0b\x32\x13.horus.v1.GpuStatus\"_\n\x0eGetLogsRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x0c\n\x04node\x18\x1e \x01(\t\"W\n\x08LogChunk\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0c\n\x04node\x18\x1e \x01(\t\"\x15\n\x13ListProfilesRequest\"_\n\x14ListProfilesResponse\x12#\n\x08profiles\x18\x01 \x03(\x0b\x32\x11.horus.v1.Profile\x12\"\n\x05pairs\x18\x02 \x03(\x0b\x32\x13.horus.v1.PairSpeed\"\x17\n\x15GetClusterInfoRequest\"I\n\x0b\x43lusterInfo\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12\x19\n\x11max_gpus_per_node\x18\x03 \x01(\x05\"&\n\x15GetServerStatsRequest\x12\r\n\x05reset\x18\x01 \x01(\x08\"`\n\x0eLatencySummary\x12\x0f\n\x07samples\x18\x01 \x01(\x03\x12\r\n\x05total\x18\x02 \x01(\x03\x12\x0e\n\x06p50_ms\x18\x03 \x01(\x01\x12\x0e\n\x06p99_ms\x18\x04 \x01(\x01\x12\x0e\n\x06max_ms\x18\x05 \x01(\x01\"\xa7\x01\n\x0bServerStats\x12*\n\x08loop_lag\x18\x01 \x01(\x0b\x32\x18.horus.v1.LatencySummary\x12\x17\n\x0floop_interval_s\x18\x02 \x01(\x01\x12+\n\theartbeat\x18\x03 \x01(\x0b\x32\x18.horus.v1.LatencySummary\x12\r\n\x05nodes\x18\x04 \x01(\x05\x12\x17\n\x0fnodes_connected\x18\x05 \x01(\x05\"8\n\x15GetJobProgressRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07history\x18\x02 \x01(\x05\"m\n\rProgressPoint\x12\x0f\n\x07\x61ttempt\x18\x01 \x01(\x05\x12\x0c\n\x04step\x18\x02 \x01(\x03\x12\x11\n\x04loss\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x15\n\rsamples_per_s\x18\x04 \x01(\x01\x12\n\n\x02\x61t\x18\x05 \x01(\x01\x42\x07\n\x05_loss\"\x87\x03\n\x11JobProgressReport\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\'\n\x06latest\x18\x02 \x01(\x0b\x32\x17.horus.v1.ProgressPoint\x12\x0e\n\x06points\x18\x03 \x01(\x05\x12\x17\n\nsteps_left\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x19\n\x0cseconds_left\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12\x15\n\restimate_from\x18\x06 \x01(\t\x12\x15\n\x08\x63urve_b0\x18\x07 \x01(\x01H\x02\x88\x01\x01\x12\x15\n\x08\x63urve_b1\x18\x08 \x01(\x01H\x03\x88\x01\x01\x12\x15\n\x08\x63urve_b2\x18\t \x01(\x01H\x04\x88\x01\x01\x12\x18\n\x0btarget_step\x18\n \x01(\x01H\x05\x88\x01\x01\x12(\n\x07history\x18\x0b \x03(\x0b\x32\x17.horus.v1.ProgressPointB\r\n\x0b_steps_leftB\x0f\n\r_seconds_leftB\x0b\n\t_curve_b0B\x0b\n\t_curve_b1B\x0b\n\t_curve_b2B\x0e\n\x0c_target_step\"\x17\n\x15ListQueueUsageRequest\",\n\nQueueQuota\x12\x10\n\x08gpu_type\x18\x01 \x01(\t\x12\x0c\n\x04gpus\x18\x02 \x01(\x05\"\xb5\x01\n\rQueueUsageRow\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x07nominal\x18\x02 \x03(\x0b\x32\x14.horus.v1.QueueQuota\x12\x17\n\x0f\x62orrowing_limit\x18\x03 \x01(\x05\x12\x0c\n\x04used\x18\x04 \x01(\x05\x12\x10\n\x08\x62orrowed\x18\x05 \x01(\x05\x12\x0f\n\x07running\x18\x06 \x01(\x05\x12\x0f\n\x07pending\x18\x07 \x01(\x05\x12\x14\n\x0cpending_gpus\x18\x08 \x01(\x05\"U\n\x16ListQueueUsageResponse\x12\x12\n\nconfigured\x18\x01 \x01(\x08\x12\'\n\x06queues\x18\x02 \x03(\x0b\x32\x17.horus.v1.QueueUsageRow*\x99\x01\n\x11NodeServiceAction\x12#\n\x1fNODE_SERVICE_ACTION_UNSPECIFIED\x10\x00\x12\x1e\n\x1aNODE_SERVICE_ACTION_CORDON\x10\x01\x12\x1d\n\x19NODE_SERVICE_ACTION_DRAIN\x10\x02\x12 \n\x1cNODE_SERVICE_ACTION_UNCORDON\x10\x03\x32\xe1\x07\n\x0cHorusService\x12\x44\n\tSubmitJob\x12\x1a.horus.v1.SubmitJobRequest\x1a\x1b.horus.v1.SubmitJobResponse\x12\x30\n\x06GetJob\x12\x17.horus.v1.GetJobRequest\x1a\r.horus.v1.Job\x12\x41\n\x08ListJobs\x12\x19.horus.v1.ListJobsRequest\x1a\x1a.horus.v1.ListJobsResponse\x12\x36\n\tCancelJob\x12\x1a.horus.v1.CancelJobRequest\x1a\r.horus.v1.Job\x12=\n\tWatchJobs\x12\x1a.horus.v1.WatchJobsRequest\x1a\x12.horus.v1.JobEvent0\x01\x12\x44\n\tListNodes\x12\x1a.horus.v1.ListNodesRequest\x1a\x1b.horus.v1.ListNodesResponse\x12\x41\n\x08ListGpus\x12\x19.horus.v1.ListGpusRequest\x1a\x1a.horus.v1.ListGpusResponse\x12\x39\n\x07GetLogs\x12\x18.horus.v1.GetLogsRequest\x1a\x12.horus.v1.LogChunk0\x01\x12M\n\x0cListProfiles\x12\x1d.horus.v1.ListProfilesRequest\x1a\x1e.horus.v1.ListProfilesResponse\x12H\n\x0eGetClusterInfo\x12\x1f.horus.v1.GetClusterInfoRequest\x1a\x15.horus.v1.ClusterInfo\x12H\n\x0eGetServerStats\x12\x1f.horus.v1.GetServerStatsRequest\x1a\x15.horus.v1.ServerStats\x12N\n\x0eGetJobProgress\x12\x1f.horus.v1.GetJobProgressRequest\x1a\x1b.horus.v1.JobProgressReport\x12S\n\x0eListQueueUsage\x12\x1f.horus.v1.ListQueueUsageRequest\x1a .horus.v1.ListQueueUsageResponse\x12S\n\x0eSetNodeService\x12\x1f.horus.v1.SetNodeServiceRequest\x1a .horus.v1.SetNodeServiceResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'horus.v1.client_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_NODESERVICEACTION']._serialized_start=2435
-  _globals['_NODESERVICEACTION']._serialized_end=2588
+  _globals['_NODESERVICEACTION']._serialized_start=2463
+  _globals['_NODESERVICEACTION']._serialized_end=2616
   _globals['_SETNODESERVICEREQUEST']._serialized_start=58
   _globals['_SETNODESERVICEREQUEST']._serialized_end=196
   _globals['_SETNODESERVICERESPONSE']._serialized_start=198
@@ -61,37 +61,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTGPUSRESPONSE']._serialized_start=788
   _globals['_LISTGPUSRESPONSE']._serialized_end=841
   _globals['_GETLOGSREQUEST']._serialized_start=843
-  _globals['_GETLOGSREQUEST']._serialized_end=924
-  _globals['_LOGCHUNK']._serialized_start=926
-  _globals['_LOGCHUNK']._serialized_end=999
-  _globals['_LISTPROFILESREQUEST']._serialized_start=1001
-  _globals['_LISTPROFILESREQUEST']._serialized_end=1022
-  _globals['_LISTPROFILESRESPONSE']._serialized_start=1024
-  _globals['_LISTPROFILESRESPONSE']._serialized_end=1119
-  _globals['_GETCLUSTERINFOREQUEST']._serialized_start=1121
-  _globals['_GETCLUSTERINFOREQUEST']._serialized_end=1144
-  _globals['_CLUSTERINFO']._serialized_start=1146
-  _globals['_CLUSTERINFO']._serialized_end=1219
-  _globals['_GETSERVERSTATSREQUEST']._serialized_start=1221
-  _globals['_GETSERVERSTATSREQUEST']._serialized_end=1259
-  _globals['_LATENCYSUMMARY']._serialized_start=1261
-  _globals['_LATENCYSUMMARY']._serialized_end=1357
-  _globals['_SERVERSTATS']._serialized_start=1360
-  _globals['_SERVERSTATS']._serialized_end=1527
-  _globals['_GETJOBPROGRESSREQUEST']._serialized_start=1529
-  _globals['_GETJOBPROGRESSREQUEST']._serialized_end=1585
-  _globals['_PROGRESSPOINT']._serialized_start=1587
-  _globals['_PROGRESSPOINT']._serialized_end=1696
-  _globals['_JOBPROGRESSREPORT']._serialized_start=1699
-  _globals['_JOBPROGRESSREPORT']._serialized_end=2090
-  _globals['_LISTQUEUEUSAGEREQUEST']._serialized_start=2092
-  _globals['_LISTQUEUEUSAGEREQUEST']._serialized_end=2115
-  _globals['_QUEUEQUOTA']._serialized_start=2117
-  _globals['_QUEUEQUOTA']._serialized_end=2161
-  _globals['_QUEUEUSAGEROW']._serialized_start=2164
-  _globals['_QUEUEUSAGEROW']._serialized_end=2345
-  _globals['_LISTQUEUEUSAGERESPONSE']._serialized_start=2347
-  _globals['_LISTQUEUEUSAGERESPONSE']._serialized_end=2432
-  _globals['_HORUSSERVICE']._serialized_start=2591
-  _globals['_HORUSSERVICE']._serialized_end=3584
+  _globals['_GETLOGSREQUEST']._serialized_end=938
+  _globals['_LOGCHUNK']._serialized_start=940
+  _globals['_LOGCHUNK']._serialized_end=1027
+  _globals['_LISTPROFILESREQUEST']._serialized_start=1029
+  _globals['_LISTPROFILESREQUEST']._serialized_end=1050
+  _globals['_LISTPROFILESRESPONSE']._serialized_start=1052
+  _globals['_LISTPROFILESRESPONSE']._serialized_end=1147
+  _globals['_GETCLUSTERINFOREQUEST']._serialized_start=1149
+  _globals['_GETCLUSTERINFOREQUEST']._serialized_end=1172
+  _globals['_CLUSTERINFO']._serialized_start=1174
+  _globals['_CLUSTERINFO']._serialized_end=1247
+  _globals['_GETSERVERSTATSREQUEST']._serialized_start=1249
+  _globals['_GETSERVERSTATSREQUEST']._serialized_end=1287
+  _globals['_LATENCYSUMMARY']._serialized_start=1289
+  _globals['_LATENCYSUMMARY']._serialized_end=1385
+  _globals['_SERVERSTATS']._serialized_start=1388
+  _globals['_SERVERSTATS']._serialized_end=1555
+  _globals['_GETJOBPROGRESSREQUEST']._serialized_start=1557
+  _globals['_GETJOBPROGRESSREQUEST']._serialized_end=1613
+  _globals['_PROGRESSPOINT']._serialized_start=1615
+  _globals['_PROGRESSPOINT']._serialized_end=1724
+  _globals['_JOBPROGRESSREPORT']._serialized_start=1727
+  _globals['_JOBPROGRESSREPORT']._serialized_end=2118
+  _globals['_LISTQUEUEUSAGEREQUEST']._serialized_start=2120
+  _globals['_LISTQUEUEUSAGEREQUEST']._serialized_end=2143
+  _globals['_QUEUEQUOTA']._serialized_start=2145
+  _globals['_QUEUEQUOTA']._serialized_end=2189
+  _globals['_QUEUEUSAGEROW']._serialized_start=2192
+  _globals['_QUEUEUSAGEROW']._serialized_end=2373
+  _globals['_LISTQUEUEUSAGERESPONSE']._serialized_start=2375
+  _globals['_LISTQUEUEUSAGERESPONSE']._serialized_end=2460
+  _globals['_HORUSSERVICE']._serialized_start=2619
+  _globals['_HORUSSERVICE']._serialized_end=3612
 # @@protoc_insertion_point(module_scope)

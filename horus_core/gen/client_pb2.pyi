@@ -339,11 +339,16 @@ class GetLogsRequest(_message.Message):
     ATTEMPT_FIELD_NUMBER: _builtins.int
     FOLLOW_FIELD_NUMBER: _builtins.int
     OFFSET_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     attempt: _builtins.int
     """0 = latest"""
     follow: _builtins.bool
     offset: _builtins.int
+    node: _builtins.str
+    """A multi-node gang: only this node's part (empty: every part, each chunk naming its node;
+    offset then applies to each part).
+    """
     def __init__(
         self,
         *,
@@ -351,10 +356,11 @@ class GetLogsRequest(_message.Message):
         attempt: _builtins.int = ...,
         follow: _builtins.bool = ...,
         offset: _builtins.int = ...,
+        node: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "follow", b"follow", "job_id", b"job_id", "offset", b"offset"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "follow", b"follow", "job_id", b"job_id", "node", b"node", "offset", b"offset"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -368,10 +374,13 @@ class LogChunk(_message.Message):
     ATTEMPT_FIELD_NUMBER: _builtins.int
     OFFSET_FIELD_NUMBER: _builtins.int
     DATA_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     attempt: _builtins.int
     offset: _builtins.int
     data: _builtins.bytes
+    node: _builtins.str
+    """a multi-node gang's part; offsets count per part"""
     def __init__(
         self,
         *,
@@ -379,10 +388,11 @@ class LogChunk(_message.Message):
         attempt: _builtins.int = ...,
         offset: _builtins.int = ...,
         data: _builtins.bytes = ...,
+        node: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "data", b"data", "job_id", b"job_id", "offset", b"offset"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "data", b"data", "job_id", b"job_id", "node", b"node", "offset", b"offset"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

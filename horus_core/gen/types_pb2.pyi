@@ -155,6 +155,8 @@ class JobSpec(_message.Message):
     QUEUE_FIELD_NUMBER: _builtins.int
     PRIORITY_CLASS_FIELD_NUMBER: _builtins.int
     GRACE_S_FIELD_NUMBER: _builtins.int
+    GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     name: _builtins.str
     owner: _builtins.str
@@ -182,6 +184,9 @@ class JobSpec(_message.Message):
     """priority class; "" = the default class"""
     grace_s: _builtins.float
     """SIGTERM -> SIGKILL grace when stopped; 0 = the default (30 s)"""
+    gpus_per_node: _builtins.int
+    """Multi-node shape: GPUs per node and nodes (0 = any); both set: gpus = gpus_per_node * nodes."""
+    nodes: _builtins.int
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -219,10 +224,12 @@ class JobSpec(_message.Message):
         queue: _builtins.str = ...,
         priority_class: _builtins.str = ...,
         grace_s: _builtins.float = ...,
+        gpus_per_node: _builtins.int = ...,
+        nodes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hints", b"hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "gpus_max", b"gpus_max", "gpus_min", b"gpus_min", "grace_s", b"grace_s", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "owner", b"owner", "priority", b"priority", "priority_class", b"priority_class", "queue", b"queue", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "gpus_max", b"gpus_max", "gpus_min", b"gpus_min", "gpus_per_node", b"gpus_per_node", "grace_s", b"grace_s", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "nodes", b"nodes", "owner", b"owner", "priority", b"priority", "priority_class", b"priority_class", "queue", b"queue", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -248,6 +255,7 @@ class Job(_message.Message):
     REASON_CODE_FIELD_NUMBER: _builtins.int
     QUEUE_POSITION_FIELD_NUMBER: _builtins.int
     QUEUE_NAME_FIELD_NUMBER: _builtins.int
+    NODES_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     state: Global___JobState.ValueType
     attempt: _builtins.int
@@ -272,6 +280,10 @@ class Job(_message.Message):
     def gpus(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """GPU UUIDs"""
 
+    @_builtins.property
+    def nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The nodes of the current/last attempt in rank order (nodes[0] == node); empty on one node."""
+
     def __init__(
         self,
         *,
@@ -291,10 +303,11 @@ class Job(_message.Message):
         reason_code: _builtins.str = ...,
         queue_position: _builtins.int = ...,
         queue_name: _builtins.str = ...,
+        nodes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "exit_code", b"exit_code", "finished_at", b"finished_at", "spec", b"spec", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "attempt", b"attempt", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "id", b"id", "node", b"node", "predicted_slowdown", b"predicted_slowdown", "queue_name", b"queue_name", "queue_position", b"queue_position", "reason", b"reason", "reason_code", b"reason_code", "spec", b"spec", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "attempt", b"attempt", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "id", b"id", "node", b"node", "nodes", b"nodes", "predicted_slowdown", b"predicted_slowdown", "queue_name", b"queue_name", "queue_position", b"queue_position", "reason", b"reason", "reason_code", b"reason_code", "spec", b"spec", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015

@@ -52,6 +52,7 @@ class Register(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     FINISHED_FIELD_NUMBER: _builtins.int
     RESUME_EPOCH_FIELD_NUMBER: _builtins.int
+    ADVERTISE_ADDR_FIELD_NUMBER: _builtins.int
     RACK_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     token: _builtins.str
@@ -61,6 +62,10 @@ class Register(_message.Message):
     """The epoch of this worker's previous registration (Registered.epoch, kept in its state dir):
     only a worker that presents its node's current epoch may re-state or finish that node's
     attempts; a newcomer's claims are killed and the node's attempts re-queued.
+    """
+    advertise_addr: _builtins.str
+    """The address other nodes reach this one at (a gang's MASTER_ADDR when it is rank 0); empty:
+    the master uses the peer address it sees on this stream.
     """
     rack: _builtins.str
     """The rack (switch) the node sits in, from horus-worker --rack; "" = not given. Gangs spread
@@ -88,11 +93,12 @@ class Register(_message.Message):
         version: _builtins.str = ...,
         finished: _abc.Iterable[Global___AttemptUpdate] | None = ...,
         resume_epoch: _builtins.int = ...,
+        advertise_addr: _builtins.str = ...,
         rack: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished", b"finished", "gpus", b"gpus", "name", b"name", "rack", b"rack", "resume_epoch", b"resume_epoch", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise_addr", b"advertise_addr", "finished", b"finished", "gpus", b"gpus", "name", b"name", "rack", b"rack", "resume_epoch", b"resume_epoch", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -324,8 +330,22 @@ class Assignment(_message.Message):
     ATTEMPT_FIELD_NUMBER: _builtins.int
     SPEC_FIELD_NUMBER: _builtins.int
     GPUS_FIELD_NUMBER: _builtins.int
+    NODE_RANK_FIELD_NUMBER: _builtins.int
+    NNODES_FIELD_NUMBER: _builtins.int
+    WORLD_SIZE_FIELD_NUMBER: _builtins.int
+    MASTER_ADDR_FIELD_NUMBER: _builtins.int
+    MASTER_PORT_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     attempt: _builtins.int
+    node_rank: _builtins.int
+    """A multi-node gang's part (nnodes > 1): this node's rank, the gang's size and rendezvous."""
+    nnodes: _builtins.int
+    """0 or 1: a job on one node"""
+    world_size: _builtins.int
+    """all the gang's GPUs"""
+    master_addr: _builtins.str
+    """rank 0's address"""
+    master_port: _builtins.int
     @_builtins.property
     def spec(self) -> _types_pb2.JobSpec: ...
     @_builtins.property
@@ -339,10 +359,15 @@ class Assignment(_message.Message):
         attempt: _builtins.int = ...,
         spec: _types_pb2.JobSpec | None = ...,
         gpus: _abc.Iterable[_builtins.str] | None = ...,
+        node_rank: _builtins.int = ...,
+        nnodes: _builtins.int = ...,
+        world_size: _builtins.int = ...,
+        master_addr: _builtins.str = ...,
+        master_port: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "gpus", b"gpus", "job_id", b"job_id", "spec", b"spec"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "gpus", b"gpus", "job_id", b"job_id", "master_addr", b"master_addr", "master_port", b"master_port", "nnodes", b"nnodes", "node_rank", b"node_rank", "spec", b"spec", "world_size", b"world_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

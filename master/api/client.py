@@ -121,9 +121,11 @@ class HorusServicer(cgrpc.HorusServiceServicer):
 
     @streaming
     async def GetLogs(self, request: cpb.GetLogsRequest, context: Ctx) -> AsyncIterator[cpb.LogChunk]:
-        pieces = self.logs.stream(request.job_id, request.attempt, request.offset, request.follow, caller())
+        pieces = self.logs.stream(
+            request.job_id, request.attempt, request.offset, request.follow, caller(), request.node
+        )
         async for p in pieces:
-            yield cpb.LogChunk(job_id=p.job_id, attempt=p.attempt, offset=p.offset, data=p.data)
+            yield cpb.LogChunk(job_id=p.job_id, attempt=p.attempt, offset=p.offset, data=p.data, node=p.node)
 
     @unary
     async def ListProfiles(self, request: cpb.ListProfilesRequest, context: Ctx) -> cpb.ListProfilesResponse:

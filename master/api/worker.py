@@ -21,7 +21,7 @@ from horus_core.model import gpu_type_of
 from horus_core.wire import status_code_for
 from master.services.attempts import AttemptHandler
 from master.services.session import Session
-from master.services.workers import MAX_FINISHED, FinalUpdate, Registration, WorkerPlane
+from master.services.workers import ADDR, MAX_FINISHED, FinalUpdate, Registration, WorkerPlane
 
 log = logging.getLogger(__name__)
 WCtx = grpc.aio.ServicerContext[wpb.WorkerMessage, wpb.MasterMessage]
@@ -36,7 +36,14 @@ def peer_identity(context: WCtx, join_token: str | None) -> str:
     return "join-token" if join_token else "anonymous"
 
 
-def registration_from_pb(msg: wpb.Register, identity: str = "anonymous") -> Registration:
+def peer_host(peer: str) -> str:
+    """The host part of gRPC's peer string ("ipv4:10.0.0.5:4321", "ipv6:[::1]:4321"); "" if none."""
+    kind, _, rest = peer.partition(":")
+    host = rest.rpartition(":")[0].strip("[]") if kind in ("ipv4", "ipv6") else ""
+    return host if ADDR.match(host) else ""  # (never refuse a worker for how its peer reads)
+
+
+def registration_from_pb(msg: wpb.Register, identity: str = "anonymous", peer: str = "") -> Registration:
     gpus = []
     for g in msg.gpus:
         gpu = wire.gpu_from_pb(g, msg.name)
@@ -55,7 +62,16 @@ def registration_from_pb(msg: wpb.Register, identity: str = "anonymous") -> Regi
         for u in msg.finished[:MAX_FINISHED]
     )
     return Registration(
-        msg.name, tuple(gpus), running, msg.token, msg.version, finished, identity, msg.resume_epoch, msg.rack
+        msg.name,
+        tuple(gpus),
+        running,
+        msg.token,
+        msg.version,
+        finished,
+        identity,
+        msg.resume_epoch,
+        advertise_addr=msg.advertise_addr or peer,
+        rack=msg.rack,
     )
 
 
@@ -74,7 +90,8 @@ class WorkerServicer(wgrpc.WorkerServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected Register as the first message")
         try:
             identity = peer_identity(context, self.plane.config.join_token)
-            session = await self.plane.register(registration_from_pb(first.register, identity))
+            reg = registration_from_pb(first.register, identity, peer_host(context.peer()))
+            session = await self.plane.register(reg)
         except HorusError as exc:
             await context.abort(status_code_for(exc), str(exc))
         except Exception:

@@ -180,7 +180,7 @@ def job_page(
         ("Type", e(job.spec.job_type)),
         ("Command", f"<code>{e(' '.join(job.spec.command))}</code>"),
         ("Attempt", e(job.attempt)),
-        ("Node", e(job.node)),
+        ("Node", e(", ".join(job.nodes) or job.node)),  # a gang: every node, rank 0 first
         ("GPUs", e(", ".join(job.gpus))),
         ("Predicted speed", _speed(job.predicted_slowdown) if job.attempt else "-"),
         ("Measured speed", _speed(view.speeds.get(job.id)) if placed else "-"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
+from horus_core.gang import is_gang
 from horus_core.model import JobState
 from horus_core.plane import AttemptLog, AttemptProgress, AttemptUpdate, Heartbeat
 from horus_core.policies.optimus.journal import ProgressPoint
@@ -12,6 +13,7 @@ from master.clock import Clock
 from master.learning.learner import Learner
 from master.services import transitions as tr
 from master.services.core import Dispatcher, JobWriter, Wakeup
+from master.services.gang_transitions import part_update
 from master.services.logs import JOB_ID, LogStore
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.progress import ProgressKeeper
@@ -58,6 +60,7 @@ class AttemptHandler:
         self.service = service  # GPU readings with an Xid or ECC error: quarantine
         self._kills: dict[tuple[str, int], float] = {}
         self._log_nodes: OrderedDict[tuple[str, int], str] = OrderedDict()
+        self._log_parts: OrderedDict[tuple[str, int], str] = OrderedDict()  # a gang part's last log
 
     def touch(self, session: Session) -> NodeEntry | None:
         """Record that the node spoke; None if ``session`` is no longer the node's stream."""
@@ -113,7 +116,7 @@ class AttemptHandler:
             return
         verdict = tr.UpdateVerdict()
         now = self.clock.now()
-        fn = tr.worker_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict)
+        fn = part_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict)
         changes = await self.writer.apply([(msg.job_id, fn)])
         if verdict.kill or (not verdict.seen and state is JobState.RUNNING):
             self.dispatch.kill(entry.name, msg.job_id, msg.attempt, STALE)
@@ -121,7 +124,8 @@ class AttemptHandler:
             entry.owned.discard((msg.job_id, msg.attempt))
             self.logs.forget(msg.job_id, msg.attempt)
             for c in changes:
-                await self.learner.attempt_ended(c.before.job, msg.attempt)
+                if not (is_gang(c.after.job) and c.after.job.state.active):  # (a gang goes on)
+                    await self.learner.attempt_ended(c.before.job, msg.attempt)
         if changes:
             self.wakeup.poke()
 
@@ -131,10 +135,25 @@ class AttemptHandler:
             return
         if (msg.job_id, msg.attempt) not in entry.owned:  # not this registration's attempt
             return
-        if await self._attempt_node(msg.job_id, msg.attempt) != entry.name:
+        rank0 = await self._attempt_node(msg.job_id, msg.attempt)
+        part = "" if rank0 == entry.name else entry.name  # a gang's other parts: a log each
+        if part and not await self._gang_part(msg.job_id, msg.attempt, entry.name):
             log.debug("node %s sent logs of %s/%d, not its attempt", entry.name, msg.job_id, msg.attempt)
             return
-        self.logs.append(msg.job_id, msg.attempt, msg.offset, msg.data)
+        self.logs.append(msg.job_id, msg.attempt, msg.offset, msg.data, node=part)
+
+    async def _gang_part(self, job_id: str, attempt: int, node: str) -> bool:
+        """Whether ``node`` runs a part of the gang attempt (the live index, else the store)."""
+        key = (job_id, attempt)
+        if self._log_parts.get(key) == node:
+            return True
+        row = self.writer.live.get(job_id) or await self.read.job(job_id)
+        if row is None or row.job.attempt != attempt or node not in row.job.nodes:
+            return False
+        self._log_parts[key] = node
+        while len(self._log_parts) > 10_000:
+            self._log_parts.popitem(last=False)
+        return True
 
     async def _attempt_node(self, job_id: str, attempt: int) -> str | None:
         key = (job_id, attempt)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from horus_core import gang
 from horus_core.model import Job
 from horus_core.plane import Assignment, Kill
 from horus_core.reasoncodes import QueuePositions
@@ -21,6 +22,7 @@ from master.clock import Clock
 from master.config import MasterConfig
 from master.learning.learner import Learner
 from master.services.events import EventBus
+from master.services.gangs import GangBook
 from master.services.logs import LogStore
 from master.services.nodes import NodeRegistry
 from master.services.progress import ProgressKeeper
@@ -34,9 +36,13 @@ log = logging.getLogger(__name__)
 class JobWriter:
     """The one way jobs change: each write commits, then the live index and the watchers follow."""
 
-    def __init__(self, store: Store, events: EventBus) -> None:
+    def __init__(
+        self, store: Store, events: EventBus, after_apply: Callable[[list[Change]], None] | None = None
+    ) -> None:
         self.store = store
         self.events = events
+        # Called with what each apply committed (the dispatcher stops the rest of ended gangs).
+        self.after_apply = after_apply
         self.live = LiveIndex()  # rebuilt from the store at start (load_live)
 
     async def load_live(self) -> None:
@@ -64,6 +70,8 @@ class JobWriter:
         write.add_done_callback(self._applied)
         changes = await asyncio.shield(write)
         self.events.publish_changes(changes)
+        if self.after_apply is not None:
+            self.after_apply(changes)  # e.g. the other parts of a gang that ended
         return changes
 
     def _applied(self, write: asyncio.Future[list[Change]]) -> None:
@@ -76,19 +84,37 @@ class JobWriter:
 
 
 class Dispatcher:
-    """Assignments and kills onto the nodes' streams."""
+    """Assignments and kills onto the nodes' streams (a multi-node gang: one Assignment per part)."""
 
-    def __init__(self, registry: NodeRegistry) -> None:
+    def __init__(self, registry: NodeRegistry, gangs: GangBook) -> None:
         self.registry = registry
+        self.gangs = gangs
 
     def assign(self, job: Job) -> bool:
+        if gang.is_gang(job):
+            return self._assign_gang(job)
         sent = self.registry.send(job.node, Assignment(job.id, job.attempt, job.spec, tuple(job.gpus)))
         if not sent:
             log.info("assignment %s/%d waits for node %s to reconnect", job.id, job.attempt, job.node)
         return sent
 
+    def _assign_gang(self, job: Job) -> bool:
+        """One Assignment per node part; each part that cannot be sent is never re-sent (the
+        ack timeout takes the attempt back, as for a job on one node)."""
+        sent = True
+        for node, msg in self.gangs.assignments(job, self.registry):
+            if not self.registry.send(node, msg):
+                sent = False
+                log.info("gang part %s/%d waits for node %s to reconnect", job.id, job.attempt, node)
+        return sent
+
     def kill(self, node: str, job_id: str, attempt: int, reason: str) -> bool:
         return self.registry.send(node, Kill(job_id, attempt, reason))
+
+    def stop_ended_gangs(self, changes: list[Change]) -> None:
+        """Stop the other parts of every gang attempt that ``changes`` ended."""
+        for node, job_id, attempt, reason in self.gangs.ended(changes, self.registry):
+            self.kill(node, job_id, attempt, reason)
 
 
 class Wakeup:
@@ -126,10 +152,11 @@ class Core:
     progress: ProgressKeeper | None = None
     # Each pending job's (queue, position from 1) as the last scheduling pass served them.
     positions: QueuePositions = field(default_factory=QueuePositions)
+    gangs: GangBook = field(default_factory=GangBook)  # multi-node attempts (issue 11)
 
     def __post_init__(self) -> None:
-        self.writer = JobWriter(self.store, self.events)
-        self.dispatch = Dispatcher(self.registry)
+        self.dispatch = Dispatcher(self.registry, self.gangs)
+        self.writer = JobWriter(self.store, self.events, self.dispatch.stop_ended_gangs)
         self.wakeup = Wakeup(self.registry)
 
     def set_positions(self, positions: QueuePositions) -> None:

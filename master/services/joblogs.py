@@ -1,4 +1,6 @@
-"""Reading attempt logs for clients, optionally following them until the attempt is over."""
+"""Reading attempt logs for clients, optionally following them until the attempt is over. A
+multi-node gang's attempt has one log per node part: they are read side by side, each chunk
+naming its node (rank 0's is the attempt's plain log, the others' ``<attempt>@<node>.log``)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ class LogPiece:
     attempt: int
     offset: int
     data: bytes
+    node: str = ""  # a gang's part ("" for an attempt on one node)
 
 
 def _attempt_over(job: Job, attempt: int) -> bool:
@@ -38,8 +41,38 @@ class LogReader:
         check_job_access(caller, row.job)
         return row.job
 
+    async def _parts(self, job: Job, attempt: int) -> list[tuple[str, str]]:
+        """``(file key, node name)`` of each part of the attempt: ``("", "")`` alone for an
+        attempt on one node; a gang's rank 0 is ``("", its name)``."""
+        others = self.logs.parts(job.id, attempt)
+        current = job.nodes if job.attempt == attempt else ()
+        if not others and len(current) < 2:
+            return [("", "")]
+        rank0 = current[0] if current else await self.read.attempt_node(job.id, attempt) or ""
+        names = [n for n in current[1:] if n not in others] + others
+        return [("", rank0), *((n, n) for n in names if n != rank0)]
+
+    async def _single_node(self, job: Job, attempt: int) -> str:
+        if job.attempt == attempt:
+            return job.node
+        return await self.read.attempt_node(job.id, attempt) or ""
+
+    async def _select(self, job: Job, attempt: int, node: str) -> list[tuple[str, str]]:
+        parts = await self._parts(job, attempt)
+        if not node:
+            return parts
+        if parts == [("", "")] and node == await self._single_node(job, attempt):
+            return parts  # an attempt on one node: its node may be named too
+        chosen = [p for p in parts if p[1] == node]
+        if not chosen:
+            ran = ", ".join(p[1] for p in parts if p[1]) or "one node"
+            raise InvalidArgument(
+                "node", f"attempt {attempt} of {job.id} has no part on {node!r} (ran on {ran})"
+            )
+        return chosen
+
     async def stream(
-        self, job_id: str, attempt: int, offset: int, follow: bool, caller: Identity | None
+        self, job_id: str, attempt: int, offset: int, follow: bool, caller: Identity | None, node: str = ""
     ) -> AsyncIterator[LogPiece]:
         check_job_id(job_id)
         if attempt < 0:
@@ -57,17 +90,32 @@ class LogReader:
             else:
                 await self.logs.wait(job_id, POLL_S)
                 job = await self._job(job_id, caller)
-        logs = self.logs
+        async for piece in self._follow(job, attempt, offset, follow, caller, node):
+            yield piece
+
+    async def _follow(
+        self, job: Job, attempt: int, offset: int, follow: bool, caller: Identity | None, node: str
+    ) -> AsyncIterator[LogPiece]:
+        logs, parts = self.logs, await self._select(job, attempt, node)
+        offsets = {key: offset for key, _ in parts}
         while True:
-            data = logs.read(job_id, attempt, offset, CHUNK)
-            if data:
-                yield LogPiece(job_id, attempt, offset, data)
-                offset += len(data)
+            read = False
+            for key, name in parts:
+                data = logs.read(job.id, attempt, offsets[key], CHUNK, node=key)
+                if data:
+                    yield LogPiece(job.id, attempt, offsets[key], data, name)
+                    offsets[key] += len(data)
+                    read = True
+            if read:
                 continue
             if not follow:
                 return
-            over = _attempt_over(job, attempt)
-            if over and logs.size(job_id, attempt) <= offset:
+            if _attempt_over(job, attempt) and all(
+                logs.size(job.id, attempt, k) <= offsets[k] for k in offsets
+            ):
                 return
-            await logs.wait(job_id, POLL_S)
-            job = await self._job(job_id, caller)
+            await logs.wait(job.id, POLL_S)
+            job = await self._job(job.id, caller)
+            if not node:
+                parts = await self._parts(job, attempt)  # (a part's first output makes its file)
+                offsets = {key: offsets.get(key, offset) for key, _ in parts}

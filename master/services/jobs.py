@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from horus_core import reasoncodes as rc
 from horus_core.errors import FailedPrecondition, InvalidArgument, NotFound
+from horus_core.gang import is_gang
 from horus_core.model import Job, JobSpec, JobState
 from horus_core.validation import check_request_id, spec_size, strip_reserved_env, validate_spec
 from master.clock import Clock
@@ -72,7 +73,8 @@ def decode_page_token(token: str) -> int:
 def approx_size(job: Job) -> int:
     """An upper estimate of the job's serialized size in bytes."""
     gpus = sum(len(g) + 8 for g in job.gpus)
-    return 512 + spec_size(job.spec) + gpus + len(job.id) + len(job.node) + 4 * len(job.reason)
+    nodes = sum(len(n) + 8 for n in job.nodes)  # a gang's nodes
+    return 512 + spec_size(job.spec) + gpus + nodes + len(job.id) + len(job.node) + 4 * len(job.reason)
 
 
 class JobService:
@@ -100,6 +102,9 @@ class JobService:
             spec = dataclasses.replace(spec, owner=owner)
         max_gpus = self.registry.max_gpus_per_node()
         validate_spec(spec, max_gpus_per_node=max_gpus, allow_mounts=self.config.allow_mounts)
+        total = self.registry.total_gpus()
+        if total and spec.gpus > total:  # (a gang may span nodes, not exceed the cluster)
+            raise InvalidArgument("gpus", f"asks for {spec.gpus} GPUs but the cluster has {total}")
         if self.queues is not None:
             spec = self.queues.check(spec)
         if spec.min_speed == 0.0 and self.config.min_speed > 0.0:  # the cluster default, stored
@@ -170,7 +175,7 @@ class JobService:
                 raise FailedPrecondition(f"job {job_id} is already {now_row.job.state.value}")
             return now_row.job  # a cancel is already under way
         after = changes[-1].after
-        if after.cancel_requested:
+        if after.cancel_requested and not is_gang(after.job):  # (a gang's parts: the dispatcher stops them)
             self.dispatch.kill(after.job.node, after.job.id, after.job.attempt, why)
         self.wakeup.poke()
         return after.job

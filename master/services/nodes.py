@@ -36,6 +36,7 @@ class NodeEntry:
     # RUNNING here but not reported at registration: lost unless the worker's re-sent finals
     # (which come before its first heartbeat) say otherwise. See WorkerPlane.settle.
     unreported: set[tuple[str, int]] = field(default_factory=set)
+    advertise_addr: str = ""  # where other nodes reach it (a gang's MASTER_ADDR when rank 0)
     # Bumped by NodeRegistry.record_heartbeat when a GPU's health flag changes; ``gpu_stats``
     # changes only there (in place) or by being replaced as a whole (see _current_gpus).
     health_seq: int = 0
@@ -133,6 +134,7 @@ class NodeRegistry:
         self._nodes: dict[str, NodeEntry] = {}
         self._sorted: list[NodeEntry] | None = None  # by name; dropped by put
         self._max_gpus: int | None = None  # dropped by put
+        self._gpu_nodes: dict[str, str] | None = None  # GPU uuid -> node; dropped by put
 
     def get(self, name: str) -> NodeEntry | None:
         return self._nodes.get(name)
@@ -145,7 +147,7 @@ class NodeRegistry:
 
     def put(self, entry: NodeEntry) -> None:
         self._nodes[entry.name] = entry
-        self._sorted = self._max_gpus = None
+        self._sorted = self._max_gpus = self._gpu_nodes = None
         self.apply_service(entry.name)
 
     def apply_service(self, name: str) -> None:
@@ -171,6 +173,16 @@ class NodeRegistry:
         if self._max_gpus is None and self._nodes:
             self._max_gpus = max(len(e.gpus) for e in self._nodes.values())
         return self._max_gpus
+
+    def total_gpus(self) -> int:
+        """Every registered node's GPUs together (what the largest gang may ask for)."""
+        return len(self.gpu_nodes())
+
+    def gpu_nodes(self) -> dict[str, str]:
+        """GPU uuid -> the node that registered it (how a gang's GPUs split per node)."""
+        if self._gpu_nodes is None:
+            self._gpu_nodes = {g.uuid: e.name for e in self._nodes.values() for g in e.gpus}
+        return self._gpu_nodes
 
     def is_lost(self, name: str) -> bool:
         entry = self._nodes.get(name)

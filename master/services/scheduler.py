@@ -12,9 +12,10 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from horus_core import gang
 from horus_core import reasoncodes as rc
 from horus_core.model import Action, Assign, ClusterSnapshot, JobState, Node, NodeState
 from horus_core.policies import Policy
@@ -44,6 +45,18 @@ def rest_after(pass_s: float, tick_s: float) -> float:
     tick), so that under a stream of submissions passes take at most half the master's time and
     heartbeats and RPCs keep the rest (bench/load.py). Fast passes follow each other at once."""
     return min(pass_s, tick_s) if pass_s >= SLOW_PASS_S else 0.0
+
+
+def gang_nodes(a: Assign, gpu_nodes: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The nodes of an assign in rank order when its GPUs span several (else ()); None when
+    they are not listed node by node starting with ``a.node`` (the contract of Assign)."""
+    if all(gpu_nodes.get(u) == a.node for u in a.gpus):
+        return ()
+    try:
+        nodes = tuple(node for node, _ in gang.split(a.gpus, gpu_nodes))
+    except ValueError:
+        return None
+    return nodes if nodes[0] == a.node else None
 
 
 @dataclass
@@ -210,7 +223,7 @@ class Scheduler:
         """Check the actions, apply them in one transaction, dispatch after it."""
         plan = check_actions(snapshot, list(actions), IndexLookup(self.writer.live, snapshot.nodes))
         plan.assigns = self._not_stopping(plan.assigns)
-        todo = self._transitions(plan, self.clock.now())
+        todo = self._transitions(plan, self.clock.now(), self.registry.gpu_nodes())
         async with self.lock:
             changes = await self.writer.apply(todo)
             self._dispatch(changes, {a.job_id: a for a in plan.assigns})
@@ -220,9 +233,16 @@ class Scheduler:
         return plan, changes
 
     @staticmethod
-    def _transitions(plan: Plan, now: float) -> list[tuple[str, Transition]]:
-        """The plan as transitions (``plan.waits`` holds only the Waits with a new reason)."""
-        todo = [(a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now)) for a in plan.assigns]
+    def _transitions(plan: Plan, now: float, gpu_nodes: Mapping[str, str]) -> list[tuple[str, Transition]]:
+        """The plan as transitions (``plan.waits`` holds only the Waits with a new reason); an
+        assign whose GPUs span nodes starts a gang attempt on those nodes, in rank order."""
+        todo: list[tuple[str, Transition]] = []
+        for a in plan.assigns:
+            nodes = gang_nodes(a, gpu_nodes)
+            if nodes is None:
+                log.warning("policy action dropped: %s (GPUs not in rank order from its node)", a)
+                continue
+            todo.append((a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now, nodes)))
         todo += [(p.job_id, tr.preempt(p.reason, now)) for p in plan.preempts]
         todo += [(w.job_id, tr.set_wait_reason(w.reason, now, w.code)) for w in plan.waits]
         return todo
@@ -258,10 +278,11 @@ class Scheduler:
         """Hold the next attempt of a preempted job until its old one stopped: never two attempts
         at once."""
         self._prune_stopping()
-        held = [a for a in assigns if a.job_id in self._stopping]
+        gangs, registry = self.dispatch.gangs, self.registry
+        held = [a for a in assigns if a.job_id in self._stopping or gangs.held(a.job_id, registry)]
         for a in held:
             log.info("assignment of %s held: its preempted attempt is still stopping", a.job_id)
-        return [a for a in assigns if a.job_id not in self._stopping]
+        return [a for a in assigns if a not in held]
 
     def _dispatch(self, changes: list[Change], assigns: dict[str, Assign]) -> None:
         for c in changes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from horus_core import gang
 from horus_core import reasoncodes as rc
 from horus_core.model import JobState
 from master.store.jobs import Transition
@@ -27,11 +28,16 @@ def _finish(row: JobRow, state: JobState, now: float, reason: str, exit_code: in
     return dataclasses.replace(out, cancel_requested=False)
 
 
-def assign(node: str, gpus: tuple[str, ...], predicted_slowdown: float, now: float) -> Transition:
+def assign(
+    node: str, gpus: tuple[str, ...], predicted_slowdown: float, now: float, nodes: tuple[str, ...] = ()
+) -> Transition:
+    """``nodes``: a multi-node gang's nodes in rank order (``nodes[0] == node``); () on one node."""
+    gang_nodes = nodes if len(nodes) > 1 else ()
+
     def fn(row: JobRow) -> JobRow | None:
         if row.job.state is not JobState.PENDING or row.cancel_requested:
             return None
-        return _set(
+        out = _set(
             row,
             now,
             state=JobState.ASSIGNED,
@@ -44,7 +50,9 @@ def assign(node: str, gpus: tuple[str, ...], predicted_slowdown: float, now: flo
             started_at=None,
             finished_at=None,
             exit_code=None,
+            nodes=gang_nodes,
         )
+        return dataclasses.replace(out, parts=gang.stored(gang.start(gang_nodes)))
 
     return fn
 
@@ -58,11 +66,11 @@ def requeue(reason: str, now: float, *, node: str | None = None, attempt: int | 
 
     def fn(row: JobRow) -> JobRow | None:
         job = row.job
-        if not job.state.active or (node is not None and job.node != node):
-            return None
+        if not job.state.active or (node is not None and not gang.part_active(job, row.parts, node)):
+            return None  # (a gang's part on ``node`` that already ended does not stop the others)
         if attempt is not None and job.attempt != attempt:
             return None
-        text = reason.format(attempt=job.attempt, node=job.node)
+        text = reason.format(attempt=job.attempt, node=node or job.node)
         if row.cancel_requested:
             return _finish(row, JobState.CANCELLED, now, f"cancelled ({text})")
         return _set(row, now, state=JobState.PENDING, reason=text, reason_code=rc.PREEMPTED)
@@ -168,3 +176,8 @@ def _exit_reason(state: JobState, exit_code: int | None) -> str:
     if state is JobState.SUCCEEDED:
         return "succeeded"
     return f"failed (exit code {exit_code})" if exit_code is not None else "failed"
+
+
+# The steps the gang transitions (master/services/gang_transitions.py) build on.
+set_row = _set
+finish_row = _finish

@@ -17,6 +17,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from horus_core import gang
 from horus_core.errors import AlreadyExists, InvalidArgument, PermissionDenied, Unauthenticated
 from horus_core.model import Gpu, JobState, NodeState
 from horus_core.plane import LeaseGrant
@@ -25,6 +26,7 @@ from master.config import MasterConfig
 from master.learning.learner import Learner
 from master.services import transitions as tr
 from master.services.core import Dispatcher, JobWriter, Wakeup
+from master.services.gang_transitions import part_update
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.session import Session
 from master.store import Store
@@ -34,6 +36,7 @@ from master.store.nodes import SetNodeStateOp, UpsertNodeOp
 log = logging.getLogger(__name__)
 
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ADDR = re.compile(r"^[A-Za-z0-9._:%-]{0,255}$")  # a host name, IPv4 or IPv6 address ("" = unknown)
 MAX_GPUS_PER_NODE = 256
 MAX_FINISHED = 10_000
 _FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
@@ -60,6 +63,7 @@ class Registration:
     finished: tuple[FinalUpdate, ...] = ()
     identity: str = "anonymous"  # "cert:<CN>" under mutual TLS, "join-token", or "anonymous"
     resume_epoch: int = 0
+    advertise_addr: str = ""  # where other nodes reach it (its own flag, else the peer address)
     rack: str = ""  # horus-worker --rack (issue 11)
 
 
@@ -91,9 +95,9 @@ class WorkerPlane:
             entry.rack = row.rack
             self.registry.put(entry)
         for job in await self.store.read.active_jobs():
-            name = job.job.node
-            if self.registry.get(name) is None:
-                self.registry.put(NodeEntry(name, (), NodeState.LOST, now))
+            for name in gang.job_nodes(job.job):  # (every node of a gang)
+                if self.registry.get(name) is None:
+                    self.registry.put(NodeEntry(name, (), NodeState.LOST, now))
 
     def _check(self, reg: Registration) -> None:
         want = self.config.join_token
@@ -111,6 +115,10 @@ class WorkerPlane:
                 raise InvalidArgument("register.gpus", f"bad description of GPU {g.uuid}")
         if len(reg.version) > 128:
             raise InvalidArgument("register.version", "at most 128 characters")
+        if not ADDR.match(reg.advertise_addr):
+            raise InvalidArgument(
+                "register.advertise_addr", f"not a host name or address: {reg.advertise_addr[:80]!r}"
+            )
         if reg.rack and not NODE_NAME.match(reg.rack):
             raise InvalidArgument("register.rack", f"not a valid rack name: {reg.rack[:80]!r}")
         for uuid in uuids:
@@ -132,6 +140,7 @@ class WorkerPlane:
                 reg.name, reg.gpus, NodeState.READY, now, reg.version, session, registered_at=now
             )
             entry.identity, entry.epoch = reg.identity, secrets.randbits(63) | 1
+            entry.advertise_addr = reg.advertise_addr
             entry.rack = reg.rack
             self.registry.put(entry)
             session.send(self._registered(epoch=entry.epoch))
@@ -174,7 +183,7 @@ class WorkerPlane:
         todo = [
             (
                 f.job_id,
-                tr.worker_update(node, f.attempt, f.state, f.exit_code, f.reason, now, tr.UpdateVerdict()),
+                part_update(node, f.attempt, f.state, f.exit_code, f.reason, now, tr.UpdateVerdict()),
             )
             for f in finished
             if f.state in _FINAL_STATES and f.attempt >= 1
@@ -208,6 +217,8 @@ class WorkerPlane:
             if (row.job.id, row.job.attempt) in reported:
                 entry.owned.add((row.job.id, row.job.attempt))
                 continue
+            if not gang.part_active(row.job, row.parts, entry.name):
+                continue  # its part here ended (reported in the finals); the others go on
             if row.job.state is JobState.ASSIGNED and row.cancel_requested:
                 todo.append((row.job.id, tr.cancel_unstarted(now)))
             else:
@@ -276,12 +287,16 @@ class WorkerPlane:
         late: list[tuple[str, int, str]] = []
         async with self.lock:
             for row in await self.store.read.active_jobs():
-                job, entry = row.job, self.registry.get(row.job.node)
-                if job.state is not JobState.ASSIGNED or entry is None or not entry.connected:
-                    continue  # a disconnected node's attempts are settled when it registers or is lost
-                if (job.id, job.attempt) in entry.running or now - job.updated_at < self.config.ack_timeout_s:
+                job = row.job
+                if job.state is not JobState.ASSIGNED or now - job.updated_at < self.config.ack_timeout_s:
                     continue
-                late.append((job.id, job.attempt, job.node))
+                for node in gang.job_nodes(job):  # (a gang: every part must be acknowledged)
+                    entry = self.registry.get(node)
+                    if entry is None or not entry.connected or not gang.part_active(job, row.parts, node):
+                        continue  # a disconnected node's attempts are settled when it registers or is lost
+                    if (job.id, job.attempt) not in entry.running:
+                        late.append((job.id, job.attempt, node))
+                        break
             reason = (
                 f"attempt {{attempt}} not acknowledged by {{node}} within {self.config.ack_timeout_s:g} s"
             )

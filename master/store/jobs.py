@@ -30,7 +30,7 @@ from master.store.rows import (
 )
 from master.store.writer import WriteOp
 
-_CHUNK = 1000  # rows per statement: 12 variables each stays far below SQLite's 32766
+_CHUNK = 1000  # rows per statement: 15 variables each stays far below SQLite's 32766
 
 # A transition looks at the stored row and returns the new row, or None for "no change".
 Transition = Callable[[JobRow], JobRow | None]

@@ -14,6 +14,7 @@ import operator
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from horus_core.gang import job_nodes
 from horus_core.model import Job, JobState, Node, NodeState
 from master.store.rows import JobRow
 
@@ -50,7 +51,8 @@ class LiveIndex:
         return self._rows.get(job_id)
 
     def active_on(self, node: str) -> list[JobRow]:
-        """The ASSIGNED and RUNNING jobs on ``node`` (in no particular order)."""
+        """The ASSIGNED and RUNNING jobs on ``node`` (in no particular order; a gang is on each
+        node of its attempt)."""
         return list(self._on.get(node, {}).values())
 
     def update(self, rows: Iterable[JobRow]) -> None:
@@ -71,7 +73,8 @@ class LiveIndex:
         if job.state in LIVE_STATES:
             self._rows[job.id] = row
             if job.state.active:
-                self._on.setdefault(job.node, {})[job.id] = row
+                for node in job_nodes(job):  # (a gang: on every node of its attempt)
+                    self._on.setdefault(node, {})[job.id] = row
                 for uuid in job.gpus:
                     self._held.setdefault(uuid, {})[job.id] = job
             return
@@ -81,7 +84,8 @@ class LiveIndex:
             self._gone.popitem(last=False)
 
     def _unplace(self, job: Job) -> None:
-        self._on[job.node].pop(job.id, None)
+        for node in job_nodes(job):
+            self._on[node].pop(job.id, None)
         for uuid in job.gpus:
             self._held[uuid].pop(job.id, None)
 

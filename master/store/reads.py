@@ -141,8 +141,13 @@ class Reader:
     async def active_jobs(self, node: str | None = None) -> list[JobRow]:
         if node is None:
             return await self._jobs("WHERE state IN ('ASSIGNED', 'RUNNING') ORDER BY seq", ())
-        # (the literal state list lets SQLite use the partial index jobs_by_node)
-        return await self._jobs("WHERE node = ? AND state IN ('ASSIGNED', 'RUNNING') ORDER BY seq", (node,))
+        # (the literal state list lets SQLite use the partial index jobs_by_node; a multi-node
+        # gang is on ``node`` when it is one of its ``nodes``)
+        return await self._jobs(
+            "WHERE state IN ('ASSIGNED', 'RUNNING') AND (node = ? OR (nodes != '[]'"
+            " AND ? IN (SELECT value FROM json_each(jobs.nodes)))) ORDER BY seq",
+            (node, node),
+        )
 
     async def count_jobs(self) -> int:
         row = await self._one("SELECT COUNT(*) FROM jobs")

@@ -27,7 +27,8 @@ JOB_JSON = (
     " 'started_at', started_at, 'finished_at', finished_at, 'node', node, 'gpus', CAST(gpus AS TEXT),"
     " 'reason', reason, 'exit_code', exit_code, 'predicted_slowdown', predicted_slowdown,"
     " 'cancel_requested', cancel_requested, 'seq', seq,"
-    " 'version', version, 'reason_code', reason_code)"
+    " 'version', version, 'reason_code', reason_code,"
+    " 'nodes', CAST(nodes AS TEXT), 'parts', CAST(parts AS TEXT))"
 )
 
 
@@ -49,6 +50,9 @@ class JobRow:
     request_id: str | None = None
     seq: int = 0
     unreadable: str = ""
+    # A multi-node gang attempt: each part's state in ``job.nodes`` order (horus_core.gang.Part
+    # values); empty for an attempt on one node.
+    parts: tuple[str, ...] = ()
 
 
 UNREADABLE_COMMAND = "<unreadable stored spec>"
@@ -100,6 +104,8 @@ def spec_to_json(spec: JobSpec) -> str:
         "queue": spec.queue,
         "priority_class": spec.priority_class,
         "grace_s": spec.grace_s,
+        "gpus_per_node": spec.gpus_per_node,
+        "nodes": spec.nodes,
     }
     return json.dumps(doc, separators=(",", ":"), allow_nan=False)  # SQLite's JSON has no NaN
 
@@ -150,6 +156,8 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         queue=str(d.get("queue", "")),
         priority_class=str(d.get("priority_class", "")),
         grace_s=_finite(d.get("grace_s", 0.0)),
+        gpus_per_node=int(d.get("gpus_per_node", 0)),
+        nodes=int(d.get("nodes", 0)),
     )
 
 
@@ -176,8 +184,10 @@ def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
         predicted_slowdown=_finite(d["predicted_slowdown"]),
         version=int(d["version"]),
         reason_code=str(d.get("reason_code") or ""),
+        nodes=_strings(_loaded(d.get("nodes") or "[]")),
     )
-    return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"])
+    parts = _strings(_loaded(d.get("parts") or "[]"))
+    return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"], parts=parts)
 
 
 def _number(value: Any, default: float = 0.0) -> float:
@@ -258,6 +268,8 @@ JOB_UPDATE_COLUMNS = (
     "cancel_requested",
     "version",
     "reason_code",
+    "nodes",
+    "parts",
 )
 
 
@@ -279,6 +291,8 @@ def job_update_params(row: JobRow) -> tuple[Any, ...]:
         int(row.cancel_requested),
         j.version,
         j.reason_code,
+        json.dumps(list(j.nodes)),
+        json.dumps(list(row.parts)),
     )
 
 

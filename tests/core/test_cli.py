@@ -171,7 +171,6 @@ def test_local_bad_input_exit_2(
         ["nodes", "--", "x"],
         ["bogus"],
         ["-o", "yaml", "jobs"],
-        ["submit", "--", "x"],
     ],
 )
 def test_usage_errors_exit_2(

@@ -109,7 +109,7 @@ def _error(text: str) -> InvalidArgument:
         ("run: x\nmin_speed: 1.5\n", "min_speed", ["within [0, 1]"]),
         ("run: x\ngrace_s: -1\n", "grace_s", ["within [0, 3600]"]),
         ("run: x\nqueue: [a]\n", "queue", ["line 2"]),
-        ("run: x\nnum_nodes: 2\n", "num_nodes", ["multi-node", "line 2"]),
+        ("run: x\nnum_nodes: 0\n", "num_nodes", ["at least 1 node", "line 2"]),
         ("run: x\nresources: {accelerators: 'V100:two'}\n", "resources.accelerators", ["V100:2"]),
         ("run: x\npriority: high\n", "priority", ["integer", "line 2"]),
         ("run: x\nexclusive: maybe\n", "exclusive", ["true or false"]),
@@ -130,9 +130,17 @@ def test_errors_name_the_field_and_line(text: str, field: str, words: list[str])
         assert w in str(err)
 
 
-def test_gpus_checked_against_the_largest_node() -> None:
+def test_gpus_per_node_checked_against_the_largest_node() -> None:
     with pytest.raises(InvalidArgument, match="largest node has 4"):
-        jobfile.load("run: x\nresources: {accelerators: 8}\n", max_gpus_per_node=4)
+        jobfile.load("run: x\nresources: {accelerators: 8}\nnum_nodes: 1\n", max_gpus_per_node=4)
+    # without num_nodes the job may span nodes
+    assert jobfile.load("run: x\nresources: {accelerators: 8}\n", max_gpus_per_node=4).spec.gpus == 8
+
+
+def test_num_nodes_makes_accelerators_a_per_node_count() -> None:
+    spec = jobfile.load("run: x\nresources: {accelerators: V100:4}\nnum_nodes: 2\n").spec
+    assert (spec.gpus, spec.gpus_per_node, spec.nodes) == (8, 4, 2)
+    assert jobfile.load(jobfile.dump(spec)).spec == spec
 
 
 def test_every_supported_field_is_a_table_row() -> None:

@@ -76,6 +76,7 @@ class FakeWorker:
         self.call: Any = None
         self._barriers = 0
         self.skipped: list[wpb.MasterMessage] = []
+        self.advertise_addr = ""  # Register.advertise_addr ("": the master uses the peer address)
 
     async def connect(
         self,
@@ -94,6 +95,7 @@ class FakeWorker:
                     running=[wpb.AttemptRef(job_id=j, attempt=a) for j, a in running],
                     finished=list(finished),
                     resume_epoch=self.epoch,
+                    advertise_addr=self.advertise_addr,
                     rack=self.rack,
                 )
             )

@@ -162,6 +162,7 @@ class DockerRuntime:
         url: str | None = None,
         allow_mounts: Sequence[str] = (),
         network: str = "none",
+        gang_network: str = "host",
         readonly_rootfs: bool = False,
         pids_limit: int = 4096,
         orphan_grace_s: float = 10.0,
@@ -185,7 +186,13 @@ class DockerRuntime:
         if nvidia is None:
             nvidia = "nvidia" in (info.get("Runtimes") or {})
         policy = ContainerPolicy(
-            worker, tuple(allow_mounts), network, pids_limit, readonly_rootfs, nvidia=nvidia
+            worker,
+            tuple(allow_mounts),
+            network,
+            pids_limit,
+            readonly_rootfs,
+            nvidia=nvidia,
+            gang_network=gang_network,
         )
         return cls(docker, policy, orphan_grace_s, engine=url or "")
 

@@ -45,10 +45,15 @@ class ContainerPolicy:
     shm_mib: int = 1024  # PyTorch data loaders need more than Docker's 64 MiB default
     nvidia: bool = False  # the engine has the `nvidia` runtime: use DeviceRequests
     log_max_size: str = "100m"
+    # The parts of a multi-node gang must reach each other: their containers join this network,
+    # host networking by default (the one exception to ``network``'s rule, docs/gangs.md).
+    gang_network: str = "host"
 
     def __post_init__(self) -> None:
         if self.network in _FORBIDDEN_NETWORKS or self.network.startswith("container:"):
             raise ValueError(f"network {self.network!r} would share a host or container namespace")
+        if self.gang_network.startswith("container:") or not self.gang_network:
+            raise ValueError(f"gang network {self.gang_network!r} would share a container's namespace")
         if self.pids_limit <= 0:
             raise ValueError("pids_limit must be positive")
         for prefix in self.allow_mounts:
@@ -92,6 +97,12 @@ def attempt_files(request: LaunchRequest) -> tuple[list[dict[str, Any]], dict[st
     if rewrites:
         mounts.insert(0, _bind(str(base), ATTEMPT_DIR, read_only=True))
     return mounts, rewrites
+
+
+def is_gang_part(request: LaunchRequest) -> bool:
+    """A part of a multi-node gang (the master's rendezvous env says so)."""
+    nnodes = dict(request.env).get("PET_NNODES", "")
+    return nnodes.isdigit() and int(nnodes) > 1
 
 
 def _bind(source: str, target: str, read_only: bool) -> dict[str, Any]:
@@ -162,7 +173,7 @@ def create_body(
         "CapDrop": ["ALL"],
         "SecurityOpt": ["no-new-privileges"],
         "PidsLimit": policy.pids_limit,
-        "NetworkMode": policy.network,
+        "NetworkMode": policy.gang_network if is_gang_part(request) else policy.network,
         "IpcMode": "private",
         "PidMode": "",
         "UTSMode": "",
