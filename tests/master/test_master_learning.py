@@ -21,7 +21,7 @@ from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, NodeState, Wait
 from horus_core.plane import AttemptProgress, Heartbeat, JobGpuReading
 from horus_core.policies import make_policy
-from horus_core.testing import FakeClock
+from horus_core.testing import FakeClock, running
 from master.app import Master
 from master.learning.learner import Learner
 from master.learning.sharing import SOLO, RateTrack, Sharing, sharing_of
@@ -34,15 +34,9 @@ SETTLE = 1.0
 TYPES = {"g0": "v100", "g1": "v100", "k0": "k80"}
 
 
-def job(jid: str, job_type: str, gpus: tuple[str, ...] = ("g0",), attempt: int = 1) -> Job:
-    return Job(
-        jid,
-        JobSpec(("x",), gpus=len(gpus), job_type=job_type),
-        JobState.RUNNING,
-        attempt,
-        node="n1",
-        gpus=gpus,
-    )
+def job(jid: str, job_type: str, gpus: tuple[str, ...] = ("g0",)) -> Job:
+    """Attempt 1 of a job running on node n1 (the shared factory)."""
+    return running(jid, job_type, gpus, "n1")
 
 
 def key(j: Job) -> tuple[str, int]:
