@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from horus_core.model import Assign, ClusterSnapshot, JobSpec, Wait
 from horus_core.policies import make_policy, policy_names
 from horus_core.policies.checks import check_actions
-from horus_core.policies.spread import FreeNode, Shape, choose, place
+from horus_core.policies.spread import FreeNode, Pool, Shape, choose, place
 from horus_core.testing import nodes, pending, running
 
 
@@ -174,3 +174,21 @@ def test_packing_policies_never_share_a_gpu_with_a_gang_over_nodes(name: str) ->
     actions = make_policy(name).decide(snap, 10.0)
     used = [u for a in actions if isinstance(a, Assign) for u in a.gpus]
     assert used and all(u.startswith("n2") for u in used), actions
+
+
+@settings(max_examples=150, deadline=None)
+@given(FreeSets, st.lists(st.integers(1, 20), min_size=1, max_size=8))
+def test_a_pool_taken_from_answers_as_a_fresh_one(sets: list[tuple[int, str]], needs: list[int]) -> None:
+    """The incremental bookkeeping of Pool.take: after each placement, choices equal those of a
+    pool built afresh from the GPUs left, and no GPU is handed out twice."""
+    pool = Pool([free(f"n{i:02d}", n, rack) for i, (n, rack) in enumerate(sets)])
+    given_out: set[str] = set()
+    for need in needs:
+        left = list(pool.nodes.values())
+        plan = pool.choose(Shape(need))
+        assert plan == Pool(left).choose(Shape(need))
+        if plan is not None:
+            assert not given_out & set(plan.gpus)
+            given_out |= set(plan.gpus)
+            pool.take(plan)
+    assert sum(len(n.free) for n in pool.nodes.values()) == sum(n for n, _ in sets) - len(given_out)
