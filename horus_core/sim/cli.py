@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FRACTION",
         help="speed floor of every job in [0, 1], as the master's --min-speed default (0: none)",
     )
+    p.add_argument("--loss-curves", action="store_true", help="every job reports a loss on a synthetic curve")
+    p.add_argument(
+        "--hide-total-steps", action="store_true", help="specs carry no total_steps (lengths from loss only)"
+    )
     p.add_argument("--strict", action="store_true", help="fail on an action the master would drop")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a TTY")
     p.add_argument("--no-plots", action="store_true")
@@ -114,6 +118,8 @@ def _config(args: argparse.Namespace) -> SimConfig:
             elastic=args.elastic,
             elastic_seed=args.elastic_seed,
             elastic_known_steps=not args.elastic_unknown_steps,
+            loss_curves=args.loss_curves,
+            hide_total_steps=args.hide_total_steps,
             min_speed=args.min_speed,
         )
     except ValueError as exc:
