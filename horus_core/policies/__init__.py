@@ -23,6 +23,7 @@ _FACTORIES: dict[str, Factory] = {
     "horus": horus.make,
     "horus-paper": horus.make_paper,
     "horus-util": horus.make_util,
+    "horus-las": horus.make_las,
     "horus+": horus_plus.make,
     "lucid": lucid.make,
     "iasp": iasp.make,

@@ -46,10 +46,16 @@ def util_positions(live: Live, among: Ix | None = None) -> Ix:
     return by_keys([-live.p_prio, live.p_util(), live.p_sub], live.p_ids, among)
 
 
-def las_positions(live: Live, levels: NDArray[np.int64], among: Ix | None = None) -> Ix:
+def las_positions(
+    live: Live, levels: NDArray[np.int64], among: Ix | None = None, left: Key | None = None
+) -> Ix:
     """Least attained service (discrete): higher priority, then lower service level (``levels``:
-    one per pending job), then arrival (FIFO within a level), then id."""
-    return by_keys([-live.p_prio, levels, live.p_sub], live.p_ids, among)
+    one per pending job), then (with ``left``) less confidently-estimated remaining work (inf:
+    none), then arrival (FIFO within a level), then id."""
+    keys: list[Key] = [-live.p_prio, levels, live.p_sub]
+    if left is not None:
+        keys.insert(2, left)
+    return by_keys(keys, live.p_ids, among)
 
 
 def arrival_positions(live: Live, layout: ClusterLayout | None = None) -> Ix:

@@ -6,11 +6,18 @@ carries an attempt history: each pass adds ``GPUs x (now - last pass)`` to every
 (from the later of the last pass and the moment its current attempt was first seen running), and forgets
 ids that left the snapshot (finished). A restarted master rebuilds the ledger from the stored
 attempt history (:meth:`Attained.restore`), so the order survives a restart.
+
+With ``work`` (:class:`~horus_core.policies.remaining.RemainingWork`, fed by progress reports) a
+job whose remaining work is confidently estimated takes its level from that estimate instead
+(shortest remaining work: the same GPU-second boundaries, applied to what is left rather than to
+what was run, which LAS only uses as a proxy for it), and within a level such jobs go first,
+least remaining work first; every other job keeps its LAS level.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -19,6 +26,7 @@ from numpy.typing import NDArray
 
 from horus_core.errors import InvalidArgument
 from horus_core.model import Action, ClusterSnapshot, Job, JobState, Node, NodeState, Preempt, Wait
+from horus_core.policies.remaining import RemainingWork
 
 # One GPU-hour (the scale of a short job), doubling like a multi-level feedback queue: levels
 # end at 1, 2, 4 and 8 GPU-hours; beyond that FIFO, so long gangs are served in arrival order.
@@ -55,6 +63,8 @@ class Attained:
     service: dict[str, float] = field(default_factory=dict)  # job id -> GPU-seconds
     since: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, first seen)
     last: float | None = None
+    work: RemainingWork | None = None  # None: LAS alone
+    left: dict[str, float] = field(default_factory=dict)  # id -> confident GPU-seconds left
     bounds: list[float] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -82,6 +92,10 @@ class Attained:
         if len(self.stops) > len(present):
             self.stops = {k: v for k, v in self.stops.items() if k in present}
         self.last = now
+        if self.work is not None:
+            self.work.forget(present)
+            left = ((j.id, self.work.gpu_s_left(j)) for j in snapshot.jobs)
+            self.left = {i: v for i, v in left if v is not None}
 
     def restore(
         self, service: Mapping[str, float], running: Mapping[str, tuple[int, float]], now: float
@@ -93,10 +107,17 @@ class Attained:
         self.last = now
 
     def level(self, job_id: str) -> int:
-        return bisect.bisect_right(self.bounds, self.service.get(job_id, 0.0))
+        """The level of the job's confident remaining work if known, else of its attained service."""
+        left = self.left.get(job_id)
+        return bisect.bisect_right(self.bounds, self.service.get(job_id, 0.0) if left is None else left)
 
     def levels_of(self, ids: Sequence[str]) -> NDArray[np.int64]:
         return np.fromiter((self.level(i) for i in ids), np.int64, len(ids))
+
+    def left_of(self, ids: Sequence[str]) -> NDArray[np.float64]:
+        """Confident GPU-seconds left per id (inf: no confident estimate), the order within a level."""
+        inf = math.inf
+        return np.fromiter((self.left.get(i, inf) for i in ids), np.float64, len(ids))
 
     def preempts(self, snapshot: ClusterSnapshot, actions: list[Action], now: float) -> list[Preempt]:
         """Make room for the jobs left waiting, lowest class (priority, then level) first, then

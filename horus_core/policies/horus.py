@@ -4,6 +4,9 @@
 priority first, then the job's level of GPU-seconds run so far (boundaries growing
 geometrically, :mod:`horus_core.policies.attained`), FIFO within a level; a running job of a
 higher level than the first job left waiting is preempted once its attempt has run 6 minutes.
+A job whose progress reports give a confident estimate of its remaining work (steps left at its
+measured speed, :mod:`horus_core.policies.remaining`) is served shortest remaining work first
+instead: its level is that of its remaining GPU-seconds, and it goes first within its level.
 ``horus-util`` and ``horus-paper`` serve it lowest predicted utilisation first (priority first,
 arrival breaks ties) and never preempt. All use a look-ahead of 5: after 6 jobs could not be
 placed the rest wait, so a big job is not passed forever.
@@ -53,6 +56,7 @@ from horus_core.policies._packing import Ix, Packer
 from horus_core.policies.attained import Attained
 from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.reasons import interference_text
+from horus_core.policies.remaining import RemainingWork
 
 MIN_SPEED = 0.3
 MIN_GAIN = 0.15
@@ -94,11 +98,32 @@ class HorusPolicy:
     def _order(self, live: Live, layout: ClusterLayout) -> Ix:
         if self.las is None:
             return util_positions(live)
-        return las_positions(live, self.las.levels_of(live.p_ids))
+        ids = live.p_ids
+        left = self.las.left_of(ids) if self.las.work is not None else None
+        return las_positions(live, self.las.levels_of(ids), left=left)
+
+
+@dataclass
+class HorusProgressPolicy(HorusPolicy):
+    """``horus`` hearing progress reports (a ProgressObserver; the other variants are not, so the
+    simulator does not report to them)."""
+
+    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
+        """Progress reports (the live master, the simulator) for the remaining-work estimates."""
+        if self.las is not None and self.las.work is not None:
+            self.las.work.observe_progress(job_id, step, loss, now)
 
 
 def make(model: InterferenceModel | None) -> HorusPolicy:
-    return HorusPolicy(model or default_model(), gate=TypeGate(HeteroRule()), las=Attained())
+    las = Attained(work=RemainingWork())
+    return HorusProgressPolicy(model or default_model(), gate=TypeGate(HeteroRule()), las=las)
+
+
+def make_las(model: InterferenceModel | None) -> HorusPolicy:
+    """``horus-las``: ``horus`` with least attained service alone (progress reports ignored)."""
+    return HorusPolicy(
+        model or default_model(), name="horus-las", gate=TypeGate(HeteroRule()), las=Attained()
+    )
 
 
 def make_util(model: InterferenceModel | None) -> HorusPolicy:

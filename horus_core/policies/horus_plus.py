@@ -4,7 +4,8 @@ Pending jobs are grouped into 3-5 queues by k-means over (GPUs, util avg, util p
 each feature standardised, distinct job shapes weighted by how many jobs share them (so the
 clustering costs the same for 10 or 10,000 pending jobs). A queue's credit is the median time
 its jobs have waited times its length; queues are served highest credit first, each in Horus
-order (least attained service first, and preempting for waiting jobs like ``horus``, with
+order (least attained service first, or shortest remaining work for a job with a confident
+estimate from its progress reports, and preempting for waiting jobs like ``horus``, with
 hysteresis: a job's minimum slice grows 1.5x each time it is stopped, because the credit
 queues may hand freed GPUs to another job than the one they were freed for, which thrashed:
 docs/evaluation.md §11), and packed with the ``horus`` rule (look-ahead 5).
@@ -30,6 +31,7 @@ from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.horus import LOOKAHEAD, MIN_GAIN, MIN_SPEED
 from horus_core.policies.kmeans import choose_k
 from horus_core.policies.reasons import interference_text
+from horus_core.policies.remaining import RemainingWork
 
 # Hysteresis against thrashing (docs/evaluation.md §11): a job stopped k times for a waiting one
 # runs 6 min x 1.5^k before it may be stopped again (8,314 -> 1,199 preemptions on 2869ce_cap).
@@ -44,7 +46,7 @@ class HorusPlusPolicy:
     min_gain: float = MIN_GAIN
     lookahead: int = LOOKAHEAD
     seed: int = 0
-    las: Attained = field(default_factory=lambda: Attained(slice_growth=SLICE_GROWTH))
+    las: Attained = field(default_factory=lambda: Attained(slice_growth=SLICE_GROWTH, work=RemainingWork()))
     packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
     gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
 
@@ -92,7 +94,13 @@ class HorusPlusPolicy:
         members = [np.flatnonzero(group == labels[i]) for i in np.argsort(at, kind="stable").tolist()]
         members.sort(key=lambda m: (-_credit(sub[m], now), sub[m].min()))
         levels = self.las.levels_of(live.p_ids)
-        return np.concatenate([las_positions(live, levels, m) for m in members])
+        left = self.las.left_of(live.p_ids) if self.las.work is not None else None
+        return np.concatenate([las_positions(live, levels, m, left) for m in members])
+
+    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
+        """Progress reports for the remaining-work estimates (as ``horus``)."""
+        if self.las.work is not None:
+            self.las.work.observe_progress(job_id, step, loss, now)
 
 
 def _credit(submitted: NDArray[np.float64], now: float) -> float:

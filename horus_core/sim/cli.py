@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--teams", metavar="A:W,B:W", help="split the jobs into teams (queues) by seeded draw")
     p.add_argument("--teams-seed", type=int, default=0, help="seed of the --teams draw")
     p.add_argument("--team-users", type=int, default=2, help="users per team (round-robin)")
+    p.add_argument("--loss-curves", action="store_true", help="every job reports a loss on a synthetic curve")
+    p.add_argument(
+        "--hide-total-steps", action="store_true", help="specs carry no total_steps (lengths from loss only)"
+    )
     p.add_argument("--strict", action="store_true", help="fail on an action the master would drop")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a TTY")
     p.add_argument("--no-plots", action="store_true")
@@ -154,6 +158,8 @@ def _config(args: argparse.Namespace) -> SimConfig:
             elastic=args.elastic,
             elastic_seed=args.elastic_seed,
             elastic_known_steps=not args.elastic_unknown_steps,
+            loss_curves=args.loss_curves,
+            hide_total_steps=args.hide_total_steps,
             min_speed=args.min_speed,
             cross_node_factor=args.cross_node_factor,
             cross_rack_factor=args.cross_rack_factor,

@@ -49,6 +49,10 @@ class SimConfig:
     elastic: float = 0.0
     elastic_seed: int = 0
     elastic_known_steps: bool = True
+    # Progress as live jobs report it (sim/elastic.py ``give_curves``): every job reports a loss on
+    # a synthetic curve (``loss_curves``), and specs carry no total_steps (``hide_total_steps``).
+    loss_curves: bool = False
+    hide_total_steps: bool = False
     # Speed floor (issue 10) of every trace job, as the master's --min-speed default: 0 = none.
     min_speed: float = 0.0
     # Gangs over nodes (issue 11, sim/scaling.py): the share of its one-node rate a gang keeps

@@ -63,6 +63,23 @@ def make_elastic(
     return count
 
 
+def give_curves(jobs: Sequence[SimJob], seed: int, curves: bool, hide_steps: bool) -> int:
+    """Every job without one gets a synthetic loss curve (``curves``: drawn as for elastic jobs,
+    from a stream of its own) and/or a spec with ``total_steps = 0`` (``hide_steps``: policies
+    learn lengths from the reported loss only, as on a live master without ``--total-steps``);
+    returns how many jobs got a curve."""
+    rng = np.random.default_rng(seed + 2)
+    count = 0
+    for job in jobs:
+        l0, floor = rng.uniform(2.0, 6.0), rng.uniform(0.05, 0.5)
+        if curves and job.curve is None:
+            job.curve = synthetic_curve(job.steps, l0, floor * l0)
+            count += 1
+        if hide_steps and job.spec.total_steps:
+            job.spec = replace(job.spec, total_steps=0)
+    return count
+
+
 def speed_table(
     rates: RateCache, job_type: str, gpu_types: Sequence[str], max_node: int
 ) -> dict[int, dict[str, float]]:

@@ -25,7 +25,7 @@ from horus_core.policies.base import Policy
 from horus_core.policies.checks import check_actions
 from horus_core.policies.optimus.history import ProgressObserver
 from horus_core.sim.config import SimConfig, SimResult, Timeline
-from horus_core.sim.elastic import LossReporter, make_elastic
+from horus_core.sim.elastic import LossReporter, give_curves, make_elastic
 from horus_core.sim.lookup import SimLookup
 from horus_core.sim.prepare import prepare_jobs
 from horus_core.sim.rates import RateCache, RateModel, SimulationError
@@ -88,6 +88,9 @@ class Simulator:
         self.counters["spread_starts"] = 0
         if self.config.elastic > 0:
             self.counters["elastic"] = self._make_elastic(nodes)
+        if self.config.loss_curves or self.config.hide_total_steps:
+            cfg = self.config
+            give_curves(self.jobs, cfg.elastic_seed, cfg.loss_curves, cfg.hide_total_steps)
 
     def _make_elastic(self, nodes: Sequence[Node]) -> int:
         cfg = self.config

@@ -1,0 +1,123 @@
+"""Each job's remaining work in GPU-seconds, from its reported progress alone, and whether the
+estimate is confident enough for ``horus``'s queue order to use it instead of attained service.
+
+Fed by progress reports (:class:`~horus_core.policies.optimus.history.ProgressObserver`: the
+live master hands over what jobs report through ``horus_core.progress``; the simulator reports
+the same step and loss). Nothing else about a job's length is used. An estimate is
+*confident* when each of its two factors is backed by evidence:
+
+- **Steps left.** The spec's ``total_steps`` when the user gave it (``hctl submit
+  --total-steps``: a stated target, taken as is). Otherwise the convergence step of the loss curve
+  ``l(k) = 1/(b0*k + b1) + b2`` (:func:`~horus_core.policies.optimus.fit.fit_loss_curve`), only if
+  the fit has at least :data:`FIT_POINTS` points, its RMS residual is at most
+  :data:`MAX_RESIDUAL` of the mean loss (the curve explains the points), and the convergence
+  step moved by at most :data:`MAX_DRIFT` since the previous fit (the extrapolation has settled:
+  early on, when the points cover a small part of the curve, consecutive fits disagree). A job
+  past its estimated end is not confident (it outlived the estimate).
+- **Speed.** The median steps/s over the last :data:`RATE_INTERVALS` intervals between
+  consecutive reports, needing at least :data:`MIN_INTERVALS` with progress (an interval that
+  spans a wait between attempts is an outlier the median ignores; one where the step went back,
+  a restart from a checkpoint, is dropped).
+
+Remaining work = steps left / steps/s x the job's GPUs. The fit is redone only when the kept loss
+points grew by a quarter (at least 4 new), so each job is fitted O(log reports) times.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from horus_core.model import Job
+from horus_core.policies.optimus.fit import MIN_POINTS, fit_loss_curve
+from horus_core.policies.optimus.history import ProgressHistory
+
+FIT_POINTS = 8  # loss points before a curve's convergence step is trusted
+MAX_RESIDUAL = 0.05  # RMS residual of the fit / mean loss
+MAX_DRIFT = 0.10  # relative change of the convergence step between consecutive fits
+RATE_INTERVALS = 8  # the last report intervals whose median gives steps/s
+MIN_INTERVALS = 3  # intervals with progress needed for a speed
+
+
+@dataclass(slots=True)
+class _Track:
+    """One job's reports: the loss history, recent speeds, and the last fit's verdict."""
+
+    history: ProgressHistory = field(default_factory=ProgressHistory)
+    rates: deque[float] = field(default_factory=lambda: deque(maxlen=RATE_INTERVALS))
+    last: tuple[float, float] | None = None  # (step, time) of the latest report
+    fitted_at: int = 0  # history.version of the last fit
+    end: float | None = None  # the last fit's convergence step (None: no usable fit)
+    settled: bool = False  # the last two fits agreed and fitted well
+
+    def add(self, step: float, loss: float | None, now: float) -> None:
+        if not (math.isfinite(step) and math.isfinite(now)) or step < 0:
+            return
+        if self.last is not None:
+            d_step, d_t = step - self.last[0], now - self.last[1]
+            if d_t > 0 and d_step > 0:
+                self.rates.append(d_step / d_t)
+        self.last = (step, now)
+        self.history.add(step, loss)
+
+    def speed(self) -> float | None:
+        return float(np.median(self.rates)) if len(self.rates) >= MIN_INTERVALS else None
+
+    def curve_end(self) -> float | None:
+        """The convergence step if the fit is confident (module doc), refitting when due."""
+        h = self.history
+        due = h.version - self.fitted_at >= max(4, self.fitted_at // 4)
+        if len(h.steps) >= max(FIT_POINTS, MIN_POINTS) and due:
+            self.fitted_at = h.version
+            end = _fit_end(h.steps, h.losses)
+            prev, self.end = self.end, end
+            self.settled = end is not None and prev is not None and abs(end - prev) <= MAX_DRIFT * end
+        return self.end if self.settled else None
+
+
+def _fit_end(steps: list[float], losses: list[float]) -> float | None:
+    """The fitted curve's convergence step, or None if the fit is poor or never converges."""
+    curve = fit_loss_curve(steps, losses)
+    if curve is None:
+        return None
+    observed = np.asarray(losses)
+    predicted = np.array([curve.loss(k) for k in steps])
+    residual = float(np.sqrt(np.mean((predicted - observed) ** 2)))
+    end = curve.converge_step()
+    ok = math.isfinite(end) and end > 0 and residual <= MAX_RESIDUAL * float(observed.mean())
+    return end if ok else None
+
+
+@dataclass
+class RemainingWork:
+    """Progress tracks by job id; :meth:`gpu_s_left` is the confident estimate or None."""
+
+    tracks: dict[str, _Track] = field(default_factory=dict)
+
+    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
+        track = self.tracks.get(job_id)
+        if track is None:
+            track = self.tracks[job_id] = _Track()
+        track.add(step, loss, now)
+
+    def gpu_s_left(self, job: Job) -> float | None:
+        """GPU-seconds left for ``job`` if the estimate is confident (module doc), else None."""
+        track = self.tracks.get(job.id)
+        if track is None or track.last is None:
+            return None
+        speed = track.speed()
+        if speed is None or speed <= 0:
+            return None
+        target = float(job.spec.total_steps) if job.spec.total_steps > 0 else track.curve_end()
+        step = track.last[0]
+        if target is None or step >= target:
+            return None
+        return (target - step) / speed * max(job.spec.gpus, 1)
+
+    def forget(self, keep: set[str]) -> None:
+        """Drop the tracks of jobs that left (finished)."""
+        if len(self.tracks) > len(keep):
+            self.tracks = {k: v for k, v in self.tracks.items() if k in keep}

@@ -1,0 +1,92 @@
+"""``horus``'s queue order switches from least attained service to shortest remaining work for
+a job whose progress reports give a confident estimate (horus_core/policies/remaining.py), and
+only then: an unconfident estimate leaves the LAS order as it was."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from horus_core.model import Assign, ClusterSnapshot, JobState
+from horus_core.policies import horus, horus_plus
+from horus_core.policies.optimus.fit import LossCurve
+from horus_core.policies.remaining import RemainingWork
+from horus_core.testing import nodes, pending, running
+
+R50 = "ResNet-50 (batch size 16)"
+ONE = nodes(1, 1)
+RAN_S = 5400.0  # "short" ran 1.5 GPU-hours (LAS level 1) before it was stopped
+
+
+def first_served(policy: horus.HorusPolicy | horus_plus.HorusPlusPolicy, total: int, reports: int,
+                 loss: LossCurve | None = None, noise: float = 0.0) -> str:  # fmt: skip
+    """Which of "short" (ran 1.5 h at 1 step/s, sent ``reports`` reports) and "fresh" (never
+    ran, submitted first) the policy starts on the one free GPU."""
+    spec = pending("short", R50, exclusive=True, total_steps=total).spec
+    short = replace(running("short", R50, ("n0g0",), exclusive=True), spec=spec)
+    rng = np.random.default_rng(0)
+    observe = getattr(policy, "observe_progress", None)
+    for t in np.linspace(0.0, RAN_S, reports).tolist():  # a pass after each report, as the master
+        value = None if loss is None else loss.loss(t) * (1.0 + noise * float(rng.standard_normal()))
+        if observe is not None:
+            observe("short", t, value, t)
+        policy.decide(ClusterSnapshot(ONE, (short,)), t)
+    stopped = replace(short, state=JobState.PENDING, node="", gpus=(), submitted_at=0.0)
+    fresh = pending("fresh", R50, at=-100.0, exclusive=True)
+    actions = policy.decide(ClusterSnapshot(ONE, (fresh, stopped)), RAN_S)
+    (assign,) = [a for a in actions if isinstance(a, Assign)]
+    return assign.job_id
+
+
+POLICIES = [horus.make, horus_plus.make]
+
+
+@pytest.mark.parametrize("make", POLICIES)
+def test_a_confidently_short_job_is_served_before_one_with_less_attained_service(make: object) -> None:
+    # total_steps given: 2,600 steps left at 1 step/s = 0.72 GPU-h (level 0, known), "fresh" unknown.
+    assert first_served(make(None), total=8000, reports=10) == "short"  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("make", POLICIES)
+def test_the_loss_curve_alone_gives_a_confident_estimate(make: object) -> None:
+    curve = LossCurve(b0=0.416, b1=0.25, b2=0.3)  # converges (drop 1e-5) near step 7,750
+    assert 5400 < curve.converge_step() < 9000
+    assert first_served(make(None), total=0, reports=40, loss=curve, noise=0.001) == "short"  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("total", "reports", "loss", "noise", "why"),
+    [
+        (8000, 3, None, 0.0, "two speed intervals: no speed yet"),
+        (0, 10, None, 0.0, "no total_steps and no loss: no target"),
+        (0, 40, LossCurve(0.416, 0.25, 0.3), 0.5, "a curve that does not explain the points"),
+        (0, 6, LossCurve(0.416, 0.25, 0.3), 0.0, "too few points to fit"),
+        (5000, 10, None, 0.0, "past its stated end: the estimate is outlived"),
+    ],
+)
+def test_an_unconfident_estimate_keeps_the_las_order(
+    total: int, reports: int, loss: LossCurve | None, noise: float, why: str
+) -> None:
+    assert first_served(horus.make(None), total, reports, loss, noise) == "fresh", why
+
+
+def test_las_alone_ignores_progress() -> None:
+    policy = horus.make_las(None)
+    assert policy.las is not None and policy.las.work is None
+    assert not hasattr(policy, "observe_progress")  # the simulator reports nothing to it
+    assert first_served(policy, total=8000, reports=10) == "fresh"
+
+
+def test_a_long_confident_job_goes_behind_and_tracks_are_forgotten() -> None:
+    work = RemainingWork()
+    job = pending("a", R50, gpus=4, total_steps=100_000)
+    for t in range(5):
+        work.observe_progress("a", 10.0 * t, None, 10.0 * t)
+    left = work.gpu_s_left(job)
+    assert left == pytest.approx((100_000 - 40) / 1.0 * 4)  # GPU-seconds: steps / (steps/s) x GPUs
+    work.observe_progress("a", 20.0, None, 60.0)  # a restart from a checkpoint: step went back
+    assert work.gpu_s_left(job) == pytest.approx((100_000 - 20) * 4)
+    work.forget(set())
+    assert work.gpu_s_left(job) is None
