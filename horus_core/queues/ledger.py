@@ -42,6 +42,7 @@ class Ledger:
     types: Mapping[str, str]  # GPU uuid -> type
     held: dict[str, set[str]] = field(default_factory=dict)
     planned: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # queue -> type -> held GPUs
 
     @classmethod
     def of(cls, config: QueueConfig, active: Iterable[Job], types: Mapping[str, str]) -> Ledger:
@@ -51,18 +52,26 @@ class Ledger:
         return ledger
 
     def copy(self) -> Ledger:
-        return Ledger(self.config, self.types, {q: set(g) for q, g in self.held.items()}, dict(self.planned))
+        held = {q: set(g) for q, g in self.held.items()}
+        return Ledger(
+            self.config, self.types, held, dict(self.planned), {q: dict(c) for q, c in self.counts.items()}
+        )
 
     def hold(self, queue: str, uuids: Iterable[str]) -> None:
-        self.held.setdefault(queue, set()).update(uuids)
+        held, row = self.held.setdefault(queue, set()), self.counts.setdefault(queue, {})
+        for uuid in uuids:
+            if uuid not in held:
+                held.add(uuid)
+                t = self.types.get(uuid, "")
+                row[t] = row.get(t, 0) + 1
 
     def plan(self, queue: str, gpus: int) -> None:
         self.planned[queue] = self.planned.get(queue, 0) + gpus
 
     def used(self, queue: str, extra: Iterable[str] = ()) -> dict[str, int]:
         """GPUs held per type (with ``extra`` GPUs added)."""
-        row: dict[str, int] = {}
-        for uuid in self.held.get(queue, set()) | set(extra):
+        row, held = dict(self.counts.get(queue, {})), self.held.get(queue, set())
+        for uuid in set(extra) - held:
             t = self.types.get(uuid, "")
             row[t] = row.get(t, 0) + 1
         return row

@@ -93,7 +93,8 @@ class QueuedPolicy:
         victims = {j.id for j in active if (q := job_queue(cfg, j)) in queues or ledger.borrowed(q) > 0}
         tier1 = (admitted.guaranteed, running, ledger, waits, inner_preempts, victims, now)
         assigns += self._tier(snapshot.nodes, *tier1)
-        mine = {j.id for j in active if job_queue(cfg, j) in {job_queue(cfg, b) for b in admitted.borrowing}}
+        borrowers = {job_queue(cfg, b) for b in admitted.borrowing}
+        mine = {j.id for j in active if job_queue(cfg, j) in borrowers}
         assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, mine, now)
         if admitted.packing:  # at their limit: only beside their queues' own jobs (checked after)
             held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing)) - reserved
