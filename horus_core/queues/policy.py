@@ -8,20 +8,22 @@
    its nominal quota, then those that borrow up to its borrowing limit; the rest wait with code
    ``QuotaExceeded``;
 3. lets the inner policy place the guaranteed jobs, then (with those counted as running) the
-   borrowing ones, and drops any assignment that would take a queue past its limit on the GPU
-   types actually chosen;
+   borrowing ones, then jobs of queues at their limit on only the GPUs their queue holds, and
+   drops any assignment that would take a queue past its limit on the GPUs actually chosen;
+   the inner policy's own preemptions are kept only where they take nothing from another
+   queue's quota;
 4. for a guaranteed job still waiting, preempts borrowed jobs of other queues (reclaim, code
    ``WaitingForReclaim``); for a job of a class that may preempt, jobs of lower classes
-   (code ``Priority``). No job is preempted before it has run ``min_run_s`` seconds.
+   (code ``Priority``), and holds the freed GPUs for it. No job is preempted before it has run
+   ``min_run_s`` seconds.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, Node, Preempt, Wait
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies.base import Policy
 from horus_core.queues.config import QueueConfig
@@ -29,6 +31,7 @@ from horus_core.queues.fairshare import FairShare
 from horus_core.queues.ledger import WAIT_PRIORITY, WAIT_QUOTA, WAIT_RECLAIM, Ledger, demand, job_queue
 from horus_core.queues.ranking import Memo, rank_key, ranked
 from horus_core.queues.victims import Candidate, pick
+from horus_core.queues.views import as_running, hide_gpus, idle_gpus, only_gpus
 
 RESERVE_S = 300.0  # how long GPUs freed by preemption wait for the job they were freed for
 
@@ -82,30 +85,8 @@ class QueuedPolicy:
         admitted = self.admit(snapshot.pending(), ledger)
         inner_preempts: dict[str, Preempt] = {}
         waits: dict[str, Wait] = dict(admitted.held)
-        assigns: list[Assign] = []
         running = list(active)
-        reserved = self._reservations(admitted, now)
-        others = _hide_gpus(snapshot.nodes, reserved) if reserved else snapshot.nodes
-        # The inner policy's own preemptions (e.g. least attained service) never go against a
-        # quota: in the first tier, of jobs of the same queues or of borrowing queues; in the
-        # borrowing tier, of jobs of the same queues only (one of its jobs for another).
-        queues = {job_queue(cfg, j) for j in admitted.guaranteed}
-        victims = {j.id for j in active if (q := job_queue(cfg, j)) in queues or ledger.borrowed(q) > 0}
-        tier1 = (admitted.guaranteed, running, ledger, waits, inner_preempts, victims, now)
-        assigns += self._tier(snapshot.nodes, *tier1)
-        borrowers = {job_queue(cfg, b) for b in admitted.borrowing}
-        mine = {j.id for j in active if job_queue(cfg, j) in borrowers}
-        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, mine, now)
-        if admitted.packing:  # at their limit: only beside their queues' own jobs (checked after)
-            held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing)) - reserved
-            nodes = _only_gpus(snapshot.nodes, held)
-            jobs = [j for group in admitted.packing.values() for j in group]
-            assigns += self._tier(nodes, jobs, running, ledger, {}, inner_preempts, set(), now)
-        for jid, (_, _, code) in self._reserved.items():  # still waiting for what was freed for it
-            if jid in waits:
-                waits[jid] = Wait(
-                    jid, f"{waits[jid].reason} (the GPUs preempted for it are held for it)", code
-                )
+        assigns = self._place(snapshot, admitted, running, ledger, waits, inner_preempts, now)
         preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, now)
         self._behind_higher_class([*admitted.guaranteed, *admitted.borrowing], waits)
         attempts = {j.id: j.attempt for j in snapshot.pending()}
@@ -174,6 +155,43 @@ class QueuedPolicy:
                     out.packing.setdefault(q, []).append(job)
         return out
 
+    def _place(
+        self,
+        snapshot: ClusterSnapshot,
+        admitted: Admitted,
+        running: list[Job],
+        ledger: Ledger,
+        waits: dict[str, Wait],
+        inner_preempts: dict[str, Preempt],
+        now: float,
+    ) -> list[Assign]:
+        """The inner policy's passes: guaranteed, borrowing, then packing beside a queue's own jobs.
+
+        Its own preemptions (e.g. least attained service) never go against a quota: in the first
+        tier, of jobs of the same queues or of borrowing queues; in the borrowing tier, of jobs
+        of the same queues only (one of a team's jobs for another)."""
+        cfg, active = self.config, list(running)
+        reserved = self._reservations(admitted, now)
+        others = hide_gpus(snapshot.nodes, reserved) if reserved else snapshot.nodes
+        queues = {job_queue(cfg, j) for j in admitted.guaranteed}
+        victims = {j.id for j in active if (q := job_queue(cfg, j)) in queues or ledger.borrowed(q) > 0}
+        tier1 = (admitted.guaranteed, running, ledger, waits, inner_preempts, victims, now)
+        assigns = self._tier(snapshot.nodes, *tier1)
+        borrowers = {job_queue(cfg, b) for b in admitted.borrowing}
+        mine = {j.id for j in active if job_queue(cfg, j) in borrowers}
+        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, mine, now)
+        if admitted.packing:  # at their limit: only the GPUs their queues hold (checked after)
+            held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing)) - reserved
+            nodes = only_gpus(snapshot.nodes, held)
+            jobs = [j for group in admitted.packing.values() for j in group]
+            assigns += self._tier(nodes, jobs, running, ledger, {}, inner_preempts, set(), now)
+        for jid, (_, _, code) in self._reserved.items():  # still waiting for what was freed for it
+            if jid in waits:
+                waits[jid] = Wait(
+                    jid, f"{waits[jid].reason} (the GPUs preempted for it are held for it)", code
+                )
+        return assigns
+
     def _tier(
         self,
         nodes: tuple[Node, ...],
@@ -192,7 +210,7 @@ class QueuedPolicy:
         shown = ranked(tier, self._rank, self.inner.name, self._ranked)
         actions = self.inner.decide(ClusterSnapshot(nodes, (*running, *shown)), now)
         placed = self._keep(actions, tier, ledger, waits, preempts, victims, now)
-        running += _as_running(tier, placed)
+        running += as_running(tier, placed)
         return placed
 
     def _keep(
@@ -244,7 +262,7 @@ class QueuedPolicy:
             for j in running
             if j.id in active_ids and j.id not in preempts and self._may_preempt(j.id, now)
         ]
-        avail = _idle_gpus(snapshot, running)
+        avail = idle_gpus(snapshot, running)
         budget = {q: ledger.borrowed(q) for q in cfg.queues}
         for job in admitted.guaranteed + admitted.borrowing:
             if job.id not in waits:
@@ -344,39 +362,3 @@ class QueuedPolicy:
             seen = self._since.get(j.id)
             since[j.id] = seen if seen is not None and seen[0] == j.attempt else (j.attempt, now)
         self._since = since
-
-
-def _idle_gpus(snapshot: ClusterSnapshot, running: Sequence[Job]) -> int:
-    busy = {u for j in running for u in j.gpus}
-    return sum(1 for g in snapshot.ready_gpus() if g.uuid not in busy)
-
-
-def _hide_gpus(nodes: Sequence[Node], hide: set[str]) -> tuple[Node, ...]:
-    """The nodes with the GPUs in ``hide`` marked unhealthy."""
-    return tuple(
-        dataclasses.replace(
-            n, gpus=tuple(dataclasses.replace(g, healthy=False) if g.uuid in hide else g for g in n.gpus)
-        )
-        if any(g.uuid in hide for g in n.gpus)
-        else n
-        for n in nodes
-    )
-
-
-def _only_gpus(nodes: Sequence[Node], keep: set[str]) -> tuple[Node, ...]:
-    """The nodes with every GPU not in ``keep`` marked unhealthy."""
-    return tuple(
-        dataclasses.replace(
-            n, gpus=tuple(g if g.uuid in keep else dataclasses.replace(g, healthy=False) for g in n.gpus)
-        )
-        for n in nodes
-    )
-
-
-def _as_running(jobs: Sequence[Job], assigns: Sequence[Assign]) -> list[Job]:
-    by_id = {j.id: j for j in jobs}
-    return [
-        dataclasses.replace(by_id[a.job_id], state=JobState.ASSIGNED, node=a.node, gpus=a.gpus)
-        for a in assigns
-        if a.job_id in by_id
-    ]
