@@ -108,3 +108,15 @@ def test_master_pass_reports_its_phases() -> None:
     assert out["passes"] == 2 and out["first_assigned"] > 0 and out["db_read_ms"] > 0
     assert all(out[k] >= 0 for k in ("read_ms", "decide_ms", "commit_ms", "cpu_ms"))
     assert out["decide_ms"] + out["commit_ms"] <= out["ms"] + 1.0  # phases within the whole pass
+
+
+def test_gang_wait_prints_the_reference_and_the_reservation_for_each_policy() -> None:
+    trace = "horus_core/data/traces/msr_seed0_2869ce_cap.trace"
+    args = ("--cluster", "v100:8", "--policies", "fifo,lucid", "--head", "30")
+    rows = bench("gang_wait.py", "--trace", trace, *args)
+    assert [(r["policy"], r["reserve"]) for r in rows] == [
+        ("fifo", False), ("fifo", True), ("lucid", False), ("lucid", True),
+    ]  # fmt: skip
+    for r in rows:
+        assert r["bench"] == "gang_wait" and r["jobs"] == 30 and r["unfinished"] == 0
+        assert r["gangs"] > 0 and r["gang_avg_jct_h"] > 0 and r["avg_jct_h"] > 0
