@@ -10,9 +10,9 @@ job that left (finished) is remembered for a while so a late reply cannot bring 
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 from horus_core.gang import job_nodes
 from horus_core.model import Job, JobState, Node, NodeState
@@ -20,7 +20,6 @@ from master.store.rows import JobRow
 
 LIVE_STATES = (JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING)
 _GONE_KEPT = 4096  # ids of jobs that left, kept against late replies
-_JOB = operator.attrgetter("job")
 
 
 class LiveIndex:
@@ -29,6 +28,7 @@ class LiveIndex:
 
     def __init__(self, rows: Iterable[JobRow] = ()) -> None:
         self._rows: dict[str, JobRow] = {}
+        self._job: dict[str, Job] = {}  # the rows' jobs, kept in step (same keys, same order)
         self._on: dict[str, dict[str, JobRow]] = {}  # node -> active rows there
         self._held: dict[str, dict[str, Job]] = {}  # GPU uuid -> active jobs holding it
         self._gone: OrderedDict[str, int] = OrderedDict()  # id -> version it left with
@@ -41,7 +41,7 @@ class LiveIndex:
     def jobs(self) -> tuple[Job, ...]:
         """The live jobs, in submission order (what a scheduling pass hands the policy)."""
         if self._jobs is None:
-            self._jobs = tuple(map(_JOB, self._rows.values()))
+            self._jobs = tuple(self._job.values())
         return self._jobs
 
     def rows(self) -> list[JobRow]:
@@ -72,6 +72,7 @@ class LiveIndex:
             self._unplace(held.job)
         if job.state in LIVE_STATES:
             self._rows[job.id] = row
+            self._job[job.id] = job
             if job.state.active:
                 for node in job_nodes(job):  # (a gang: on every node of its attempt)
                     self._on.setdefault(node, {})[job.id] = row
@@ -79,6 +80,7 @@ class LiveIndex:
                     self._held.setdefault(uuid, {})[job.id] = job
             return
         self._rows.pop(job.id, None)
+        self._job.pop(job.id, None)
         self._gone[job.id] = job.version
         if len(self._gone) > _GONE_KEPT:
             self._gone.popitem(last=False)
@@ -90,8 +92,11 @@ class LiveIndex:
             self._held[uuid].pop(job.id, None)
 
     def job(self, job_id: str) -> Job | None:
-        row = self._rows.get(job_id)
-        return None if row is None else row.job
+        return self._job.get(job_id)
+
+    def by_id(self) -> Mapping[str, Job]:
+        """The live jobs by id (a read-only view, kept current)."""
+        return MappingProxyType(self._job)
 
     def residents(self, uuid: str) -> list[Job]:
         """The active jobs that hold GPU ``uuid``."""
@@ -117,7 +122,7 @@ class IndexLookup:
     saw; the transitions re-check against the committed rows anyway)."""
 
     def __init__(self, index: LiveIndex, nodes: Iterable[Node]) -> None:
-        self.job = index.job
+        self.job = index.by_id().get
         self.residents = index.residents
         self._nodes = {n.name: n for n in nodes if n.state is NodeState.READY}
 
