@@ -8,10 +8,15 @@ ids that left the snapshot (finished). A restarted master rebuilds the ledger fr
 attempt history (:meth:`Attained.restore`), so the order survives a restart.
 
 With ``work`` (:class:`~horus_core.policies.remaining.RemainingWork`, fed by progress reports) a
-job whose remaining work is confidently estimated takes its level from that estimate instead
-(shortest remaining work: the same GPU-second boundaries, applied to what is left rather than to
-what was run, which LAS only uses as a proxy for it), and within a level such jobs go first,
-least remaining work first; every other job keeps its LAS level.
+job whose remaining work is confidently estimated is served shortest remaining work first: its
+level is that of its remaining GPU-seconds (the same boundaries, applied to what is left rather
+than to what was run, which LAS only uses as a proxy for it) where that is lower than its LAS
+level, and within a level such jobs go first, least remaining work first; every other job keeps
+its LAS level. An estimate never moves a job *behind* its LAS level: the other jobs' levels
+count only what they ran, which understates what they have left (heavy-tailed lengths), so a
+long remaining estimate set against them would demote the one job that is measured honestly
+(2869ce_cap with lengths from loss curves only: 12.29 h demoting too, 11.69 h without;
+docs/evaluation.md §11).
 """
 
 from __future__ import annotations
@@ -107,9 +112,11 @@ class Attained:
         self.last = now
 
     def level(self, job_id: str) -> int:
-        """The level of the job's confident remaining work if known, else of its attained service."""
+        """The level of the job's attained service, or of its confident remaining work where that
+        is lower (an estimate moves a job ahead, never behind: module doc)."""
+        las = bisect.bisect_right(self.bounds, self.service.get(job_id, 0.0))
         left = self.left.get(job_id)
-        return bisect.bisect_right(self.bounds, self.service.get(job_id, 0.0) if left is None else left)
+        return las if left is None else min(las, bisect.bisect_right(self.bounds, left))
 
     def levels_of(self, ids: Sequence[str]) -> NDArray[np.int64]:
         return np.fromiter((self.level(i) for i in ids), np.int64, len(ids))

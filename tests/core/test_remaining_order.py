@@ -11,6 +11,7 @@ import pytest
 
 from horus_core.model import Assign, ClusterSnapshot, JobState
 from horus_core.policies import horus, horus_plus
+from horus_core.policies.attained import Attained
 from horus_core.policies.optimus.fit import LossCurve
 from horus_core.policies.remaining import RemainingWork
 from horus_core.testing import nodes, pending, running
@@ -79,7 +80,7 @@ def test_las_alone_ignores_progress() -> None:
     assert first_served(policy, total=8000, reports=10) == "fresh"
 
 
-def test_a_long_confident_job_goes_behind_and_tracks_are_forgotten() -> None:
+def test_remaining_gpu_seconds_follow_the_reports_and_are_forgotten_with_the_job() -> None:
     work = RemainingWork()
     job = pending("a", R50, gpus=4, total_steps=100_000)
     for t in range(5):
@@ -90,3 +91,11 @@ def test_a_long_confident_job_goes_behind_and_tracks_are_forgotten() -> None:
     assert work.gpu_s_left(job) == pytest.approx((100_000 - 20) * 4)
     work.forget(set())
     assert work.gpu_s_left(job) is None
+
+
+def test_an_estimate_moves_a_job_ahead_never_behind_its_las_level() -> None:
+    las = Attained(work=RemainingWork())
+    las.service = {"ran": 1.5 * 3600, "new": 0.0}  # LAS levels 1 and 0
+    las.left = {"ran": 0.5 * 3600, "new": 20 * 3600}  # confident: little left, much left
+    assert (las.level("ran"), las.level("new")) == (0, 0)
+    assert list(las.left_of(["ran", "new", "other"])) == [1800.0, 72000.0, np.inf]

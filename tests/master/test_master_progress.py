@@ -201,3 +201,26 @@ async def test_the_master_gives_optimus_its_configured_interval(tmp_path: pathli
         assert isinstance(m.policy, OptimusPolicy) and m.policy.replan_s == 2.5
     with pytest.raises(ValueError, match="optimus_replan_s"):
         config(tmp_path, optimus_replan_s=float("nan"))
+
+
+@pytest.mark.parametrize("name", ["horus", "horus+"])
+async def test_the_master_hands_progress_to_horus_for_its_remaining_work_order(
+    tmp_path: pathlib.Path, name: str
+) -> None:
+    async with running_master(tmp_path, FakeClock(), policy=name) as m, client_for(m) as stub:
+        w = FakeWorker(m.port, "node-a", n_gpus=2)
+        await w.connect()
+        req = cpb.SubmitJobRequest(spec=spec(gpus=1, total_steps=100_000))
+        jid = (await stub.SubmitJob(req)).job.id
+        a = await w.recv_kind("assign")
+        await w.update(jid, a.attempt, pb.JOB_STATE_RUNNING)
+        steps = range(0, 40_000, 1_000)
+        await report(w, jid, a.attempt, steps)  # 10 steps/s
+        await m.scheduler.run_once()
+        las = getattr(m.policy, "las", None)
+        assert isinstance(las, Attained) and las.work is not None
+        track = las.work.tracks[jid]
+        assert track.last is not None and track.last[0] == steps[-1]
+        assert len(track.history.steps) == len(steps)  # every report's loss reached the policy
+        # Confident (total_steps given, a steady measured speed): (100,000 - 39,000) / 10 x 1 GPU.
+        assert las.left[jid] == pytest.approx(6_100.0)
