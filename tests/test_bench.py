@@ -116,6 +116,8 @@ def test_reason_codes_bench_times_its_additions_against_decide() -> None:
     assert 0 < out["waits"] < 300  # 64 GPUs hold some of the 300 jobs, not all
     assert out["decide_ms"] > 0 and out["positions_ms"] > 0 and out["refine_ms"] > 0
     assert out["positions_ratio"] > 0 and out["refine_ratio"] > 0
+
+
 def test_gang_wait_prints_the_reference_and_the_reservation_for_each_policy() -> None:
     trace = "horus_core/data/traces/msr_seed0_2869ce_cap.trace"
     args = ("--cluster", "v100:8", "--policies", "fifo,lucid", "--head", "30")
