@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from horus_core.model import Action, Job, JobSpec, Node, NodeState, Wait
+from horus_core.model import Action, Job, Node, NodeState, Wait
 
 RESOURCES = "Resources"
 PRIORITY = "Priority"
@@ -123,21 +123,17 @@ def classify(actions: list[Action], jobs: Iterable[Job], withheld: OutOfService)
 
 
 DEFAULT_QUEUE = "default"
-_QUEUES = "queue" in JobSpec.__dataclass_fields__  # (a spec field of queues with quotas)
 
 
 def queue_of(job: Job) -> str:
-    """The queue a job waits in: its spec's ``queue`` where the spec has one, else "default"."""
-    name = getattr(job.spec, "queue", "")
-    return name if isinstance(name, str) and name else DEFAULT_QUEUE
+    """The queue a job waits in: its spec's ``queue`` (filled in at submission with --queues),
+    else "default"."""
+    return job.spec.queue or DEFAULT_QUEUE
 
 
 def queue_positions(waits: Iterable[Wait], job: Callable[[str], Job | None]) -> dict[str, tuple[str, int]]:
     """Job id -> (queue, position from 1) of every waiting job, in the order the policy's Waits
     come (the order it serves its queue), counted per queue."""
-    if not _QUEUES:  # JobSpec has no queue (yet): one queue, and no spec needs reading
-        known = (w.job_id for w in waits if job(w.job_id) is not None)
-        return {jid: (DEFAULT_QUEUE, i) for i, jid in enumerate(dict.fromkeys(known), 1)}
     counts: dict[str, int] = {}
     out: dict[str, tuple[str, int]] = {}
     for w in waits:

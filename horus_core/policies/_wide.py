@@ -78,7 +78,7 @@ def place_wide(
         plan = pool.place(spread.shape_of(job.spec, largest))
         if isinstance(plan, str):
             w = memo.waits.get(job.id)
-            waits[job.id] = w = w if w is not None and w.reason == plan else Wait(job.id, plan)
+            waits[job.id] = w = w if w is not None and w.reason == plan else spread.wait(job, plan, snapshot)
             actions.append(w)
             continue
         pool.take(plan)

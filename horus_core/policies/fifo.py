@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, Assign, ClusterSnapshot, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot
 from horus_core.policies import spread
 from horus_core.policies.base import arrival_order, busy_gpu_uuids
 from horus_core.policies.gputypes import TypeGate
@@ -31,14 +30,11 @@ class FifoPolicy:
     def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         pool = spread.Pool(spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs)))
         largest = spread.largest_node(snapshot)
-        total = sum(len(n.gpus) for n in snapshot.nodes)
         actions: list[Action] = []
         for job in arrival_order(snapshot.pending()):
             plan = pool.place(spread.shape_of(job.spec, largest))
             if isinstance(plan, str):
-                # Too large: no shape of the whole cluster holds it; else it waits for GPUs to free.
-                too_large = job.spec.gpus > total or plan.startswith("gang shape")
-                actions.append(Wait(job.id, plan, rc.GANG_TOO_LARGE if too_large else rc.RESOURCES))
+                actions.append(spread.wait(job, plan, snapshot))
                 continue
             pool.take(plan)
             actions.append(Assign(job.id, plan.node, plan.gpus))

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies import spread
 from horus_core.policies.base import arrival_order
@@ -77,7 +77,7 @@ class IaspPolicy:
         for job in arrival_order(pending):
             choice = self._choose(job, nodes, largest)
             if isinstance(choice, str):
-                actions.append(Wait(job.id, choice))
+                actions.append(spread.wait(job, choice, snapshot))
                 continue
             self._take(job, choice, nodes)
             actions.append(Assign(job.id, choice.node, choice.gpus, predicted_slowdown=choice.speed))

@@ -15,7 +15,8 @@ import bisect
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 
-from horus_core.model import ClusterSnapshot, Job, JobSpec, NodeState
+from horus_core import reasoncodes as rc
+from horus_core.model import ClusterSnapshot, Job, JobSpec, NodeState, Wait
 from horus_core.packing.cluster import gpu_type
 
 
@@ -263,6 +264,15 @@ def _made(parts: list[tuple[FreeNode, int]]) -> _Plan:
 def describe(shape: Shape, free: Iterable[FreeNode]) -> str:
     """Why ``shape`` does not fit: the reason a waiting gang shows."""
     return Pool(free).describe(shape)
+
+
+def wait(job: Job, reason: str, snapshot: ClusterSnapshot) -> Wait:
+    """The Wait of a gang that cannot be placed now: ``GangTooLarge`` when no shape of the whole
+    cluster could hold it (more GPUs than the cluster, or a shape its nodes cannot give), else
+    ``Resources`` (it waits for GPUs to free)."""
+    total = sum(len(n.gpus) for n in snapshot.nodes)
+    too_large = job.spec.gpus > total or reason.startswith("gang shape")
+    return Wait(job.id, reason, rc.GANG_TOO_LARGE if too_large else rc.RESOURCES)
 
 
 def shape_of(spec: JobSpec, largest: int) -> Shape:

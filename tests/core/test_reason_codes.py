@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import pathlib
 import re
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -31,7 +30,7 @@ R18 = "ResNet-18 (batch size 32)"
 def test_every_policys_waits_carry_a_code(name: str) -> None:
     jobs = (
         running("r", R18, ("n0g0",), exclusive=True),
-        pending("big", R18, gpus=4),  # more than a node has
+        pending("big", R18, gpus=5),  # more than the whole cluster has (a gang may span nodes)
         *(pending(f"p{i}", R18, at=float(i)) for i in range(6)),  # more than the cluster holds
     )
     actions = make_policy(name).decide(ClusterSnapshot(nodes(2, 2), jobs), 10.0)
@@ -155,16 +154,14 @@ def test_docs_table_is_the_vocabulary() -> None:
     assert {code: (meaning, todo) for code, meaning, todo in rows} == rc.VOCABULARY
 
 
-def test_positions_count_per_queue_once_specs_name_queues(monkeypatch: pytest.MonkeyPatch) -> None:
-    """(JobSpec.queue belongs to queues with quotas; a spec with a queue is stood in for here.)"""
-    monkeypatch.setattr(rc, "_QUEUES", True)
+def test_positions_count_per_queue_once_specs_name_queues() -> None:
     specs = {"a": "team-a", "b": "", "c": "team-a"}
-    jobs = {k: SimpleNamespace(id=k, spec=SimpleNamespace(queue=q)) for k, q in specs.items()}
+    jobs = {k: Job(k, JobSpec(command=("x",), queue=q), JobState.PENDING) for k, q in specs.items()}
     waits = [Wait("c", "x"), Wait("b", "x"), Wait("a", "x"), Wait("zzz", "x")]
     assert rc.queue_positions(waits, jobs.get) == {
         "c": ("team-a", 1),
         "b": ("default", 1),
         "a": ("team-a", 2),
-    }  # type: ignore[arg-type]
-    lazy = rc.QueuePositions(waits, jobs.get)  # type: ignore[arg-type]
+    }
+    lazy = rc.QueuePositions(waits, jobs.get)
     assert (lazy.get("a"), lazy.get("zzz")) == (("team-a", 2), None)
