@@ -163,7 +163,9 @@ class Master:
         )
         cgrpc.add_HorusServiceServicer_to_server(
             HorusServicer(
-                self.core,
+                self.core.registry,
+                self.store.read,
+                self.core.events,
                 self.jobs,
                 LogReader(self.store.read, self.core.logs),
                 self.policy.name,
