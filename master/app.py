@@ -187,14 +187,18 @@ class Master:
         )
         cgrpc.add_HorusServiceServicer_to_server(
             HorusServicer(
-                self.core,
+                self.core.registry,
+                self.store.read,
+                self.core.events,
                 self.jobs,
                 LogReader(self.store.read, self.core.logs),
                 self.policy.name,
                 monitor=self.monitor,
                 heartbeats=self.attempts.heartbeats,
-                queues=self.queues,
                 service=self.service,
+                queues=self.queues,
+                progress=self.core.progress,
+                position=self.core.positions_of,
             ),
             server,
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
@@ -19,12 +19,14 @@ from master.api.views import NodeViews, gpu_statuses, learned_profiles, pair_to_
 from master.auth import caller
 from master.loopmon import LatencySnapshot, LatencyWindow, LoopMonitor
 from master.services.access import owner_for
-from master.services.core import Core
-from master.services.events import JobEvent
+from master.services.events import EventBus, JobEvent
 from master.services.joblogs import LogReader
 from master.services.jobs import JobService
+from master.services.nodes import NodeRegistry
+from master.services.progress import ProgressKeeper
 from master.services.queues import QueueService
 from master.services.service import ServiceDesk
+from master.store.reads import Reader
 
 
 def event_to_pb(ev: JobEvent) -> pb.JobEvent:
@@ -42,17 +44,21 @@ MAX_LISTED = 2000
 class HorusServicer(cgrpc.HorusServiceServicer):
     def __init__(
         self,
-        core: Core,
+        registry: NodeRegistry,
+        read: Reader,
+        events: EventBus,
         jobs: JobService,
         logs: LogReader,
         policy_name: str,
         *,
         monitor: LoopMonitor | None = None,
         heartbeats: LatencyWindow | None = None,
+        service: ServiceDesk,
         queues: QueueService | None = None,
-        service: ServiceDesk | None = None,
+        progress: ProgressKeeper | None = None,
+        position: Callable[[str], tuple[str, int] | None] = lambda _job_id: None,
     ) -> None:
-        self.core = core
+        self.registry, self.read, self.events = registry, read, events
         self.jobs = jobs
         self.logs = logs
         self.policy_name = policy_name
@@ -60,14 +66,14 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         self.heartbeats = heartbeats or LatencyWindow(1)
         self._node_views = NodeViews()
         self.queues = queues  # None: no --queues
-        self.service = service or ServiceDesk(
-            store=core.store, clock=core.clock, registry=core.registry, writer=core.writer, wakeup=core.wakeup
-        )
+        self.service = service  # cordon, drain, uncordon
+        self.progress = progress  # the jobs' progress journals (GetJobProgress)
+        self.position = position  # a pending job's (queue, position) at the last pass
 
     def _job_pb(self, job: Job) -> pb.Job:
         """The job with its queue position from the last scheduling pass (pending jobs only)."""
         msg = wire.job_to_pb(job)
-        place = self.core.positions.get(job.id) if job.state is JobState.PENDING else None  # (lazy)
+        place = self.position(job.id) if job.state is JobState.PENDING else None  # (lazy)
         if place is not None:
             msg.queue_name, msg.queue_position = place
         return msg
@@ -103,21 +109,21 @@ class HorusServicer(cgrpc.HorusServiceServicer):
             while (ev := await sub.next()) is not None:
                 yield event_to_pb(ev)
         finally:
-            self.core.events.unsubscribe(sub)
+            self.events.unsubscribe(sub)
         if sub.dropped:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "watcher too slow: events were dropped")
 
     @unary
     async def ListNodes(self, request: cpb.ListNodesRequest, context: Ctx) -> cpb.ListNodesResponse:
-        nodes = self._node_views.nodes([e.model() for e in self.core.registry.all()])
+        nodes = self._node_views.nodes([e.model() for e in self.registry.all()])
         return cpb.ListNodesResponse(nodes=nodes)
 
     @unary
     async def ListGpus(self, request: cpb.ListGpusRequest, context: Ctx) -> cpb.ListGpusResponse:
         who = caller()
-        jobs = [r.job for r in await self.core.store.read.active_jobs()]
+        jobs = [r.job for r in await self.read.active_jobs()]
         mine = None if who is None or who.admin else {j.id for j in jobs if j.spec.owner == who.user}
-        return cpb.ListGpusResponse(gpus=gpu_statuses(self.core.registry.all(), jobs, mine))
+        return cpb.ListGpusResponse(gpus=gpu_statuses(self.registry.all(), jobs, mine))
 
     @streaming
     async def GetLogs(self, request: cpb.GetLogsRequest, context: Ctx) -> AsyncIterator[cpb.LogChunk]:
@@ -129,7 +135,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
 
     @unary
     async def ListProfiles(self, request: cpb.ListProfilesRequest, context: Ctx) -> cpb.ListProfilesResponse:
-        read = self.core.store.read
+        read = self.read
         profiles = await read.profiles(limit=MAX_LISTED)
         solos = await read.solo_throughputs(MAX_LISTED)
         pairs = await read.pair_speeds(MAX_LISTED)
@@ -151,20 +157,20 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         return cpb.ClusterInfo(
             version=horus_core.__version__,
             policy=self.policy_name,
-            max_gpus_per_node=self.core.registry.max_gpus_per_node() or 0,
+            max_gpus_per_node=self.registry.max_gpus_per_node() or 0,
         )
 
     @unary
     async def GetJobProgress(self, request: cpb.GetJobProgressRequest, context: Ctx) -> cpb.JobProgressReport:
         job = await self.jobs.get(request.job_id, caller())  # (access checked as for GetJob)
-        return await progress_report(self.core, job, request.history)
+        return await progress_report(self.progress, job, request.history)
 
     @unary
     async def GetServerStats(self, request: cpb.GetServerStatsRequest, context: Ctx) -> cpb.ServerStats:
         who = caller()
         if who is not None and not who.admin:
             raise PermissionDenied("server statistics are for admins")
-        nodes = self.core.registry.all()
+        nodes = self.registry.all()
         stats = cpb.ServerStats(
             loop_lag=latency_to_pb(self.monitor.snapshot()),
             loop_interval_s=self.monitor.interval_s,

@@ -8,8 +8,7 @@ from horus_core.errors import InvalidArgument
 from horus_core.gen import client_pb2 as cpb
 from horus_core.model import Job
 from horus_core.policies.optimus.journal import ProgressJournal, ProgressPoint
-from master.services.core import Core
-from master.services.progress import estimate_of
+from master.services.progress import ProgressKeeper, estimate_of
 
 MAX_HISTORY = 512
 
@@ -21,10 +20,10 @@ def point_to_pb(p: ProgressPoint) -> cpb.ProgressPoint:
     return msg
 
 
-async def progress_report(core: Core, job: Job, history: int) -> cpb.JobProgressReport:
+async def progress_report(keeper: ProgressKeeper | None, job: Job, history: int) -> cpb.JobProgressReport:
     if not 0 <= history <= MAX_HISTORY:
         raise InvalidArgument("history", f"must be within [0, {MAX_HISTORY}], got {history}")
-    journal = await core.progress.journal(job.id) if core.progress is not None else ProgressJournal()
+    journal = await keeper.journal(job.id) if keeper is not None else ProgressJournal()
     msg = cpb.JobProgressReport(job_id=job.id, points=len(journal.points))
     if journal.latest is not None:
         msg.latest.CopyFrom(point_to_pb(journal.latest))

@@ -163,6 +163,10 @@ class Core:
         """A scheduling pass's queue positions (read by ``hctl queue`` and the dashboard)."""
         self.positions = positions
 
+    def positions_of(self, job_id: str) -> tuple[str, int] | None:
+        """A pending job's (queue, position from 1) at the last scheduling pass."""
+        return self.positions.get(job_id)
+
     @property
     def live(self) -> LiveIndex:
         return self.writer.live
