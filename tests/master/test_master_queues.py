@@ -43,8 +43,10 @@ async def test_submit_checks_queue_user_and_class(tmp_path: pathlib.Path) -> Non
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert words in (err.value.details() or "")
         assert not (await stub.ListJobs(cpb.ListJobsRequest())).jobs  # nothing stored
-        ok = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="bob")))).job
-        assert ok.spec.queue == "b"  # the user's default queue, stored with the job
+        ok = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="bob", grace_s=45.0)))).job
+        stored = await stub.GetJob(cpb.GetJobRequest(job_id=ok.id))  # read back from SQLite
+        assert stored.spec.queue == "b"  # the user's default queue, stored with the job
+        assert (stored.spec.priority_class, stored.spec.grace_s) == ("", 45.0)
 
 
 async def test_owner_reclaims_borrowed_gpu_and_usage_shows_it(tmp_path: pathlib.Path) -> None:
