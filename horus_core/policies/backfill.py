@@ -21,8 +21,8 @@ what Slurm's backfill does:
   on that type. A backfilled job still running when every other reserved GPU is free is stopped.
 - When all reserved GPUs are idle the gang is assigned to them, whatever the policy's order.
 
-Remaining time of a running job: ``total_steps`` less the steps credited to it so far (each pass
-credits ``elapsed x solo speed x predicted speed``), at that rate; with no ``total_steps`` (live
+Remaining time of a running job: ``total_steps`` less the steps credited to it (each attempt:
+its run time x solo speed x predicted speed), at that rate; with no ``total_steps`` (live
 jobs rarely say) it is the time its attempt has run so far, at least ``MIN_REMAINING_S`` (a job
 that ran long is expected to run long: training lengths are heavy-tailed). Estimates choose the
 node and gate backfill; the wait bound does not depend on them (docs/policies.md).
@@ -77,7 +77,8 @@ class GangReserve:
     backfilled: set[str] = field(default_factory=set)
     queued: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, since)
     running: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, since)
-    steps: dict[str, float] = field(default_factory=dict)  # id -> steps credited so far
+    steps: dict[str, float] = field(default_factory=dict)  # id -> steps of its ended attempts
+    runs: dict[str, Job] = field(default_factory=dict, repr=False)  # id -> its running view
     last: float | None = None
     age_s: float = AGE_S
     waiting: dict[str, int] = field(default_factory=dict)  # ids the last pass left waiting -> rank
@@ -116,19 +117,25 @@ class GangReserve:
     # ------------------------------------------------------------------------ bookkeeping
 
     def _observe(self, snapshot: ClusterSnapshot, now: float, model: InterferenceModel | None) -> None:
-        """Queue stints and attempt starts as first seen, and steps credited to running jobs."""
-        last = now if self.last is None or now < self.last else self.last
+        """Queue stints of pending gangs and attempt starts as first seen; an attempt that
+        ended is credited its steps (no model call per running job and pass)."""
         queued: dict[str, tuple[int, float]] = {}
         running: dict[str, tuple[int, float]] = {}
-        types = _types(snapshot)
+        active = []
         for job in snapshot.jobs:
-            if job.state is JobState.PENDING:
+            if job.state.active:
+                running[job.id] = _since(self.running.get(job.id), job.attempt, now)
+                active.append(job)
+            elif job.state is JobState.PENDING and job.spec.gpus > 1:
                 queued[job.id] = _since(self.queued.get(job.id), job.attempt, now)
-            elif job.state.active:
-                begun = running[job.id] = _since(self.running.get(job.id), job.attempt, now)
-                span, rate = now - max(last, begun[1]), _rate(job, types, model)
-                if span > 0 and rate:
-                    self.steps[job.id] = self.steps.get(job.id, 0.0) + span * rate
+        types: dict[str, str] | None = None
+        for job_id, (attempt, since) in self.running.items():
+            ended = self.runs.pop(job_id, None) if running.get(job_id, (-1,))[0] != attempt else None
+            if ended is not None and self.last is not None:  # that attempt ended: credit it
+                types = _types(snapshot) if types is None else types
+                done = max(self.last - since, 0.0) * (_rate(ended, types, model) or 0.0)
+                self.steps[job_id] = self.steps.get(job_id, 0.0) + done
+        self.runs.update((j.id, j) for j in active)
         self.queued, self.running, self.last = queued, running, now
         if len(self.steps) > len(snapshot.jobs):
             present = {j.id for j in snapshot.jobs}
@@ -166,9 +173,10 @@ class GangReserve:
     ) -> float:
         """Estimated seconds until running ``job`` ends (see the module doc)."""
         rate = _rate(job, types, model)
-        if job.spec.total_steps > 0 and rate:
-            return max(job.spec.total_steps - self.steps.get(job.id, 0.0), 0.0) / rate
         since = self.running.get(job.id, (0, now))[1]
+        if job.spec.total_steps > 0 and rate:
+            done = self.steps.get(job.id, 0.0) + max(now - since, 0.0) * rate
+            return max(job.spec.total_steps - done, 0.0) / rate
         return max(now - since, MIN_REMAINING_S)
 
     # ------------------------------------------------------------------------ reservation
