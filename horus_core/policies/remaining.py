@@ -26,6 +26,7 @@ points grew by a quarter (at least 4 new), so each job is fitted O(log reports) 
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -64,7 +65,7 @@ class _Track:
         self.history.add(step, loss)
 
     def speed(self) -> float | None:
-        return float(np.median(self.rates)) if len(self.rates) >= MIN_INTERVALS else None
+        return statistics.median(self.rates) if len(self.rates) >= MIN_INTERVALS else None
 
     def curve_end(self) -> float | None:
         """The convergence step if the fit is confident (module doc), refitting when due."""

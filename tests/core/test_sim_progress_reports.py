@@ -1,0 +1,49 @@
+"""The simulator reports progress to ``horus`` as live jobs would: every round the running jobs'
+steps, with ``loss_curves`` a loss on each job's synthetic curve, and with ``hide_total_steps``
+specs that carry no length, so the remaining-work order learns lengths only from the loss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from horus_core.interference import default_model
+from horus_core.policies import horus
+from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
+
+R50 = "ResNet-50 (batch size 64)"
+JOBS = [TraceJob(R50, 1, 2_000_000, 60.0 * i) for i in range(12)]
+
+
+def run(**config: Any) -> tuple[Simulator, horus.HorusPolicy, list[tuple[str, float | None, int]]]:
+    """A 4-GPU run of 12 one-GPU jobs; returns what the policy heard (id, loss, total_steps)."""
+    policy = horus.make(default_model())
+    heard: list[tuple[str, float | None, int]] = []
+    sim = Simulator(JOBS, build_cluster("v100:4"), policy, default_model(), SimConfig(**config))
+    observe = policy.las.work.observe_progress  # type: ignore[union-attr]
+
+    def spy(job_id: str, step: float, loss: float | None, now: float) -> None:
+        heard.append((job_id, loss, sim.by_id[job_id].spec.total_steps))
+        observe(job_id, step, loss, now)
+
+    policy.las.work.observe_progress = spy  # type: ignore[method-assign,union-attr]
+    sim.run()
+    return sim, policy, heard
+
+
+def test_by_default_jobs_report_steps_and_specs_carry_their_length() -> None:
+    sim, _, heard = run()
+    assert heard and all(loss is None and total == 2_000_000 for _, loss, total in heard)
+    assert sim.finished == len(JOBS)
+
+
+def test_loss_curves_and_hidden_lengths_report_as_a_job_without_total_steps() -> None:
+    sim, _, heard = run(loss_curves=True, hide_total_steps=True)
+    with_loss = [h for h in heard if h[1] is not None]
+    assert len(with_loss) > len(JOBS) and all(total == 0 for _, _, total in heard)
+    assert {h[0] for h in with_loss} == {j.id for j in sim.jobs}  # every job reported a loss
+    assert all(j.steps == 2_000_000 for j in sim.jobs)  # the simulator still knows the truth
+
+
+def test_simconfig_flags_default_off() -> None:
+    cfg = SimConfig()
+    assert (cfg.loss_curves, cfg.hide_total_steps) == (False, False)
