@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from horus_core import reasoncodes as rc
 from horus_core.model import Job
 from horus_core.queues.config import ANY_TYPE, Queue, QueueConfig
 
-WAIT_QUOTA = "QuotaExceeded"
-WAIT_RECLAIM = "WaitingForReclaim"
-WAIT_PRIORITY = "Priority"
+WAIT_QUOTA = rc.QUOTA_EXCEEDED
+WAIT_RECLAIM = rc.WAITING_FOR_RECLAIM
+WAIT_PRIORITY = rc.PRIORITY
 
 
 def job_queue(config: QueueConfig, job: Job) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from horus_core import reasoncodes as rc
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, Node, Preempt, Wait
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies.base import Policy
@@ -34,6 +35,7 @@ from horus_core.queues.victims import Candidate, pick
 from horus_core.queues.views import as_running, hide_gpus, idle_gpus, only_gpus
 
 RESERVE_S = 300.0  # how long GPUs freed by preemption wait for the job they were freed for
+_GENERIC = ("", rc.RESOURCES)  # a wait for GPUs: behind a higher class it says Priority instead
 
 
 @dataclass
@@ -321,7 +323,7 @@ class QueuedPolicy:
         return pick(cands, short, lower), WAIT_PRIORITY, why
 
     def _behind_higher_class(self, jobs: Sequence[Job], waits: dict[str, Wait]) -> None:
-        """Code ``Priority`` for a job left waiting (with no code) while a job of a higher class
+        """Code ``Priority`` for a job left waiting (for resources) while a job of a higher class
         of its queue waits too: it is served after that one."""
         cfg, top = self.config, dict[str, int]()
         for j in jobs:
@@ -330,7 +332,11 @@ class QueuedPolicy:
                 top[q] = max(top.get(q, -(2**62)), cfg.level_of(j.spec.priority_class))
         for j in jobs:
             w = waits.get(j.id)
-            if w is not None and not w.code and cfg.level_of(j.spec.priority_class) < top[job_queue(cfg, j)]:
+            if (
+                w is not None
+                and w.code in _GENERIC
+                and cfg.level_of(j.spec.priority_class) < top[job_queue(cfg, j)]
+            ):
                 waits[j.id] = Wait(
                     j.id, f"behind higher-priority jobs of its queue; {w.reason}", WAIT_PRIORITY
                 )
