@@ -274,7 +274,7 @@ class GangReserve:
             out = self._backfill(res, out, snapshot, holders, (now, free_by), model, types_of)
         hours = max(free_by - now, 0.0) / 3600
         why = f"{len(res.gpus)} GPU(s) reserved for it on {res.node}, expected free in {hours:.1f} h"
-        return [*out, Wait(head.id, f"next gang to start (waited longest): {why}", rc.RESOURCES)]
+        return [*out, Wait(head.id, f"next gang to start: {why}", rc.RESOURCES)]
 
     def _backfill(
         self,
