@@ -49,7 +49,8 @@ import numpy as np
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, NodeState
-from horus_core.packing import PackParams, Placement, Problem, build_problem, codes, place, place_reference
+from horus_core.packing import PackParams, Placement, Problem, codes, place, place_reference
+from horus_core.packing._plain import build_problem
 from horus_core.policies import make_policy
 from horus_core.policies.horus import MIN_GAIN, MIN_SPEED, HorusPolicy
 

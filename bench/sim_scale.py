@@ -8,8 +8,8 @@ offers about 0.8 of what 1,024 GPUs serve without packing (a Philly job averages
 Uses ``horus`` unless ``--policy`` names another registered policy.
 
 A second line is the in-run reference: the trace's first ``--reference-jobs`` jobs (default
-3,000; 0: none) simulated with the policy's fast path and with its plain path (``Packer(plain=
-True)``: the per-job Python the fast path must match), their wall times, the ratio, and whether
+3,000; 0: none) simulated with the policy's fast path and with its plain path (``PlainPacker()``,
+the per-job Python test oracle the one path must match), their wall times, the ratio, and whether
 every job's record (start, finish, speeds, attempts) came out the same.
 """
 
@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.policies import make_policy
 from horus_core.policies._packing import Packer
+from horus_core.policies._plain import PlainPacker
 from horus_core.sim import (
     SimConfig,
     Simulator,
@@ -109,7 +110,7 @@ def reference(
     for plain in (False, True):
         policy = make_policy(policy_name, model)
         if plain and isinstance(policy, Packing):
-            policy.packer = Packer(plain=True)
+            policy.packer = PlainPacker()
         sim = Simulator(jobs, build_cluster(f"v100:{gpus}"), policy, model, SimConfig(timeline=False))
         runs.append(sim.run())
     fast, slow = runs

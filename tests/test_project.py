@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import filecmp
 import os
 import pathlib
@@ -49,3 +50,35 @@ def test_public_sdk_surface() -> None:
 
     assert set(horus_core.__all__) == {"HorusClient", "SyncHorusClient", "__version__"}
     assert callable(horus_core.HorusClient.connect)
+
+
+ORACLES = {"horus_core.packing._plain", "horus_core.policies._plain"}
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """Modules ``path`` imports, absolute (``from x import y`` counts ``x`` and ``x.y``)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = (
+                ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]) if node.level else ""
+            )
+            mod = ".".join(p for p in (base, node.module or "") if p)
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names)
+    return out
+
+
+def test_no_production_module_imports_the_plain_packing_oracle() -> None:
+    """The per-job packing path is a test oracle: only tests and benches may import it."""
+    offenders = []
+    for top in ("horus_core", "master", "worker"):
+        for path in (ROOT / top).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            if name not in ORACLES and _imports(path) & ORACLES:
+                offenders.append(name)
+    assert offenders == []
+    assert _imports(ROOT / "tests" / "core" / "test_policy_cache.py") & ORACLES  # the scan sees imports

@@ -8,16 +8,14 @@ from __future__ import annotations
 from horus_core.packing import codes
 from horus_core.packing._reference import place_reference
 from horus_core.packing._run import place
-from horus_core.packing.build import Layout, PairFilter, build_problem
+from horus_core.packing.build import PairFilter
 from horus_core.packing.problem import PackParams, Placement, Problem
 
 __all__ = [
-    "Layout",
     "PackParams",
     "PairFilter",
     "Placement",
     "Problem",
-    "build_problem",
     "codes",
     "place",
     "place_reference",

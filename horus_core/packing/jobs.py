@@ -33,7 +33,8 @@ B = NDArray[np.bool_]
 Ix = NDArray[np.intp]
 
 _PENDING, _ASSIGNED, _RUNNING = JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING
-_INT31, _INT53 = 1 << 31, 1 << 53
+_INT31 = 1 << 31
+_INT64_MAX = (1 << 63) - 1
 _KNOWN = ("measured", "table")
 _SPEEDS_KEPT = 1024
 
@@ -142,8 +143,6 @@ class JobTable:
         self.shaped: B = np.empty(cap, np.bool_)  # spec's gang shape asks for 2+ nodes
         self.hint: I32 = np.empty(cap, np.int32)  # job_type + hints (model.profile may register them)
         self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
-        self.odd: B = np.empty(cap, np.bool_)  # a number too large for the arrays: exact path
-        self._odd_seen = False  # any slot ever odd
         self._speeds: dict[tuple[object, ...], F64] = {}
 
     def scan(self, jobs: Sequence[Job], model: InterferenceModel) -> Live:
@@ -180,6 +179,7 @@ class JobTable:
                 p_slot.append(s)
         overwrote = False
         if missed:
+            _check_gpus(missed)
             claimed, overwrote = self._claim(missed)
             self._fill(claimed, missed, model)
             at = claimed.tolist()
@@ -222,7 +222,7 @@ class JobTable:
         return claimed, overwrote
 
     def _grow(self) -> None:
-        for name in ("code", "tcode", "gpus", "excl", "prio", "steps", "floor", "hint", "odd", "shaped"):
+        for name in ("code", "tcode", "gpus", "excl", "prio", "steps", "floor", "hint", "shaped"):
             old = getattr(self, name)
             new = np.empty(2 * len(old), old.dtype)
             new[: len(old)] = old
@@ -241,14 +241,9 @@ class JobTable:
             else -1
             for c, t, h in zip(codes, types, (sp.hints for sp in specs), strict=True)
         ]
-        (gpus, prio, steps), odd = _numbers(
-            [[sp.gpus for sp in specs], [sp.priority for sp in specs], [sp.total_steps for sp in specs]]
-        )
-        self.odd[at] = odd
-        self._odd_seen = self._odd_seen or bool(odd.any())
-        self.gpus[at] = gpus
-        self.prio[at] = prio
-        self.steps[at] = steps
+        self.gpus[at] = [sp.gpus for sp in specs]  # within int32: _check_gpus
+        self.prio[at] = _int64([sp.priority for sp in specs])
+        self.steps[at] = _int64([sp.total_steps for sp in specs])
         self.excl[at] = [sp.exclusive for sp in specs]
         self.floor[at] = [sp.min_speed for sp in specs]
         self.shaped[at] = [sp.nodes > 1 or 0 < sp.gpus_per_node < sp.gpus for sp in specs]
@@ -280,15 +275,16 @@ class JobTable:
             self._profiles, self._version = Profiles.of(model, names), model.version
         return self._profiles
 
-    def needs_exact(self, live: Live, model: InterferenceModel) -> bool:
-        """True when the fast path could differ from the plain one: a number beyond the arrays,
-        or a job whose ``model.profile(spec)`` would register hints that change a profile (an
-        unknown job type used with different hints), so the order of those calls matters."""
-        if not (live.duplicates or self._odd_seen or self._hints):
-            return False  # no number was ever too large, no job ever had hints
-        slots = np.concatenate([live.p_slot, live.a_slot])
-        if live.duplicates or self.odd[slots].any():
-            return True
+    def hinted(self) -> bool:
+        """Whether any job this table has seen had hints of an unknown job type."""
+        return bool(self._hints)
+
+    def hints_conflict(self, slots: Ix, model: InterferenceModel) -> bool:
+        """True when a job among ``slots`` has hints whose profile differs from the one the
+        model holds for its signature (an unknown job type used with different hints): then
+        ``model.profile(spec)`` calls would change a profile, and their order matters."""
+        if not self._hints:
+            return False  # no job ever had hints
         hint = self.hint[slots]
         used = set(np.unique(hint[hint >= 0]).tolist())
         for (code, own), h in self._hints.items():
@@ -299,18 +295,20 @@ class JobTable:
         return False
 
 
-def _numbers(cols: list[list[int]]) -> tuple[list[I64], B]:
-    """GPUs, priority, total steps as int64 (0 where too large), and which jobs had a number
-    beyond what the fast path handles exactly (GPUs past int32, the others past 2**53)."""
-    limits = (_INT31, _INT53, _INT53)
+def _check_gpus(jobs: list[Job]) -> None:
+    """Refuse a job whose GPU count is beyond the kernel's int32 arrays (the master's checks
+    allow at most 64): a clear error, before the table changes."""
+    for job in jobs:
+        if not -_INT31 <= job.spec.gpus < _INT31:
+            raise ValueError(f"job {job.id!r} asks for {job.spec.gpus} GPUs: beyond what the packer holds")
+
+
+def _int64(values: list[int]) -> I64:
+    """``values`` as int64, saturated at +-(2**63 - 1) (a priority or step count beyond orders
+    like the bound; symmetric, so negating one cannot overflow)."""
     try:
-        arrs = [np.array(c, np.int64) for c in cols]
-        odd = np.zeros(len(cols[0]), np.bool_)
-        for a, limit in zip(arrs, limits, strict=True):
-            odd |= np.abs(a) >= limit
-    except OverflowError:  # beyond int64
-        rows = zip(*cols, strict=True)
-        big = [any(abs(v) >= lim for v, lim in zip(row, limits, strict=True)) for row in rows]
-        odd = np.array(big, np.bool_)
-        arrs = [np.array([0 if o else v for v, o in zip(c, big, strict=True)], np.int64) for c in cols]
-    return [np.where(odd, 0, a) for a in arrs], odd
+        arr = np.array(values, np.int64)
+    except OverflowError:
+        arr = np.array([min(max(v, -_INT64_MAX), _INT64_MAX) for v in values], np.int64)
+    out: I64 = np.maximum(arr, -_INT64_MAX)
+    return out

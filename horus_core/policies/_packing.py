@@ -4,27 +4,28 @@
 ``(job id, version)``, the GPU layout by node, reason sentences by the facts they mention, and
 last pass's ``Wait`` objects (reused while a job's reason stays the same; actions are
 immutable). Each policy writes its queue order once, over the pass's live jobs (``Order``).
-The placement of that queue is exactly what :func:`pack_actions` (one job at a time, the test
-oracle) gives; it is used instead where the order of ``model.profile`` calls could matter (see
-``JobTable.needs_exact``) and when ``plain`` is set (tests, bench/sim_scale.py).
+There is one path: the placement of that queue is exactly what the plain per-job oracle
+(``horus_core/policies/_plain.py``, imported only by tests and benches) gives, which the
+property tests check. A snapshot that lists one job id twice with two specs is refused.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Wait
-from horus_core.packing import PackParams, PairFilter, Placement, build_problem, codes, place
+from horus_core.model import Action, Assign, ClusterSnapshot, JobState, Wait
+from horus_core.packing import PackParams, PairFilter, Placement, codes, place
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
+from horus_core.packing.hints import register_hints
 from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies._wide import Memo, has_wide, place_wide, wide_of
-from horus_core.policies.reasons import WaitFacts, wait_code, wait_codes, wait_reason, wait_texts
+from horus_core.policies.reasons import wait_codes, wait_texts
 
 # A policy's queue order: positions into ``live.pending``, first served first.
 Ix = NDArray[np.intp]
@@ -34,8 +35,7 @@ _PENDING, _STATE = JobState.PENDING, operator.attrgetter("state")
 
 
 class Packer:
-    def __init__(self, *, plain: bool = False) -> None:
-        self.plain = plain  # always place with pack_actions (tests compare the two)
+    def __init__(self) -> None:
         self.jobs = JobTable()
         self.nodes = NodeCache()
         self._texts: dict[tuple[object, ...], str] = {}
@@ -59,6 +59,9 @@ class Packer:
         if _PENDING not in map(_STATE, snapshot.jobs):
             return []
         live = self.jobs.scan(snapshot.jobs, model)
+        if live.duplicates:
+            self.jobs = JobTable()  # forget what the refused snapshot left behind
+            raise ValueError("the snapshot lists one job id twice with two different specs")
         layout = self.nodes.layout(snapshot.nodes)
         if has_wide(live, layout):  # gangs across nodes: placed apart, the rest packed around them
             pending, active = wide_of(live, layout)
@@ -89,11 +92,24 @@ class Packer:
             live = self.jobs.scan(snapshot.jobs, model)
         layout = layout if layout is not None else self.nodes.layout(snapshot.nodes)
         positions = order(live, layout)
-        if self.plain or self.jobs.needs_exact(live, model):
-            self._waits = {}
-            queue = [live.pending[i] for i in positions.tolist()]
-            return pack_actions(snapshot, queue, model, params, refuse_text,
-                                split_by_gpus=split_by_gpus, pair_filter=pair_filter)  # fmt: skip
+        return self._place(snapshot, live, layout, positions, model, params, refuse_text,
+                           split_by_gpus=split_by_gpus, pair_filter=pair_filter)  # fmt: skip
+
+    def _place(
+        self,
+        snapshot: ClusterSnapshot,
+        live: Live,
+        layout: ClusterLayout,
+        positions: Ix,
+        model: InterferenceModel,
+        params: PackParams,
+        refuse_text: str,
+        *,
+        split_by_gpus: bool,
+        pair_filter: PairFilter | None,
+    ) -> list[Action]:
+        """Place the queue (``positions`` into ``live.pending``) with the kernel."""
+        register_hints(live, layout, positions, model)
         problem, _ = assemble(layout, live, positions, model, split_by_gpus=split_by_gpus,
                               pair_filter=pair_filter)  # fmt: skip
         placement = place(problem, params)
@@ -170,45 +186,3 @@ _NONE = Wait("", "")
 def _put(out: list[Action], at: NDArray[np.intp], items: Iterable[Action]) -> None:
     for i, item in zip(at.tolist(), items, strict=True):
         out[i] = item
-
-
-def pack_actions(
-    snapshot: ClusterSnapshot,
-    queue: Sequence[Job],
-    model: InterferenceModel,
-    params: PackParams,
-    refuse_text: str,
-    *,
-    split_by_gpus: bool = False,
-    pair_filter: PairFilter | None = None,
-) -> list[Action]:
-    """The plain path: an Assign for every job of ``queue`` the kernel places, a Wait with a
-    reason for the rest."""
-    if not queue:
-        return []
-    problem, layout = build_problem(
-        snapshot, queue, model, split_by_gpus=split_by_gpus, pair_filter=pair_filter
-    )
-    placement = place(problem, params)
-    actions: list[Action] = []
-    blocked = 0
-    for j, job in enumerate(queue):
-        node = int(placement.node[j])
-        if node >= 0:
-            uuids = tuple(layout.gpu_uuids[d] for d in placement.gpus_of(j))
-            speed = float(placement.speed[j])
-            actions.append(Assign(job.id, layout.node_names[node], uuids, predicted_slowdown=speed))
-            continue
-        facts = WaitFacts(
-            gpus=int(problem.job_gpus[j]),
-            exclusive=bool(problem.job_excl[j]),
-            mem_mib=int(problem.cls_mem[problem.job_cls[j]]),
-            code=int(placement.reason[j]),
-            detail=int(placement.detail[j]),
-            largest_node=layout.largest_node,
-            blocked_ahead=blocked,
-        )
-        actions.append(Wait(job.id, wait_reason(facts, params, refuse_text), wait_code(facts)))
-        if facts.code != codes.R_LOOKAHEAD:
-            blocked += 1
-    return actions

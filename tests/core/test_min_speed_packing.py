@@ -13,7 +13,8 @@ from test_packing import FAST, params_st, problems
 from test_policy_cache import SLOW, snapshots, warm_model
 
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node
-from horus_core.packing import PackParams, Problem, build_problem, place, place_reference
+from horus_core.packing import PackParams, Problem, place, place_reference
+from horus_core.packing._plain import build_problem
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import NodeCache
 from horus_core.packing.jobs import JobTable

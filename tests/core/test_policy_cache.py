@@ -28,13 +28,15 @@ from horus_core.model import (
     ProfileHints,
     Wait,
 )
-from horus_core.packing import PackParams, build_problem, codes
+from horus_core.packing import PackParams, codes
+from horus_core.packing._plain import build_problem
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies import Policy, make_policy
 from horus_core.policies._order import by_keys
-from horus_core.policies._packing import Ix, Order, Packer
+from horus_core.policies._packing import Ix, Order
+from horus_core.policies._plain import PlainPacker
 from horus_core.policies._wide import split
 from horus_core.policies.gandiva import GandivaPolicy
 from horus_core.policies.horus import HorusPolicy
@@ -179,7 +181,7 @@ def test_a_policy_object_decides_like_a_fresh_one_over_changing_snapshots(
 @given(st.sampled_from(PACKING), snapshots())
 def test_the_fast_path_decides_like_the_plain_one(name: str, snap: ClusterSnapshot) -> None:
     fast, plain = make_policy(name), make_policy(name)
-    plain.packer = Packer(plain=True)  # type: ignore[attr-defined]
+    plain.packer = PlainPacker()  # type: ignore[attr-defined]
     for now in (10.0, 10.0, 4000.0):  # twice: the second call runs on warm caches
         assert fast.decide(snap, now) == plain.decide(snap, now)
 
@@ -211,24 +213,29 @@ def test_each_policy_s_one_queue_order_is_the_plain_sorted_order(
     assert seen == ([want] if want else [])
 
 
-def test_an_unknown_type_with_conflicting_hints_takes_the_plain_path() -> None:
-    """Which hints win then depends on the order of ``model.profile`` calls: only the plain
-    path makes them in the plain order, so the fast path must step aside."""
+def _hinted(jid: str, hints: ProfileHints, at: float, state: JobState = JobState.PENDING) -> Job:
+    spec = JobSpec(("x",), job_type="mine", hints=hints)
+    if state is JobState.PENDING:
+        return Job(jid, spec, state, submitted_at=at)
+    return Job(jid, spec, state, submitted_at=at, node="n0", gpus=("g0",), attempt=1)
+
+
+def test_an_unknown_type_with_conflicting_hints_decides_like_the_plain_oracle() -> None:
+    """Which hints win depends on the order of ``model.profile`` calls: the one path makes them
+    in the oracle's order (active jobs on the cluster, then the queue), so the placements and
+    the profile the model keeps are the same."""
     gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(2))
-
-    def mk(jid: str, hints: ProfileHints, at: float) -> Job:
-        return Job(jid, JobSpec(("x",), job_type="mine", hints=hints), JobState.PENDING, submitted_at=at)
-
-    snap = ClusterSnapshot(
-        (Node("n0", gpus),),
-        (mk("a", ProfileHints(), 0.0), mk("b", ProfileHints(mem_mib=12000), 1.0),
-         mk("c", ProfileHints(util_avg=5.0), 2.0)),
-    )  # fmt: skip
+    small, big = ProfileHints(util_avg=5.0), ProfileHints(mem_mib=12000)
+    runner = _hinted("r", big, 0.0, JobState.RUNNING)
+    queued = (_hinted("a", ProfileHints(), 0.0), _hinted("b", big, 1.0), _hinted("c", small, 2.0))
+    snaps = [ClusterSnapshot((Node("n0", gpus),), jobs) for jobs in (queued, (runner, *queued), queued[1:2])]
     for name in PACKING:
-        fast, plain = make_policy(name), make_policy(name)
-        plain.packer = Packer(plain=True)  # type: ignore[attr-defined]
-        for _ in range(3):
-            assert fast.decide(snap, 5.0) == plain.decide(snap, 5.0)
+        models = [warm_model(), warm_model()]
+        fast, plain = make_policy(name, models[0]), make_policy(name, models[1])
+        plain.packer = PlainPacker()  # type: ignore[attr-defined]
+        for snap in (*snaps, *reversed(snaps), snaps[0]):
+            assert fast.decide(snap, 5.0) == plain.decide(snap, 5.0), name
+            assert models[0].profile_of("mine") == models[1].profile_of("mine"), name
 
 
 @SLOW
@@ -244,7 +251,6 @@ def test_assemble_builds_the_arrays_build_problem_builds(
         queue = [pending[p] for p in positions]
         plain, layout = build_problem(snap, queue, model, split_by_gpus=split)
         live = table.scan(snap.jobs, model)
-        assert not table.needs_exact(live, model)
         fast, keys = assemble(nodes.layout(snap.nodes), live, positions, model, split_by_gpus=split)
         assert keys == layout.classes
         for field in ("node_start", "gpu_kind", "gpu_nres", "gpu_res", "gpu_excl", "kind_cap", "cls_mem",
@@ -327,23 +333,50 @@ def test_an_old_job_object_after_its_spec_changed_keeps_its_own_spec() -> None:
     a, b = ClusterSnapshot(nodes, (runner, old)), ClusterSnapshot(nodes, (runner, new))
     for name in PACKING:
         fast, plain = make_policy(name), make_policy(name)
-        plain.packer = Packer(plain=True)  # type: ignore[attr-defined]
+        plain.packer = PlainPacker()  # type: ignore[attr-defined]
         for snap in (a, b, a, b, b, a):
             got = fast.decide(snap, 1.0)
             assert got == plain.decide(snap, 1.0), name
             assert all(len(x.gpus) == snap.jobs[1].spec.gpus for x in got if isinstance(x, Assign)), name
 
 
-def test_one_id_twice_with_two_specs_decides_like_the_plain_path() -> None:
+def test_one_id_twice_with_two_specs_is_refused_and_changes_nothing() -> None:
     gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(4))
     one = Job("x", JobSpec(("x",), gpus=1, job_type=GAVEL[0]), JobState.PENDING)
     two = replace(one, spec=JobSpec(("x",), gpus=2, job_type=GAVEL[1]), submitted_at=1.0, version=1)
     other = Job("y", JobSpec(("x",), gpus=1, job_type=GAVEL[3]), JobState.PENDING, submitted_at=2.0)
-    snaps = [
+    good, bad, later = (
         ClusterSnapshot((Node("n0", gpus),), jobs) for jobs in ((one, other), (one, two, other), (two, other))
-    ]
+    )
     for name in PACKING:
-        fast, plain = make_policy(name), make_policy(name)
-        plain.packer = Packer(plain=True)  # type: ignore[attr-defined]
-        for snap in (*snaps, *snaps, snaps[1]):
-            assert fast.decide(snap, 1.0) == plain.decide(snap, 1.0), name
+        policy = make_policy(name)
+        first = policy.decide(good, 1.0)
+        with pytest.raises(ValueError, match="one job id twice"):
+            policy.decide(bad, 1.0)
+        for snap in (later, good, later):
+            assert policy.decide(snap, 1.0) == make_policy(name).decide(snap, 1.0), name
+        assert policy.decide(good, 1.0) == first, name
+
+
+@pytest.mark.parametrize("name", PACKING)
+def test_numbers_beyond_the_arrays_order_by_their_saturated_value_or_are_refused(name: str) -> None:
+    """Priorities and step counts past 2**53 order exactly (int64), past int64 like its bound;
+    a GPU count past int32 is refused with a clear error before the caches change."""
+    gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(1))
+    prios = [2**60, 2**60 + 1, 2**70, -(2**70), 0]
+    jobs = tuple(
+        Job(
+            f"j{i}",
+            JobSpec(("x",), job_type=GAVEL[0], priority=p, total_steps=2**80, exclusive=True),
+            JobState.PENDING,
+        )
+        for i, p in enumerate(prios)
+    )
+    snap = ClusterSnapshot((Node("n0", gpus),), jobs)
+    policy = make_policy(name)
+    (placed,) = [a for a in policy.decide(snap, 1.0) if isinstance(a, Assign)]
+    assert placed.job_id == "j2"  # 2**70 saturates to the int64 bound: still the highest
+    huge = Job("h", JobSpec(("x",), gpus=2**31, job_type=GAVEL[0]), JobState.PENDING)
+    with pytest.raises(ValueError, match="asks for 2147483648 GPUs"):
+        policy.decide(ClusterSnapshot(snap.nodes, (*jobs, huge)), 1.0)
+    assert policy.decide(snap, 1.0) == make_policy(name).decide(snap, 1.0)
