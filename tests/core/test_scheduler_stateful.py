@@ -108,7 +108,9 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     # --------------------------------------------------------------------- nodes out of service
 
-    @rule(node=st.sampled_from(NODES), drain=st.booleans(), timeout=st.none() | st.sampled_from([0.0, 2.0, 8.0]))
+    @rule(
+        node=st.sampled_from(NODES), drain=st.booleans(), timeout=st.none() | st.sampled_from([0.0, 2.0, 8.0])
+    )
     def cordon(self, node: str, drain: bool, timeout: float | None) -> None:
         mode = NodeState.DRAINING if drain else NodeState.CORDONED
         deadline = rules.drain_deadline(self.now, timeout) if drain else None
@@ -173,7 +175,12 @@ class SchedulerMachine(RuleBasedStateMachine):
         for a in assigns:
             job = self.jobs[a.job_id]
             self.jobs[a.job_id] = dataclasses.replace(
-                job, state=JobState.RUNNING, node=a.node, gpus=a.gpus, attempt=job.attempt + 1, started_at=self.now
+                job,
+                state=JobState.RUNNING,
+                node=a.node,
+                gpus=a.gpus,
+                attempt=job.attempt + 1,
+                started_at=self.now,
             )
 
     # ------------------------------------------------------------------------------ invariants
