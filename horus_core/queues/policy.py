@@ -33,6 +33,7 @@ from horus_core.queues.ranking import Memo, rank_key, ranked
 from horus_core.queues.victims import Candidate, pick
 from horus_core.queues.views import as_running, hide_gpus, idle_gpus, only_gpus
 
+_GENERIC = frozenset({"", "Resources"})  # inner policies' codes that Priority refines
 RESERVE_S = 300.0  # how long GPUs freed by preemption wait for the job they were freed for
 
 
@@ -321,8 +322,8 @@ class QueuedPolicy:
         return pick(cands, short, lower), WAIT_PRIORITY, why
 
     def _behind_higher_class(self, jobs: Sequence[Job], waits: dict[str, Wait]) -> None:
-        """Code ``Priority`` for a job left waiting (with no code) while a job of a higher class
-        of its queue waits too: it is served after that one."""
+        """Code ``Priority`` for a job left waiting (with no code, or the generic ``Resources``)
+        while a job of a higher class of its queue waits too: it is served after that one."""
         cfg, top = self.config, dict[str, int]()
         for j in jobs:
             if j.id in waits:
@@ -330,7 +331,11 @@ class QueuedPolicy:
                 top[q] = max(top.get(q, -(2**62)), cfg.level_of(j.spec.priority_class))
         for j in jobs:
             w = waits.get(j.id)
-            if w is not None and not w.code and cfg.level_of(j.spec.priority_class) < top[job_queue(cfg, j)]:
+            if (
+                w is not None
+                and w.code in _GENERIC
+                and cfg.level_of(j.spec.priority_class) < top[job_queue(cfg, j)]
+            ):
                 waits[j.id] = Wait(
                     j.id, f"behind higher-priority jobs of its queue; {w.reason}", WAIT_PRIORITY
                 )

@@ -339,4 +339,4 @@ def test_a_job_behind_a_higher_class_of_its_queue_waits_with_priority(tmp_path: 
     c.submit(job("b1", "bob", cls="normal"), job("b2", "carol", cls="low"))
     c.step()
     assert c.waits["b2"].code == "Priority" and "behind higher-priority" in c.waits["b2"].reason
-    assert c.waits["b1"].code == ""  # the inner policy's reason: no free GPU
+    assert c.waits["b1"].code == "Resources"  # the inner policy's reason: no free GPU

@@ -74,7 +74,7 @@ async def test_owner_reclaims_borrowed_gpu_and_usage_shows_it(tmp_path: pathlib.
         await w.update(a2, 1, pb.JOB_STATE_CANCELLED, exit_code=143)
         await w.heartbeat(running=((a1, 1),))
         await w.barrier()
-        m.core.poke()
+        m.core.wakeup.poke()
         assert (await w.recv_kind("assign")).job_id == b1
         back = await stub.GetJob(cpb.GetJobRequest(job_id=a2))
         assert back.state == pb.JOB_STATE_PENDING and back.attempt == 1  # re-queued, not failed
