@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 def ledger_of(policy: Policy) -> Attained | None:
     """The policy's attained-service ledger, if it keeps one (``horus``, ``horus+``)."""
     las = getattr(policy, "las", None)
+    if las is None and isinstance(policy, QueuedPolicy):  # queues wrap the policy that keeps it
+        las = getattr(policy.inner, "las", None)
     return las if isinstance(las, Attained) else None
 
 

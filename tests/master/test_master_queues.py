@@ -173,3 +173,22 @@ async def test_restart_rebuilds_fair_share_usage_from_the_attempts(tmp_path: pat
         assert (await w.recv_kind("assign")).job_id == second
         assert (await stub.GetJob(cpb.GetJobRequest(job_id=first))).state == pb.JOB_STATE_PENDING
         await w.close()
+
+
+async def test_restart_rebuilds_the_wrapped_policys_attained_service(tmp_path: pathlib.Path) -> None:
+    from horus_core.policies.attained import Attained
+    from horus_core.testing import FakeClock
+
+    clock, path = FakeClock(), queue_file(tmp_path, SHARED)
+    async with running_master(tmp_path, clock=clock, queues=path, policy="horus") as m, client_for(m) as stub:
+        w = FakeWorker(m.port, "n1", n_gpus=1)
+        await w.connect()
+        jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
+        a = await w.recv_kind("assign")
+        await w.update(jid, a.attempt, pb.JOB_STATE_RUNNING)
+        await w.barrier()
+        clock.advance(600.0)
+        await w.crash()
+    async with running_master(tmp_path, clock=clock, queues=path, policy="horus") as m:
+        las = getattr(getattr(m.policy, "inner", None), "las", None)  # horus inside the queue wrapper
+        assert isinstance(las, Attained) and las.service[jid] == pytest.approx(600.0)
