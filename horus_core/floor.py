@@ -73,19 +73,32 @@ def move_reason(slow: Job, speed: float, floor: float) -> str:
     )
 
 
+def settled(active: Sequence[Job], at: float, min_run_s: float) -> list[Job]:
+    """The jobs whose attempt has run ``min_run_s`` seconds by ``at`` (may be moved)."""
+    return [j for j in active if at - (at if j.started_at is None else j.started_at) >= min_run_s]
+
+
 def decide_moves(
-    watch: FloorWatch, active: Sequence[Job], speeds: Mapping[str, float], at: float, default: float
+    watch: FloorWatch,
+    active: Sequence[Job],
+    speeds: Mapping[str, float],
+    at: float,
+    default: float,
+    min_run_s: float = 0.0,
 ) -> list[tuple[Job, str]]:
     """Feed this round's measured speeds to ``watch``; the co-runners to move, with reasons (one
-    per co-runner; a job whose co-runner is moved starts its count again)."""
+    per co-runner; a job whose co-runner is moved starts its count again). A co-runner that has
+    not yet run ``min_run_s`` seconds (an attempt not yet RUNNING counts as just started) is not
+    moved: the slow job keeps its count and is looked at again next round."""
     moves: dict[str, tuple[Job, str]] = {}
+    movable = settled(active, at, min_run_s) if min_run_s > 0 else active
     watch.forget((j.id, j.attempt) for j in active)
     for job in active:
         speed = speeds.get(job.id)
         floor = effective_floor(job, default)
         if speed is None or not watch.observe(job, at, speed, floor):
             continue
-        victim = co_runner_to_move(job, active)
+        victim = co_runner_to_move(job, movable)
         if victim is not None and victim.id not in moves:
             moves[victim.id] = (victim, move_reason(job, speed, floor))
             watch.reset(job)

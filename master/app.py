@@ -53,6 +53,7 @@ def scheduler_for(
         clock=core.clock,
         live=lambda: core.writer.live,
         measure=lambda active: measured_speeds(core, active),
+        min_run_s=core.config.min_run_s,
     )
     return Scheduler(
         config=core.config, clock=core.clock, registry=core.registry, writer=core.writer,

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 Key = tuple[str, str]  # (queue, user)
+# (queue, user), GPUs, start, end (None: still running): one attempt's time holding its GPUs
+Span = tuple[Key, int, float, float | None]
 
 
 @dataclass
@@ -50,6 +52,21 @@ class FairShare:
         for key, gpus in holding:
             held[key] = held.get(key, 0) + gpus
         self._held = held
+
+    def restore(self, spans: Iterable[Span], now: float) -> None:
+        """Rebuild the usage at ``now`` from the attempts' spans (a restarted master's memory is
+        empty): each span is charged as :meth:`charge` would have charged it, decayed to ``now``;
+        the spans still open are held from ``now`` on. Replaces what was there."""
+        scale, usage, holding = self.half_life_s / _LN2, dict[Key, float](), []
+        for key, gpus, start, end in spans:
+            stop = now if end is None else min(end, now)
+            if stop > start and gpus > 0:
+                left = 2.0 ** (-(now - stop) / self.half_life_s) - 2.0 ** (-(now - start) / self.half_life_s)
+                usage[key] = usage.get(key, 0.0) + gpus * scale * left
+            if end is None:
+                holding.append((key, gpus))
+        self.usage, self._last = usage, now
+        self.hold(holding)
 
     def factor(self, queue: str, user: str, users: Iterable[str], weights: Mapping[str, float]) -> float:
         """Slurm's fair-share factor of ``user`` among ``users`` of ``queue`` (weights default 1)."""

@@ -323,8 +323,8 @@ class QueuedPolicy:
         return pick(cands, short, lower), WAIT_PRIORITY, why
 
     def _behind_higher_class(self, jobs: Sequence[Job], waits: dict[str, Wait]) -> None:
-        """Code ``Priority`` for a job left waiting (for resources) while a job of a higher class
-        of its queue waits too: it is served after that one."""
+        """Code ``Priority`` for a job left waiting (with no code, or the generic ``Resources``)
+        while a job of a higher class of its queue waits too: it is served after that one."""
         cfg, top = self.config, dict[str, int]()
         for j in jobs:
             if j.id in waits:

@@ -26,8 +26,10 @@ class FloorEnforcer:
         live: Callable[[], LiveIndex],
         measure: Callable[[list[Job]], Awaitable[dict[str, float]]],
         reading_s: float = READING_S,
+        min_run_s: float = 0.0,
     ) -> None:
         self.min_speed, self.clock = min_speed, clock
+        self.min_run_s = min_run_s  # a co-runner is never moved before it has run this long
         self._live = live  # (the index is replaced when it is rebuilt at start)
         self._measure = measure  # job id -> measured normalised speed (master/observe/view.py)
         self.reading_s = reading_s
@@ -47,7 +49,7 @@ class FloorEnforcer:
         if not self._watched(active):
             return []
         speeds = await self._measure(active)
-        moves = decide_moves(self.watch, active, speeds, now, self.min_speed)
+        moves = decide_moves(self.watch, active, speeds, now, self.min_speed, self.min_run_s)
         for victim, reason in moves:
             log.info("preempting %s: %s", victim.id, reason)
         return [Preempt(victim.id, reason) for victim, reason in moves]

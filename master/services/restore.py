@@ -1,6 +1,7 @@
 """What a starting master rebuilds from the store for its policy: the jobs' progress journals
 (replayed to a policy that fits them, optimus) and the attained service that the least-attained
-order of ``horus`` / ``horus+`` ranks by."""
+order of ``horus`` / ``horus+`` ranks by, and the queues' fair-share usage (decayed GPU-time per
+user and queue) that orders the pending jobs within a queue."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import logging
 
 from horus_core.policies import Policy
 from horus_core.policies.attained import Attained
+from horus_core.queues import QueuedPolicy
+from horus_core.queues.fairshare import Span
 from master.services.core import Core
 from master.store.progress import attained_service
+from master.store.spans import UsageSpan, running_spans
 
 log = logging.getLogger(__name__)
 
@@ -17,11 +21,20 @@ log = logging.getLogger(__name__)
 def ledger_of(policy: Policy) -> Attained | None:
     """The policy's attained-service ledger, if it keeps one (``horus``, ``horus+``)."""
     las = getattr(policy, "las", None)
+    if las is None and isinstance(policy, QueuedPolicy):  # queues wrap the policy that keeps it
+        las = getattr(policy.inner, "las", None)
     return las if isinstance(las, Attained) else None
 
 
+def fair_spans(policy: QueuedPolicy, spans: list[UsageSpan]) -> list[Span]:
+    """The spans keyed as the fair share keys usage: (the job's queue, its owner)."""
+    queue_of = policy.config.queue_of
+    return [((queue_of(s.owner, s.queue), s.owner), s.gpus, s.start, s.end) for s in spans]
+
+
 async def restore_policy_state(core: Core, policy: Policy) -> None:
-    """Before the first pass: load the progress journals and the attained service."""
+    """Before the first pass: load the progress journals, the attained service and the queues'
+    fair-share usage."""
     if core.progress is not None:
         jobs = await core.progress.load()
         if jobs:
@@ -33,3 +46,8 @@ async def restore_policy_state(core: Core, policy: Policy) -> None:
         las.restore(service, running, now)
         if service:
             log.info("attained service of %d jobs rebuilt from their attempts", len(service))
+    if isinstance(policy, QueuedPolicy):
+        spans = await running_spans(core.store.read)
+        policy.fair.restore(fair_spans(policy, spans), core.clock.now())
+        if spans:
+            log.info("queues: fair-share usage rebuilt from %d attempt spans", len(spans))

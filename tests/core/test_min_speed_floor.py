@@ -71,3 +71,24 @@ def test_the_cluster_default_floor_is_enforced_for_jobs_without_one() -> None:
     for t in (0.0, 30.0):
         decide_moves(w, [slow, other], {"a": 0.3}, t, 0.5)
     assert [v.id for v, _ in decide_moves(w, [slow, other], {"a": 0.3}, 60.0, 0.5)] == ["b"]
+
+
+def test_a_co_runner_is_not_moved_before_its_minimum_run_time() -> None:
+    w = FloorWatch()
+    slow, other = job("a", ("g0",), 0.0, 0.8), job("b", ("g0",), 30.0)
+    for t in (0.0, 30.0):
+        decide_moves(w, [slow, other], {"a": 0.4}, t, 0.0, min_run_s=40.0)
+    assert decide_moves(w, [slow, other], {"a": 0.4}, 60.0, 0.0, min_run_s=40.0) == []  # b ran 30 s
+    moves = decide_moves(w, [slow, other], {"a": 0.4}, 70.0, 0.0, min_run_s=40.0)
+    assert [v.id for v, _ in moves] == ["b"]  # the slow job kept its count: b is moved at 40 s
+
+
+def test_the_minimum_run_time_leaves_an_older_co_runner_movable() -> None:
+    w = FloorWatch()
+    slow = job("a", ("g0", "g1"), 0.0, 0.8)
+    old, young, waiting = job("b", ("g0",), 5.0), job("c", ("g1",), 50.0), job("d", ("g1",), 0.0)
+    waiting = Job("d", waiting.spec, JobState.ASSIGNED, attempt=1, submitted_at=0.0, gpus=("g1",))
+    active = [slow, old, young, waiting]
+    for t in (0.0, 30.0):
+        decide_moves(w, active, {"a": 0.4}, t, 0.0, min_run_s=20.0)
+    assert [v.id for v, _ in decide_moves(w, active, {"a": 0.4}, 60.0, 0.0, min_run_s=20.0)] == ["b"]

@@ -126,3 +126,8 @@ async def test_a_job_slowed_below_its_floor_gets_its_co_runner_preempted(
         assert len(said) == 1 and b.id in said[0] and a.id in said[0] and "speed floor 0.5x" in said[0]
         assert (await stub.GetJob(cpb.GetJobRequest(job_id=a.id))).state == pb.JOB_STATE_RUNNING
         await w.close()
+
+
+async def test_the_floor_enforcer_gets_the_masters_minimum_run_time(tmp_path: pathlib.Path) -> None:
+    async with Master(config(tmp_path, min_run_s=45.0, min_speed=0.5), clock=FakeClock()) as m:
+        assert m.scheduler.floor.min_run_s == 45.0  # (horus_core.floor.decide_moves honours it)
