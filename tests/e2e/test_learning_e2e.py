@@ -107,7 +107,7 @@ def test_a_pair_observed_slowing_down_is_no_longer_colocated(cluster: LocalClust
     c.wait_nodes(1)
     with SyncHorusClient.connect(c.addr) as client:
         # ... and the same pair no longer shares the GPU: B waits while A runs.
-        a2 = client.submit(spec(A, 100, "a-2"))
+        a2 = client.submit(spec(A, 1000, "a-2"))  # runs until cancelled below, however slow the host
         until(lambda: client.get(a2.id).state is JobState.RUNNING, what="A again")
         b2 = client.submit(spec(B, 10, "b-2"))
 
