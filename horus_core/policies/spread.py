@@ -270,7 +270,11 @@ def wait(job: Job, reason: str, snapshot: ClusterSnapshot) -> Wait:
     """The Wait of a gang that cannot be placed now: ``GangTooLarge`` when no shape of the whole
     cluster could hold it (more GPUs than the cluster, or a shape its nodes cannot give), else
     ``Resources`` (it waits for GPUs to free)."""
-    total = sum(len(n.gpus) for n in snapshot.nodes)
+    return wait_for(job, reason, sum(len(n.gpus) for n in snapshot.nodes))
+
+
+def wait_for(job: Job, reason: str, total: int) -> Wait:
+    """:func:`wait` where the cluster has ``total`` GPUs (counted once for many gangs)."""
     too_large = job.spec.gpus > total or reason.startswith("gang shape")
     return Wait(job.id, reason, rc.GANG_TOO_LARGE if too_large else rc.RESOURCES)
 
