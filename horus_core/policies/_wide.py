@@ -11,8 +11,10 @@ so it never puts a job next to a gang that crosses nodes, where one slow GPU wou
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from itertools import compress
 
 import numpy as np
 
@@ -21,6 +23,8 @@ from horus_core.packing.cluster import ClusterLayout, gpu_type
 from horus_core.packing.jobs import Live
 from horus_core.policies import spread
 from horus_core.policies.base import arrival_order, busy_gpu_uuids
+
+_ID = operator.attrgetter("id")
 
 
 def has_wide(live: Live, layout: ClusterLayout) -> bool:
@@ -102,7 +106,7 @@ def place_wide(
         actions.append(Assign(job.id, plan.node, plan.gpus))
     memo.waits = waits
     gone = {j.id for j in pending}
-    rest = tuple(j for j in snapshot.jobs if j.id not in gone)
+    rest = tuple(compress(snapshot.jobs, map(operator.not_, map(gone.__contains__, map(_ID, snapshot.jobs)))))
     return actions, ClusterSnapshot(memo.hide(snapshot.nodes, hidden), rest)
 
 
