@@ -67,7 +67,7 @@ def narrowed(live: Live, layout: ClusterLayout) -> Live:
     gives (pending jobs in snapshot order, the same active jobs), with no second scan."""
     table, p = live.table, live.p_slot
     keep = np.flatnonzero(~((table.gpus[p] > layout.largest_node) | table.shaped[p]))
-    out = Live(table, [live.pending[i] for i in keep.tolist()], p[keep], live.active, live.a_slots,
+    out = Live(table, list(map(live.pending.__getitem__, keep.tolist())), p[keep], live.active, live.a_slots,
                duplicates=live.duplicates)  # fmt: skip
     out.profiles = live.profiles
     return out
@@ -102,8 +102,9 @@ def place_wide(
             actions.append(w)
             continue
         pool.take(plan)
-        hidden.update(plan.gpus)
-        actions.append(Assign(job.id, plan.node, plan.gpus))
+        gpus = plan.gpus
+        hidden.update(gpus)
+        actions.append(Assign(job.id, plan.node, gpus))
     memo.waits = waits
     gone = {j.id for j in pending}
     rest = tuple(compress(snapshot.jobs, map(operator.not_, map(gone.__contains__, map(_ID, snapshot.jobs)))))
