@@ -20,10 +20,12 @@ the machine); ``shared_gpus`` counts GPUs already running two or more jobs.
 
     python bench/placement.py [--what all|kernel|decide] [--order util|random] [--repeat 5]
                               [--policies horus ...] [--decide-sizes 1000x1024 10000x8192]
-                              [--counts philly|msr]
+                              [--counts philly|msr ...]
 
 ``--counts msr`` draws GPU counts from Gavel's uncapped MSR traces instead of Philly's 1-8, so
 about 3 % of the jobs are gangs larger than a node, placed over nodes by the spread module.
+``--counts philly msr`` runs both in one process and adds, per decide line, a ratio line
+``{"ratio": "msr/philly", "cpu_ms", "ms", ...}`` (medians, the gang mix over the Philly reference).
 
 One JSON line per measurement: {"bench": "placement", "impl": "kernel"|"reference"|"decide",
 "jobs", "gpus", "ms", ...}; the JIT compile (or cache load) on its own line; a ratio line per
@@ -156,7 +158,13 @@ def churned(snap: ClusterSnapshot, step: int, counts: np.ndarray, types: list[st
     return ClusterSnapshot(nodes, tuple(kept))
 
 
-def bench_decide(args: argparse.Namespace, counts: np.ndarray) -> None:
+Key = tuple[str, int, int, str, str]  # policy, jobs, GPUs, cluster, call
+Medians = tuple[float, float]  # ms, CPU ms
+
+
+def bench_decide(args: argparse.Namespace, counts: np.ndarray, source: str) -> dict[Key, Medians]:
+    """Every decide line; returns (median ms, median CPU ms) per line, for the in-run ratios."""
+    medians: dict[Key, Medians] = {}
     model = default_model()
     types = model.known_job_types()
     warm = new_jobs(20, counts, types, np.random.default_rng(1), "w", 0.0)
@@ -174,12 +182,27 @@ def bench_decide(args: argparse.Namespace, counts: np.ndarray) -> None:
             for step in range(args.repeat):
                 ticks.append(churned(ticks[-1], step, counts, types, rng))
             for name in args.policies:
-                shared = dict(impl="decide", policy=name, jobs=jobs, gpus=gpus, cluster=cluster,
-                              running=len(running), shared_gpus=shared_gpus(running))  # fmt: skip
+                shared: dict[str, object] = dict(impl="decide", counts=source, policy=name)
+                shared.update(jobs=jobs, gpus=gpus, cluster=cluster, running=len(running))
+                shared.update(shared_gpus=shared_gpus(running))
                 for call, ms, cpu, same, placed in decide_runs(name, snap, ticks[1:], args.repeat):
+                    medians[name, jobs, gpus, cluster, call] = statistics.median(ms), statistics.median(cpu)
                     emit(**shared, call=call, placed=placed, same=same, ms=round(statistics.median(ms), 1),
                          min_ms=round(min(ms), 1), max_ms=round(max(ms), 1),
                          cpu_ms=round(statistics.median(cpu), 1))  # fmt: skip
+    return medians
+
+
+def emit_ratios(runs: dict[str, dict[Key, Medians]], base: str) -> None:
+    """Per decide line, each other GPU-count source over ``base`` measured in the same run."""
+    for source, got in runs.items():
+        if source == base:
+            continue
+        for key, (ms, cpu) in got.items():
+            ref_ms, ref_cpu = runs[base][key]
+            policy, jobs, gpus, cluster, call = key
+            emit(ratio=f"{source}/{base}", policy=policy, jobs=jobs, gpus=gpus, cluster=cluster, call=call,
+                 cpu_ms=round(cpu / ref_cpu, 3), ms=round(ms / ref_ms, 3))  # fmt: skip
 
 
 def shared_gpus(running: list[Job]) -> int:
@@ -262,15 +285,20 @@ def main() -> None:
     ap.add_argument("--decide-sizes", type=size, nargs="+", default=DECIDE_SIZES, metavar="JOBSxGPUS")
     ap.add_argument("--policies", nargs="+", default=["horus"], metavar="NAME")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--counts", choices=("philly", "msr"), default="philly",
-                    help="GPU counts: philly (1-8) or msr (uncapped: gangs over nodes)")  # fmt: skip
+    ap.add_argument("--counts", choices=("philly", "msr"), nargs="+", default=["philly"],
+                    help="GPU counts: philly (1-8), msr (uncapped: gangs over nodes), or both: "
+                         "decide ratios of each over the first in the same run")  # fmt: skip
     args = ap.parse_args()
-    counts = gpu_counts(args.data, args.counts)
-    emit(what="gpu_counts", source=args.counts, jobs_over_8=round(float((counts > 8).mean()), 4))
-    if args.what in ("all", "kernel"):
-        bench_kernel(args, counts)
-    if args.what in ("all", "decide"):
-        bench_decide(args, counts)
+    runs: dict[str, dict[Key, Medians]] = {}
+    for source in dict.fromkeys(args.counts):
+        counts = gpu_counts(args.data, source)
+        emit(what="gpu_counts", source=source, jobs_over_8=round(float((counts > 8).mean()), 4))
+        if args.what in ("all", "kernel"):
+            bench_kernel(args, counts)
+        if args.what in ("all", "decide"):
+            runs[source] = bench_decide(args, counts, source)
+    if len(runs) > 1:
+        emit_ratios(runs, args.counts[0])
 
 
 if __name__ == "__main__":

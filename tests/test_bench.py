@@ -43,6 +43,30 @@ def test_placement_decide_matches_a_fresh_policy_and_the_kernel_its_reference() 
     assert all(x["same"] and x["jobs"] == 60 and x["gpus"] == 32 and x["ms"] > 0 for x in runs)
 
 
+def test_placement_prints_the_gang_mix_over_the_philly_reference_in_one_run(tmp_path: Path) -> None:
+    (tmp_path / "traces").mkdir()  # a tiny uncapped MSR trace: a third of its jobs span nodes
+    rows = [f"A\tcmd\t-n\t1\t100\t{i}.0\t{g}" for i, g in enumerate([1, 2, 4, 8, 16, 32])]
+    (tmp_path / "traces" / "msr_seed0_abcdef.trace").write_text("\n".join(rows) + "\n")
+    lines = bench("placement.py", "--what", "decide", "--decide-sizes", "60x32", "--repeat", "2",
+                  "--counts", "philly", "msr", "--data", str(tmp_path))  # fmt: skip
+    over = {x["source"]: x["jobs_over_8"] for x in lines if x.get("what") == "gpu_counts"}
+    assert over["philly"] == 0.0 and abs(over["msr"] - 2 / 6) < 1e-3
+    runs = {(x["counts"], x["cluster"], x["call"]): x for x in lines if x.get("call") and "ratio" not in x}
+    assert all(x["same"] for x in runs.values()) and {c for c, _, _ in runs} == {"philly", "msr"}
+    ratios = [x for x in lines if x.get("ratio")]
+    assert sorted((x["cluster"], x["call"]) for x in ratios) == sorted(
+        (c, call) for src, c, call in runs if src == "msr"
+    )
+    for r in ratios:  # each ratio is the gang mix's median over the reference's, from the same run
+        gang, ref = (
+            runs["msr", r["cluster"], r["call"]]["cpu_ms"],
+            runs["philly", r["cluster"], r["call"]]["cpu_ms"],
+        )
+        assert r["ratio"] == "msr/philly" and r["policy"] == "horus" and r["jobs"] == 60
+        low = (gang - 0.05) / (ref + 0.05) - 1e-3  # both medians were printed rounded to 0.1 ms
+        assert low <= r["cpu_ms"] and (ref <= 0.05 or r["cpu_ms"] <= (gang + 0.05) / (ref - 0.05) + 1e-3)
+
+
 def test_interference_eval_quick_mode_prints_one_line_per_case_and_predictor() -> None:
     lines = bench("interference_eval.py", "--quick", "--gpu-types", "k80")
     *cases, summary = lines

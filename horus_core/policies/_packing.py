@@ -24,7 +24,7 @@ from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.hints import register_hints
 from horus_core.packing.jobs import JobTable, Live
-from horus_core.policies._wide import Memo, has_wide, place_wide, wide_of
+from horus_core.policies._wide import Memo, has_wide, narrowed, place_wide, wide_of
 from horus_core.policies.reasons import wait_codes, wait_texts
 
 # A policy's queue order: positions into ``live.pending``, first served first.
@@ -67,8 +67,12 @@ class Packer:
             pending, active = wide_of(live, layout)
             busy = {u for j in live.active for u in j.gpus}
             wide, rest = place_wide(snapshot, layout.largest_node, pending, active, busy, self._wide)
+            narrow = None if live.duplicates else narrowed(live, layout)  # ids twice: scan the rest
+            if narrow is not None and not narrow.pending:
+                return wide
+            around = self.around.layout(rest.nodes)
             packed = self._pack(rest, model, params, refuse_text, order, split_by_gpus=split_by_gpus,
-                                pair_filter=pair_filter, layout=self.around.layout(rest.nodes))  # fmt: skip
+                                pair_filter=pair_filter, live=narrow, layout=around)  # fmt: skip
             return [*wide, *packed]
         return self._pack(snapshot, model, params, refuse_text, order, split_by_gpus=split_by_gpus,
                           pair_filter=pair_filter, live=live, layout=layout)  # fmt: skip

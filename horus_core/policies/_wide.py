@@ -11,15 +11,20 @@ so it never puts a job next to a gang that crosses nodes, where one slow GPU wou
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Container, Sequence
+import operator
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from itertools import compress
 
 import numpy as np
 
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Wait
-from horus_core.packing.cluster import ClusterLayout
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, NodeState, Wait
+from horus_core.packing.cluster import ClusterLayout, gpu_type
 from horus_core.packing.jobs import Live
 from horus_core.policies import spread
 from horus_core.policies.base import arrival_order, busy_gpu_uuids
+
+_ID = operator.attrgetter("id")
 
 
 def has_wide(live: Live, layout: ClusterLayout) -> bool:
@@ -45,7 +50,7 @@ def split(snapshot: ClusterSnapshot) -> tuple[list[Action], ClusterSnapshot]:
         return [], snapshot
     pending = [j for j in wide if j.state is JobState.PENDING]
     busy = busy_gpu_uuids(snapshot.jobs)
-    return place_wide(snapshot, largest, pending, [j for j in wide if j.state.active], busy)
+    return place_wide(snapshot, largest, pending, [j for j in wide if j.state.active], busy.keys())
 
 
 def wide_of(live: Live, layout: ClusterLayout) -> tuple[list[Job], list[Job]]:
@@ -57,12 +62,23 @@ def wide_of(live: Live, layout: ClusterLayout) -> tuple[list[Job], list[Job]]:
     return [live.pending[i] for i in pw], [live.active[i] for i in aw]
 
 
+def narrowed(live: Live, layout: ClusterLayout) -> Live:
+    """``live`` without its wide pending jobs: what a scan of :func:`place_wide`'s snapshot
+    gives (pending jobs in snapshot order, the same active jobs), with no second scan."""
+    table, p = live.table, live.p_slot
+    keep = np.flatnonzero(~((table.gpus[p] > layout.largest_node) | table.shaped[p]))
+    out = Live(table, list(map(live.pending.__getitem__, keep.tolist())), p[keep], live.active, live.a_slots,
+               duplicates=live.duplicates)  # fmt: skip
+    out.profiles = live.profiles
+    return out
+
+
 def place_wide(
     snapshot: ClusterSnapshot,
     largest: int,
     pending: Sequence[Job],
     active: Sequence[Job],
-    busy: Container[str],
+    busy: AbstractSet[str],
     memo: Memo | None = None,
 ) -> tuple[list[Action], ClusterSnapshot]:
     """The wide pending jobs' actions, and the snapshot the kernel should pack the rest on
@@ -70,30 +86,57 @@ def place_wide(
     jobs (reused while the reason is the same) and the nodes with hidden GPUs (the same
     objects while the same GPUs are hidden, so the kernel's layout cache still holds)."""
     memo = memo if memo is not None else Memo()
-    pool = spread.Pool(spread.free_nodes(snapshot, busy))
+    pool = spread.Pool(memo.free(snapshot.nodes, busy))
     actions: list[Action] = []
     hidden = {u for j in active for u in j.gpus}
     waits: dict[str, Wait] = {}
+    total = -1  # the cluster's GPUs, counted at the first new Wait
     for job in arrival_order(pending):
         plan = pool.place(spread.shape_of(job.spec, largest))
         if isinstance(plan, str):
             w = memo.waits.get(job.id)
-            waits[job.id] = w = w if w is not None and w.reason == plan else spread.wait(job, plan, snapshot)
+            if w is None or w.reason != plan:
+                total = total if total >= 0 else sum(len(n.gpus) for n in snapshot.nodes)
+                w = spread.wait_for(job, plan, total)
+            waits[job.id] = w
             actions.append(w)
             continue
         pool.take(plan)
-        hidden.update(plan.gpus)
-        actions.append(Assign(job.id, plan.node, plan.gpus))
+        gpus = plan.gpus
+        hidden.update(gpus)
+        actions.append(Assign(job.id, plan.node, gpus))
     memo.waits = waits
     gone = {j.id for j in pending}
-    rest = tuple(j for j in snapshot.jobs if j.id not in gone)
+    rest = tuple(compress(snapshot.jobs, map(operator.not_, map(gone.__contains__, map(_ID, snapshot.jobs)))))
     return actions, ClusterSnapshot(memo.hide(snapshot.nodes, hidden), rest)
 
 
 class Memo:
+    """What :func:`place_wide` keeps across passes: last pass's Waits of wide jobs, and per
+    node (by name, while it is the same node object) its GPUs, its offer to gangs when none is
+    taken, and the node with a given set of GPUs hidden."""
+
     def __init__(self) -> None:
         self.waits: dict[str, Wait] = {}
-        self._nodes: dict[str, tuple[Node, frozenset[str], Node]] = {}
+        self._facts: dict[str, _Facts] = {}
+
+    def facts(self, node: Node) -> _Facts:
+        got = self._facts.get(node.name)
+        if got is None or got.node is not node:
+            got = self._facts[node.name] = _Facts.of(node)
+        return got
+
+    def free(self, nodes: Sequence[Node], taken: AbstractSet[str]) -> list[spread.FreeNode]:
+        """:func:`spread.free_nodes` for ``nodes``, a node none of whose GPUs is taken reusing
+        its offer from before."""
+        if len(self._facts) > 2 * len(nodes) + 64:
+            self._facts = {}  # drop the nodes that are gone
+        out = []
+        for n in nodes:
+            if n.state is NodeState.READY:
+                f = self.facts(n)
+                out.append(f.offer if taken.isdisjoint(f.ready) else f.offer_without(taken))
+        return out
 
     def hide(self, nodes: Sequence[Node], hidden: set[str]) -> tuple[Node, ...]:
         """``nodes`` with the ``hidden`` GPUs marked unhealthy (a node object per node and set)."""
@@ -101,13 +144,37 @@ class Memo:
             return tuple(nodes)
         out = []
         for n in nodes:
-            here = frozenset(g.uuid for g in n.gpus if g.uuid in hidden)
-            if not here:
+            f = self.facts(n)
+            if hidden.isdisjoint(f.uuids):
                 out.append(n)
                 continue
-            got = self._nodes.get(n.name)
-            if got is None or got[0] is not n or got[1] != here:
+            here = frozenset(hidden.intersection(f.uuids))
+            if f.hid is None or f.hid[0] != here:
                 off = tuple(dataclasses.replace(g, healthy=False) if g.uuid in here else g for g in n.gpus)
-                got = self._nodes[n.name] = (n, here, dataclasses.replace(n, gpus=off))
-            out.append(got[2])
+                f.hid = (here, dataclasses.replace(n, gpus=off))
+            out.append(f.hid[1])
         return tuple(out)
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _Facts:
+    """One node object's GPUs: all of them, the healthy ones in index order (``ready``), what it
+    offers a gang with none taken, and the node with the GPUs ``hid[0]`` hidden."""
+
+    node: Node
+    uuids: tuple[str, ...]
+    ready: tuple[str, ...]
+    offer: spread.FreeNode
+    hid: tuple[frozenset[str], Node] | None = None
+
+    @staticmethod
+    def of(node: Node) -> _Facts:
+        gpus = sorted((g for g in node.gpus if g.healthy), key=lambda g: g.index)
+        ready = tuple(g.uuid for g in gpus)
+        kind = gpu_type(gpus[0]) if gpus else ""
+        offer = spread.FreeNode(node.name, ready, node.rack, kind)
+        return _Facts(node, tuple(g.uuid for g in node.gpus), ready, offer)
+
+    def offer_without(self, taken: AbstractSet[str]) -> spread.FreeNode:
+        o = self.offer
+        return spread.FreeNode(o.name, tuple(u for u in self.ready if u not in taken), o.rack, o.kind)

@@ -15,6 +15,9 @@ import bisect
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 from horus_core import reasoncodes as rc
 from horus_core.model import ClusterSnapshot, Job, JobSpec, NodeState, Wait
 from horus_core.packing.cluster import gpu_type
@@ -132,9 +135,8 @@ class Pool:
                 return None
         best: _Plan | None = None
         perfect = (1, -(-need // max(kind.largest(), 1)))
-        for rack, names in kind.racks.items():
-            if kind.rack_total[rack] < need:
-                continue
+        for rack in kind.holding(need):
+            names = kind.racks[rack]
             plan = _take(need, fixed, [n for n in map(self.nodes.__getitem__, names) if n.free])
             if plan is not None and (best is None or plan[0] < best[0]):
                 best = plan
@@ -171,8 +173,21 @@ class _Kind:
         self.rack_total: dict[str, int] = {}
         self.by_free: dict[int, list[str]] = {}  # free count (> 0) -> node names, sorted
         self.total = 0
+        self._totals: NDArray[np.int64] | None = None  # rack_total as an array, in rack order
+        self._names: list[str] = []  # the racks in that order
+        self._at: dict[str, int] = {}  # rack -> its position in that array
+
+    def holding(self, need: int) -> list[str]:
+        """The racks (in order) with at least ``need`` free GPUs: one array test, not a loop."""
+        if self._totals is None:
+            self._names = list(self.racks)
+            self._at = {r: i for i, r in enumerate(self._names)}
+            self._totals = np.array([self.rack_total[r] for r in self._names], np.int64)
+        names = self._names
+        return [names[i] for i in np.flatnonzero(self._totals >= need).tolist()]
 
     def add(self, node: FreeNode) -> None:
+        self._totals = None
         self.racks.setdefault(node.rack, []).append(node.name)
         self.rack_total[node.rack] = self.rack_total.get(node.rack, 0) + len(node.free)
         self.total += len(node.free)
@@ -182,6 +197,8 @@ class _Kind:
     def moved(self, old: FreeNode, new: FreeNode) -> None:
         gone = len(old.free) - len(new.free)
         self.rack_total[old.rack] -= gone
+        if self._totals is not None:
+            self._totals[self._at[old.rack]] -= gone
         self.total -= gone
         self.by_free[len(old.free)].remove(old.name)
         if new.free:
@@ -270,7 +287,11 @@ def wait(job: Job, reason: str, snapshot: ClusterSnapshot) -> Wait:
     """The Wait of a gang that cannot be placed now: ``GangTooLarge`` when no shape of the whole
     cluster could hold it (more GPUs than the cluster, or a shape its nodes cannot give), else
     ``Resources`` (it waits for GPUs to free)."""
-    total = sum(len(n.gpus) for n in snapshot.nodes)
+    return wait_for(job, reason, sum(len(n.gpus) for n in snapshot.nodes))
+
+
+def wait_for(job: Job, reason: str, total: int) -> Wait:
+    """:func:`wait` where the cluster has ``total`` GPUs (counted once for many gangs)."""
     too_large = job.spec.gpus > total or reason.startswith("gang shape")
     return Wait(job.id, reason, rc.GANG_TOO_LARGE if too_large else rc.RESOURCES)
 
