@@ -9,7 +9,6 @@ pass commit in one short transaction; Assignments and Kills go out only after it
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -21,6 +20,7 @@ from horus_core.model import Action, Assign, ClusterSnapshot, JobState, Node, No
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
 from horus_core.policies.optimus.history import ProgressObserver
+from horus_core.queues.views import hide_gpus
 from master.clock import Clock
 from master.config import MasterConfig
 from master.learning.learner import Learner
@@ -263,16 +263,7 @@ class Scheduler:
     def _hide_stopping_gpus(self, nodes: tuple[Node, ...]) -> tuple[Node, ...]:
         """The nodes with the GPUs of still-stopping attempts marked unhealthy for this pass."""
         held = {u for gpus in self._stopping_gpus.values() for u in gpus}
-        if not held:
-            return nodes
-        return tuple(
-            dataclasses.replace(
-                n, gpus=tuple(dataclasses.replace(g, healthy=False) if g.uuid in held else g for g in n.gpus)
-            )
-            if any(g.uuid in held for g in n.gpus)
-            else n
-            for n in nodes
-        )
+        return hide_gpus(nodes, held) if held else nodes
 
     def _not_stopping(self, assigns: list[Assign]) -> list[Assign]:
         """Hold the next attempt of a preempted job until its old one stopped: never two attempts
