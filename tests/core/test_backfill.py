@@ -10,7 +10,7 @@ import pytest
 from horus_core.interference import default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobSpec, JobState, Preempt, Wait
 from horus_core.policies import make_policy
-from horus_core.policies.backfill import WAIT_S, GangReserve, free_times
+from horus_core.policies.backfill import PATIENT_WAIT_S, WAIT_S, GangReserve, free_times
 from horus_core.policies.fifo import FifoPolicy
 from horus_core.policies.gputypes import TypeGate
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
@@ -132,18 +132,21 @@ def stream(gang_at_h: float = 10.0) -> list[TraceJob]:
     return sorted(jobs, key=lambda j: j.arrival_s)
 
 
-def gang_run(name: str, reserve: bool) -> tuple[float, float]:
-    """(the gang's queueing, the latest end of a job started by the pass that made it head)."""
+def gang_run(name: str, reserve: bool) -> tuple[float, float, float]:
+    """(the gang's queueing, the latest end of a job started by the pass that made it head,
+    the policy's shipped ``wait_s``)."""
     policy = make_policy(name, MODEL)
     gate = policy.gate  # type: ignore[attr-defined]
-    gate.reserve = (gate.reserve or GangReserve()) if reserve else None  # lucid: off unless asked
+    assert isinstance(gate.reserve, GangReserve)  # on by default for every packing policy
+    wait_s = gate.reserve.wait_s
+    gate.reserve = gate.reserve if reserve else None
     result = Simulator(stream(), NODES, policy, MODEL, SimConfig(timeline=False)).run()
     (gang,) = [r for r in result.records if r.gpus == 8]
     assert gang.queueing is not None
-    # The pass that reserves is the first after it has queued WAIT_S: within 0.5 h (arrivals).
-    head = gang.arrival + WAIT_S + 0.5 * HOUR
+    # The pass that reserves is the first after it has queued wait_s: within 0.5 h (arrivals).
+    head = gang.arrival + wait_s + 0.5 * HOUR
     there = [r.finish for r in result.records if r.first_start is not None and r.first_start <= head]
-    return gang.queueing, max(f for f in there if f is not None) - gang.arrival
+    return gang.queueing, max(f for f in there if f is not None) - gang.arrival, wait_s
 
 
 PACKING = ["fifo", "binpack", "lucid", "gandiva", "horus-paper", "horus-util", "horus", "horus+", "optimus"]
@@ -151,13 +154,14 @@ PACKING = ["fifo", "binpack", "lucid", "gandiva", "horus-paper", "horus-util", "
 
 @pytest.mark.parametrize("name", PACKING)
 def test_in_the_simulator_a_gang_waits_at_most_for_the_jobs_running_when_it_became_head(name: str) -> None:
-    queued, bound = gang_run(name, reserve=True)
+    queued, bound, wait_s = gang_run(name, reserve=True)
     assert queued <= bound + 1.0
     if name in ("fifo", "lucid", "optimus"):  # nobody shares here: those jobs end within 4 h
-        assert queued <= WAIT_S + 4.5 * HOUR + 1.0
+        assert queued <= wait_s + 4.5 * HOUR + 1.0
+    assert wait_s == (PATIENT_WAIT_S if name in ("lucid", "gandiva") else WAIT_S)
 
 
 @pytest.mark.parametrize("name", ["fifo", "lucid", "optimus"])
 def test_without_the_reservation_the_same_gang_starves_behind_the_stream(name: str) -> None:
-    queued, bound = gang_run(name, reserve=False)
+    queued, bound, _ = gang_run(name, reserve=False)
     assert queued > 50 * HOUR and queued > bound + 40 * HOUR
