@@ -51,9 +51,6 @@ from horus_core.model import (
 from horus_core.packing.cluster import gpu_type
 
 WAIT_S = 3600.0  # a gang may become head after this long in the queue
-# ``lucid`` and ``gandiva``: packing policies whose own order starves gangs on purpose (or
-# whose packing loses most from hidden GPUs) reserve only for a gang queued this long.
-PATIENT_WAIT_S = 48 * 3600.0
 AGE_S = 24 * 3600.0  # a gang queued this long goes ahead of the policy's order
 MIN_REMAINING_S = 600.0  # unknown work: at least this long left
 _MEMO = 256

@@ -21,12 +21,16 @@ from horus_core.packing import PackParams, codes
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies._order import arrival_positions
 from horus_core.policies._packing import Packer
-from horus_core.policies.backfill import PATIENT_WAIT_S, GangReserve
+from horus_core.policies.backfill import GangReserve
 from horus_core.policies.base import busy_gpu_uuids
 from horus_core.policies.gputypes import HeteroRule, TypeGate
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = "every GPU with enough memory runs a job it was split from before (or that it does not fit next to)"
+
+# A gang may hold a reservation (:mod:`.backfill`) once queued this long, not the default 1 h:
+# reserving sooner against gandiva's order cost average JCT (docs/evaluation.md §14).
+GANG_WAIT_S = 48 * 3600.0
 
 
 @dataclass
@@ -85,7 +89,7 @@ def _started(job: Job) -> tuple[float, str]:
 
 def make(model: InterferenceModel | None) -> GandivaPolicy:
     # Heterogeneity-aware, with the head-gang reservation after a longer wait than the other
-    # policies (PATIENT_WAIT_S): hiding GPUs from its packing sooner costs average JCT
+    # policies (GANG_WAIT_S): hiding GPUs from its packing sooner costs average JCT
     # (docs/evaluation.md §14).
-    reserve = GangReserve(wait_s=PATIENT_WAIT_S)
+    reserve = GangReserve(wait_s=GANG_WAIT_S)
     return GandivaPolicy(model or default_model(), gate=TypeGate(HeteroRule(), reserve=reserve))
