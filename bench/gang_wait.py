@@ -45,7 +45,7 @@ def run(
     if not reserve:
         gate.reserve = None
     else:
-        gate.reserve = gate.reserve or GangReserve()  # lucid's is off unless asked for
+        gate.reserve = gate.reserve or GangReserve()
         wait_s, age_s = waits
         gate.reserve.wait_s = gate.reserve.wait_s if wait_s is None else wait_s
         gate.reserve.age_s = gate.reserve.age_s if age_s is None else age_s

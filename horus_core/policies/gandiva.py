@@ -21,11 +21,16 @@ from horus_core.packing import PackParams, codes
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies._order import arrival_positions
 from horus_core.policies._packing import Packer
+from horus_core.policies.backfill import GangReserve
 from horus_core.policies.base import busy_gpu_uuids
 from horus_core.policies.gputypes import HeteroRule, TypeGate
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = "every GPU with enough memory runs a job it was split from before (or that it does not fit next to)"
+
+# A gang may hold a reservation (:mod:`.backfill`) once queued this long, not the default 1 h:
+# reserving sooner against gandiva's order cost average JCT (docs/evaluation.md §14).
+GANG_WAIT_S = 48 * 3600.0
 
 
 @dataclass
@@ -83,7 +88,8 @@ def _started(job: Job) -> tuple[float, str]:
 
 
 def make(model: InterferenceModel | None) -> GandivaPolicy:
-    # Heterogeneity-aware; no head-gang reservation by default: hiding GPUs from its packing
-    # cost 15 % of average JCT on 2869ce_cap / 16 V100 and did not shorten its gangs' waits
-    # (docs/evaluation.md §12); ``TypeGate(HeteroRule(), reserve=GangReserve())`` turns it on.
-    return GandivaPolicy(model or default_model(), gate=TypeGate(HeteroRule(), reserve=None))
+    # Heterogeneity-aware, with the head-gang reservation after a longer wait than the other
+    # policies (GANG_WAIT_S): hiding GPUs from its packing sooner costs average JCT
+    # (docs/evaluation.md §14).
+    reserve = GangReserve(wait_s=GANG_WAIT_S)
+    return GandivaPolicy(model or default_model(), gate=TypeGate(HeteroRule(), reserve=reserve))

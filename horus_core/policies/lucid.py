@@ -24,6 +24,7 @@ from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import work_positions
 from horus_core.policies._packing import Ix, Packer
+from horus_core.policies.backfill import GangReserve
 from horus_core.policies.gputypes import HeteroRule, TypeGate
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
@@ -31,6 +32,10 @@ REFUSED = (
     "every GPU with enough memory runs a job it may not share with "
     "(sharing scores sum above 2, or a different GPU count)"
 )
+
+# A gang may hold a reservation (:mod:`.backfill`) once queued this long, not the default 1 h:
+# reserving sooner against lucid's order cost average JCT (docs/evaluation.md §14).
+GANG_WAIT_S = 96 * 3600.0
 
 
 def sharing_scores(speed: NDArray[np.float64]) -> NDArray[np.int64]:
@@ -64,7 +69,8 @@ class LucidPolicy:
 
 
 def make(model: InterferenceModel | None) -> LucidPolicy:
-    # Heterogeneity-aware; no head-gang reservation by default: it holds GPUs against lucid's
-    # shortest-first order and cost 20-28 % of average JCT on 2869ce_cap / 16 V100
-    # (docs/evaluation.md §12); ``TypeGate(HeteroRule(), reserve=GangReserve())`` turns it on.
-    return LucidPolicy(model or default_model(), gate=TypeGate(HeteroRule(), reserve=None))
+    # Heterogeneity-aware, with the head-gang reservation after a longer wait than the other
+    # policies (GANG_WAIT_S): shortest-first starves gangs on purpose, and reserving against
+    # that order sooner costs average JCT (docs/evaluation.md §14).
+    reserve = GangReserve(wait_s=GANG_WAIT_S)
+    return LucidPolicy(model or default_model(), gate=TypeGate(HeteroRule(), reserve=reserve))

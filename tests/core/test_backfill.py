@@ -9,7 +9,7 @@ import pytest
 
 from horus_core.interference import default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobSpec, JobState, Preempt, Wait
-from horus_core.policies import make_policy
+from horus_core.policies import gandiva, lucid, make_policy
 from horus_core.policies.backfill import WAIT_S, GangReserve, free_times
 from horus_core.policies.fifo import FifoPolicy
 from horus_core.policies.gputypes import TypeGate
@@ -124,26 +124,30 @@ def test_unknown_work_is_expected_to_last_as_long_as_it_has_run() -> None:
     assert reserve.remaining(running, 100.0, types, MODEL) >= 600.0
 
 
-def stream(gang_at_h: float = 10.0) -> list[TraceJob]:
-    """1-GPU jobs of 4 h arriving every half hour for 100 h (about 8 running at once on 8
+def stream(gang_at_h: float = 10.0, hours: float = 100.0) -> list[TraceJob]:
+    """1-GPU jobs of 4 h arriving every half hour for ``hours`` (about 8 running at once on 8
     GPUs), and one 8-GPU gang of 2 h."""
-    jobs = [TraceJob(R50, 1, int(4 * HOUR * RATE[1]), 0.5 * HOUR * i) for i in range(200)]
+    jobs = [TraceJob(R50, 1, int(4 * HOUR * RATE[1]), 0.5 * HOUR * i) for i in range(int(2 * hours))]
     jobs.append(TraceJob(R50, 8, int(2 * HOUR * RATE[8]), gang_at_h * HOUR + 1.0))
     return sorted(jobs, key=lambda j: j.arrival_s)
 
 
-def gang_run(name: str, reserve: bool) -> tuple[float, float]:
-    """(the gang's queueing, the latest end of a job started by the pass that made it head)."""
+def gang_run(name: str, reserve: bool) -> tuple[float, float, float]:
+    """(the gang's queueing, the latest end of a job started by the pass that made it head,
+    the policy's shipped ``wait_s``)."""
     policy = make_policy(name, MODEL)
     gate = policy.gate  # type: ignore[attr-defined]
-    gate.reserve = (gate.reserve or GangReserve()) if reserve else None  # lucid: off unless asked
-    result = Simulator(stream(), NODES, policy, MODEL, SimConfig(timeline=False)).run()
+    assert isinstance(gate.reserve, GangReserve)  # on by default for every packing policy
+    wait_s = gate.reserve.wait_s
+    gate.reserve = gate.reserve if reserve else None
+    hours = max(100.0, 10.0 + wait_s / HOUR + 90.0)  # the stream outlasts the gang's wait_s
+    result = Simulator(stream(hours=hours), NODES, policy, MODEL, SimConfig(timeline=False)).run()
     (gang,) = [r for r in result.records if r.gpus == 8]
     assert gang.queueing is not None
-    # The pass that reserves is the first after it has queued WAIT_S: within 0.5 h (arrivals).
-    head = gang.arrival + WAIT_S + 0.5 * HOUR
+    # The pass that reserves is the first after it has queued wait_s: within 0.5 h (arrivals).
+    head = gang.arrival + wait_s + 0.5 * HOUR
     there = [r.finish for r in result.records if r.first_start is not None and r.first_start <= head]
-    return gang.queueing, max(f for f in there if f is not None) - gang.arrival
+    return gang.queueing, max(f for f in there if f is not None) - gang.arrival, wait_s
 
 
 PACKING = ["fifo", "binpack", "lucid", "gandiva", "horus-paper", "horus-util", "horus", "horus+", "optimus"]
@@ -151,13 +155,15 @@ PACKING = ["fifo", "binpack", "lucid", "gandiva", "horus-paper", "horus-util", "
 
 @pytest.mark.parametrize("name", PACKING)
 def test_in_the_simulator_a_gang_waits_at_most_for_the_jobs_running_when_it_became_head(name: str) -> None:
-    queued, bound = gang_run(name, reserve=True)
+    queued, bound, wait_s = gang_run(name, reserve=True)
     assert queued <= bound + 1.0
     if name in ("fifo", "lucid", "optimus"):  # nobody shares here: those jobs end within 4 h
-        assert queued <= WAIT_S + 4.5 * HOUR + 1.0
+        assert queued <= wait_s + 4.5 * HOUR + 1.0
+    patient = {"lucid": lucid.GANG_WAIT_S, "gandiva": gandiva.GANG_WAIT_S}
+    assert wait_s == patient.get(name, WAIT_S)
 
 
 @pytest.mark.parametrize("name", ["fifo", "lucid", "optimus"])
 def test_without_the_reservation_the_same_gang_starves_behind_the_stream(name: str) -> None:
-    queued, bound = gang_run(name, reserve=False)
+    queued, bound, _ = gang_run(name, reserve=False)
     assert queued > 50 * HOUR and queued > bound + 40 * HOUR
