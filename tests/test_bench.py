@@ -25,7 +25,7 @@ def test_sim_scale_runs_a_small_trace_to_the_end() -> None:
     out, ref = bench("sim_scale.py", "--jobs", "400", "--gpus", "64", "--reference-jobs", "150")
     assert out["bench"] == "sim_scale" and out["jobs"] == 400 and out["gpus"] == 64
     assert out["unfinished"] == 0 and out["events"] >= 2 * 400 - 1 and out["rounds"] > 0
-    assert 0 < out["decide_s"] <= out["s"] and out["of_target"] == round(out["s"] / out["target_s"], 3)
+    assert 0 < out["decide_s"] <= out["s"] and abs(out["of_target"] - out["s"] / out["target_s"]) <= 0.001
     assert ref["what"] == "reference" and ref["jobs"] == 150 and ref["same"] is True  # fast path = plain path
     assert ref["fast_s"] > 0 and ref["plain_s"] > 0
 

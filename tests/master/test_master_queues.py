@@ -148,7 +148,9 @@ async def test_restart_rebuilds_fair_share_usage_from_the_attempts(tmp_path: pat
     from horus_core.testing import FakeClock
 
     clock, path = FakeClock(), queue_file(tmp_path, SHARED)
-    async with running_master(tmp_path, clock=clock, queues=path) as m, client_for(m) as stub:
+    # (the fake clock jumps 300 s while the worker is silent: leases long enough to outlast it)
+    slow = {"lease_s": 1000.0, "node_timeout_s": 2000.0}
+    async with running_master(tmp_path, clock=clock, queues=path, **slow) as m, client_for(m) as stub:
         w = FakeWorker(m.port, "n1", n_gpus=1)
         await w.connect()
         jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
@@ -162,7 +164,7 @@ async def test_restart_rebuilds_fair_share_usage_from_the_attempts(tmp_path: pat
         end = clock.now()
         await w.close()
     clock.advance(200.0)
-    async with running_master(tmp_path, clock=clock, queues=path) as m, client_for(m) as stub:
+    async with running_master(tmp_path, clock=clock, queues=path, **slow) as m, client_for(m) as stub:
         now, h = clock.now(), 1000.0
         want = h / math.log(2) * (2 ** (-(now - end) / h) - 2 ** (-(now - start) / h))
         assert m.policy.fair.usage[("a", "alice")] == pytest.approx(want, rel=1e-9)  # type: ignore[attr-defined]
