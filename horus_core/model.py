@@ -7,7 +7,11 @@ format lives in :mod:`horus_core.wire`.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+T = TypeVar("T")
 
 DEFAULT_GRACE_S = 30.0  # a job's stop grace when its spec says 0
 
@@ -161,19 +165,66 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
-    """Everything a policy may look at. ``jobs`` holds the pending and active jobs only."""
+    """Everything a policy may look at. ``jobs`` holds the pending and active jobs only.
+
+    The views below are computed once per snapshot (a pass asks for them from several layers of
+    a policy); :meth:`with_nodes` makes a snapshot of other nodes that shares the job views.
+    """
 
     nodes: tuple[Node, ...]
     jobs: tuple[Job, ...]
+    _by_jobs: dict[str, tuple[Job, ...]] = field(default_factory=dict, compare=False, repr=False)
+    _gpus: list[tuple[Gpu, ...]] = field(default_factory=list, compare=False, repr=False)
+    _derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def with_nodes(self, nodes: tuple[Node, ...]) -> ClusterSnapshot:
+        """The same jobs on ``nodes`` (their job views shared, not recomputed)."""
+        return ClusterSnapshot(nodes, self.jobs, self._by_jobs)
+
+    def derived(self, key: str, fn: Callable[[ClusterSnapshot], T]) -> T:
+        """``fn(self)``, computed once per snapshot under ``key`` (a policy layer's view of it;
+        one key names one function, so the value's type is ``fn``'s)."""
+        memo = self._derived
+        if key not in memo:
+            memo[key] = fn(self)
+        return cast(T, memo[key])
 
     def ready_gpus(self) -> tuple[Gpu, ...]:
-        return tuple(g for n in self.nodes if n.state is NodeState.READY for g in n.gpus if g.healthy)
+        if not self._gpus:
+            ready = NodeState.READY
+            self._gpus.append(tuple(g for n in self.nodes if n.state is ready for g in n.gpus if g.healthy))
+        return self._gpus[0]
 
     def pending(self) -> tuple[Job, ...]:
-        return tuple(j for j in self.jobs if j.state is JobState.PENDING)
+        """The jobs in PENDING, in snapshot order."""
+        return self._split()["pending"]
 
     def active(self) -> tuple[Job, ...]:
-        return tuple(j for j in self.jobs if j.state.active)
+        """The jobs ASSIGNED or RUNNING, in snapshot order."""
+        return self._split()["active"]
+
+    def running(self) -> tuple[Job, ...]:
+        """The jobs RUNNING, in snapshot order."""
+        return self._split()["running"]
+
+    def _split(self) -> dict[str, tuple[Job, ...]]:
+        memo = self._by_jobs
+        if not memo:
+            pending, assigned, running = JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING
+            waiting: list[Job] = []
+            active: list[Job] = []
+            run: list[Job] = []
+            for j in self.jobs:
+                state = j.state
+                if state is pending:
+                    waiting.append(j)
+                elif state is running:
+                    active.append(j)
+                    run.append(j)
+                elif state is assigned:
+                    active.append(j)
+            memo["pending"], memo["active"], memo["running"] = tuple(waiting), tuple(active), tuple(run)
+        return memo
 
 
 # ----------------------------------------------------------------------------------- actions

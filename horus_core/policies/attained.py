@@ -82,25 +82,35 @@ class Attained:
         """Credit every running job with its GPU-seconds since the last pass."""
         last = now if self.last is None or now < self.last else self.last
         running: dict[str, tuple[int, float]] = {}
-        for job in snapshot.jobs:
-            if job.state is _RUNNING:
-                seen = self.since.get(job.id)
-                running[job.id] = seen if seen is not None and seen[0] == job.attempt else (job.attempt, now)
-                begun = running[job.id][1]
-                span = now - max(last, begun)
-                if span > 0:
-                    self.service[job.id] = self.service.get(job.id, 0.0) + span * len(job.gpus)
+        since, service = self.since, self.service
+        for job in snapshot.running():
+            seen = since.get(job.id)
+            if seen is None or seen[0] != job.attempt:
+                seen = (job.attempt, now)
+            running[job.id] = seen
+            span = now - max(last, seen[1])
+            if span > 0:
+                service[job.id] = service.get(job.id, 0.0) + span * len(job.gpus)
         self.since = running
-        present = {j.id for j in snapshot.jobs}
-        if len(self.service) > len(present):
-            self.service = {k: v for k, v in self.service.items() if k in present}
-        if len(self.stops) > len(present):
+        n = len(snapshot.jobs)
+        present = {j.id for j in snapshot.jobs} if max(len(service), len(self.stops)) > n else None
+        if present is not None:
+            self.service = {k: v for k, v in service.items() if k in present}
             self.stops = {k: v for k, v in self.stops.items() if k in present}
         self.last = now
         if self.work is not None:
-            self.work.forget(present)
-            left = ((j.id, self.work.gpu_s_left(j)) for j in snapshot.jobs)
-            self.left = {i: v for i, v in left if v is not None}
+            self.left = self._left(snapshot, self.work)
+
+    @staticmethod
+    def _left(snapshot: ClusterSnapshot, work: RemainingWork) -> dict[str, float]:
+        """Confident GPU-seconds left of the jobs that have progress tracks."""
+        tracks = work.tracks
+        if not tracks:
+            return {}
+        if len(tracks) > len(snapshot.jobs):
+            work.forget({j.id for j in snapshot.jobs})
+        left = ((j.id, work.gpu_s_left(j)) for j in snapshot.jobs if j.id in tracks)
+        return {i: v for i, v in left if v is not None}
 
     def restore(
         self, service: Mapping[str, float], running: Mapping[str, tuple[int, float]], now: float
@@ -132,12 +142,20 @@ class Attained:
         higher class whose attempt has had its minimum slice, most attained first; the GPUs so
         freed are kept for that job. A job for which no node can be freed enough, or that has
         room already (it waits for another reason), stops nobody."""
+        pending = snapshot.pending()
+        victims = [
+            j for j in snapshot.running() if now - self.since.get(j.id, (0, now))[1] >= self._slice(j.id)
+        ]
+        if not pending or not victims:
+            return []
+        # (the usual pass: no waiting job outranks a victim; known before sorting either list,
+        # first from a bound on every pending job's class: the highest priority, level 0)
+        top = max(map(self._class, victims))
+        if (-max(j.spec.priority for j in pending), self.min_gap - 1) >= top:
+            return []
         waits = {a.job_id for a in actions if isinstance(a, Wait)}
-        waiting = [j for j in snapshot.jobs if j.id in waits and j.state is JobState.PENDING]
-        victims = [j for j in snapshot.jobs if j.state is _RUNNING]
-        victims = [j for j in victims if now - self.since.get(j.id, (0, now))[1] >= self._slice(j.id)]
-        # (the usual pass: no waiting job outranks a victim; known before sorting either list)
-        if not waiting or not victims or min(map(self._bar, waiting)) >= max(map(self._class, victims)):
+        waiting = [j for j in pending if j.id in waits]
+        if not waiting or min(map(self._bar, waiting)) >= top:
             return []
         waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
         victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)

@@ -81,7 +81,9 @@ class GangReserve:
     runs: dict[str, Job] = field(default_factory=dict, repr=False)  # id -> its running view
     last: float | None = None
     age_s: float = AGE_S
-    waiting: dict[str, int] = field(default_factory=dict)  # ids the last pass left waiting -> rank
+    gangs: list[Job] = field(default_factory=list, repr=False)  # the pending gangs, this pass
+    _last: list[Action] = field(default_factory=list, repr=False)  # the last pass's actions
+    _waiting: dict[str, int] | None = field(default=None, repr=False)
     _views: dict[tuple[int, frozenset[str]], tuple[Node, Node]] = field(default_factory=dict, repr=False)
 
     def decide(
@@ -102,7 +104,7 @@ class GangReserve:
             return self._remember(inner(snapshot, now))
         if _idle(res, snapshot):  # its GPUs are free: it starts there, whatever the policy's order
             return self._remember(self._start(head, res, snapshot, now, inner))
-        view = ClusterSnapshot(self._hide(snapshot.nodes, frozenset(res.gpus)), snapshot.jobs)
+        view = snapshot.with_nodes(self._hide(snapshot.nodes, frozenset(res.gpus)))
         actions = inner(view, now)
         moved = next((a for a in actions if isinstance(a, Assign) and a.job_id == head.id), None)
         if moved is not None and self._sooner(head, moved, res, snapshot, now, model):
@@ -110,47 +112,56 @@ class GangReserve:
         return self._remember(self._around(res, head, snapshot, actions, now, model, types_of))
 
     def _remember(self, actions: list[Action]) -> list[Action]:
-        waits = (a.job_id for a in actions if isinstance(a, Wait))
-        self.waiting = {job_id: rank for rank, job_id in enumerate(waits)}
+        self._last = actions
+        self._waiting = None
         return actions
+
+    @property
+    def waiting(self) -> dict[str, int]:
+        """The ids the last pass left waiting -> their rank among its Waits (built when asked:
+        only a pass with a gang queued ``wait_s`` or more needs it)."""
+        if self._waiting is None:
+            waits = (a.job_id for a in self._last if isinstance(a, Wait))
+            self._waiting = {job_id: rank for rank, job_id in enumerate(waits)}
+        return self._waiting
 
     # ------------------------------------------------------------------------ bookkeeping
 
     def _observe(self, snapshot: ClusterSnapshot, now: float, model: InterferenceModel | None) -> None:
         """Queue stints of pending gangs and attempt starts as first seen; an attempt that
         ended is credited its steps (no model call per running job and pass)."""
-        queued: dict[str, tuple[int, float]] = {}
+        before, runs = self.running, self.runs
         running: dict[str, tuple[int, float]] = {}
-        active = []
-        for job in snapshot.jobs:
-            if job.state.active:
-                running[job.id] = _since(self.running.get(job.id), job.attempt, now)
-                active.append(job)
-            elif job.state is JobState.PENDING and job.spec.gpus > 1:
-                queued[job.id] = _since(self.queued.get(job.id), job.attempt, now)
-        types: dict[str, str] | None = None
-        for job_id, (attempt, since) in self.running.items():
-            ended = self.runs.pop(job_id, None) if running.get(job_id, (-1,))[0] != attempt else None
-            if ended is not None and self.last is not None:  # that attempt ended: credit it
-                types = _types(snapshot) if types is None else types
-                done = max(self.last - since, 0.0) * (_rate(ended, types, model) or 0.0)
-                self.steps[job_id] = self.steps.get(job_id, 0.0) + done
-        self.runs.update((j.id, j) for j in active)
-        self.queued, self.running, self.last = queued, running, now
+        views: dict[str, Job] = {}
+        for job in snapshot.active():
+            seen = before.get(job.id)
+            running[job.id] = seen if seen is not None and seen[0] == job.attempt else (job.attempt, now)
+            views[job.id] = job
+        gangs = [j for j in snapshot.pending() if j.spec.gpus > 1]
+        self.queued = {j.id: _since(self.queued.get(j.id), j.attempt, now) for j in gangs}
+        self.gangs = gangs
+        last = self.last
+        ended = [
+            (runs[job_id], since)
+            for job_id, (attempt, since) in before.items()
+            if job_id in runs and (job_id not in running or running[job_id][0] != attempt)
+        ]
+        if ended and last is not None:  # those attempts ended: credit them (the last pass saw them run)
+            types = _types(snapshot, {j.node for j, _ in ended})
+            for gone, since in ended:
+                done = max(last - since, 0.0) * (_rate(gone, types, model) or 0.0)
+                self.steps[gone.id] = self.steps.get(gone.id, 0.0) + done
+        self.runs, self.running, self.last = views, running, now
         if len(self.steps) > len(snapshot.jobs):
             present = {j.id for j in snapshot.jobs}
             self.steps = {k: v for k, v in self.steps.items() if k in present}
 
     def _head(self, snapshot: ClusterSnapshot, now: float, types_of: TypesOf) -> Job | None:
-        gangs = [
-            j
-            for j in snapshot.pending()
-            if j.spec.gpus > 1
-            and j.attempt == 0
-            and not j.spec.elastic
-            and j.id in self.waiting
-            and now - self.queued[j.id][1] >= self.wait_s
-        ]
+        old = [j for j in self.gangs if now - self.queued[j.id][1] >= self.wait_s]
+        if not old:
+            return None
+        waiting = self.waiting
+        gangs = [j for j in old if j.attempt == 0 and not j.spec.elastic and j.id in waiting]
         held = self.held.job_id if self.held is not None else ""
         gangs.sort(key=lambda j: self._rank(j, now, held))
         for job in gangs:
@@ -357,8 +368,9 @@ def _since(seen: tuple[int, float] | None, attempt: int, now: float) -> tuple[in
     return seen if seen is not None and seen[0] == attempt else (attempt, now)
 
 
-def _types(snapshot: ClusterSnapshot) -> dict[str, str]:
-    return {g.uuid: gpu_type(g) for n in snapshot.nodes for g in n.gpus}
+def _types(snapshot: ClusterSnapshot, names: set[str] | None = None) -> dict[str, str]:
+    """GPU uuid -> type, on every node (or the nodes named)."""
+    return {g.uuid: gpu_type(g) for n in snapshot.nodes if names is None or n.name in names for g in n.gpus}
 
 
 def _rate(job: Job, types: dict[str, str], model: InterferenceModel | None) -> float | None:

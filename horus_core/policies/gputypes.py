@@ -61,6 +61,11 @@ class HeteroRule:
 
 
 def cluster_types(snapshot: ClusterSnapshot) -> frozenset[str]:
+    """The GPU types of the snapshot's ready GPUs (once per snapshot)."""
+    return snapshot.derived("gputypes.present", _present)
+
+
+def _present(snapshot: ClusterSnapshot) -> frozenset[str]:
     return frozenset(gpu_type(g) for g in snapshot.ready_gpus())
 
 
@@ -103,12 +108,28 @@ def allowed_types(
     return Allowed(tuple(out))
 
 
-def _any_zero(pending: Sequence[Job], present: frozenset[str], model: InterferenceModel | None) -> bool:
-    """Whether the table gives any pending job's kind throughput 0 on a type here."""
+Kinds = set[tuple[str, int]]
+
+
+def _kinds(pending: Sequence[Job], model: InterferenceModel | None) -> tuple[Kinds, bool]:
+    """The (kind, GPUs) of the pending jobs (none without a model), and whether any lists GPU
+    types (one walk over the queue for both)."""
+    kinds: Kinds = set()
+    listed = False
+    sig = model.signature if model is not None else None  # (a job type is its own signature)
+    for job in pending:
+        s = job.spec
+        if s.gpu_types:
+            listed = True
+        if sig is not None:
+            kinds.add((s.job_type or sig(s), s.gpus if s.gpus > 1 else 1))
+    return kinds, listed
+
+
+def _any_zero(kinds: Kinds, present: frozenset[str], model: InterferenceModel | None) -> bool:
+    """Whether the table gives any of these kinds throughput 0 on a type here."""
     if model is None:
         return False
-    sig = model.signature  # (a job type is its own signature: the call only for the others)
-    kinds = {(s.job_type or sig(s), s.gpus if s.gpus > 1 else 1) for s in [j.spec for j in pending]}
     return any(model.solo_throughput(k, g, t) == 0.0 for k, g in kinds for t in present)
 
 
@@ -186,8 +207,9 @@ class TypeGate:
         pending = snapshot.pending()
         present = cluster_types(snapshot)
         # One type (or no hetero rule) and no lists: only a throughput-0 type could restrict.
-        plain = (self.hetero is None or len(present) < 2) and not any(j.spec.gpu_types for j in pending)
-        if plain and not _any_zero(pending, present, model):
+        kinds, listed = _kinds(pending, model)
+        plain = (self.hetero is None or len(present) < 2) and not listed
+        if plain and not _any_zero(kinds, present, model):
             return inner(snapshot, now)
         allowed = {j.id: self.allowed(j, present, model, now) for j in pending}
         if all(a.tiers == (None,) for a in allowed.values()):
