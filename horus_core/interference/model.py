@@ -21,7 +21,7 @@ packing kernel uses the same rule, so its predictions match :meth:`co_speeds` ex
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import combinations
 
 import numpy as np
@@ -61,6 +61,7 @@ class InterferenceModel:
         self._speeds: dict[tuple[str, tuple[str, ...]], tuple[float, ...]] = {}
         self._matrices: dict[tuple[str, int, tuple[str, ...]], NDArray[np.float64]] = {}
         self.version = 0  # bumped by every observation; caches keyed on it stay valid
+        self._zero_types: frozenset[str] | None = None  # GPU types with a throughput-0 entry
 
     # ------------------------------------------------------------------ profiles
     def signature(self, spec: JobSpec) -> str:
@@ -95,6 +96,14 @@ class InterferenceModel:
 
     def solo_throughput(self, job_type: str, gpus: int, gpu_type: str) -> float | None:
         return self._table.solo.get((gpu_type, job_type, gpus))
+
+    def has_zero_solo(self, gpu_types: Iterable[str]) -> bool:
+        """Whether the table gives some (job type, GPUs) throughput 0 on one of these types
+        (where none does, no job is kept off a type by its throughput)."""
+        zero = self._zero_types
+        if zero is None:
+            zero = self._zero_types = frozenset(t for (t, _, _), v in self._table.solo.items() if v == 0.0)
+        return any(t in zero for t in gpu_types)
 
     # ------------------------------------------------------------------ co-location
     def co_speeds(self, signatures: Sequence[str], gpu_type: str) -> tuple[float, ...]:

@@ -12,9 +12,11 @@ them), see :class:`Profiles`.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import compress, repeat
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,6 +35,8 @@ B = NDArray[np.bool_]
 Ix = NDArray[np.intp]
 
 _PENDING, _ASSIGNED, _RUNNING = JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING
+_ID, _VERSION = operator.attrgetter("id"), operator.attrgetter("version")
+_STATE = operator.attrgetter("state")
 _INT31 = 1 << 31
 _INT64_MAX = (1 << 63) - 1
 _KNOWN = ("measured", "table")
@@ -132,7 +136,7 @@ class JobTable:
     def _reset(self, cap: int) -> None:
         self._slot: dict[str, int] = {}
         self.specs: list[JobSpec] = []
-        self.seen: list[int] = []  # per slot: the job version its spec was last confirmed at
+        self.seen: I64 = np.full(cap, -1, np.int64)  # per slot: the version its spec was last confirmed at
         self.code: I32 = np.empty(cap, np.int32)  # signature
         self.tcode: I32 = np.empty(cap, np.int32)  # spec.job_type (may be "")
         self.gpus: I32 = np.empty(cap, np.int32)
@@ -152,43 +156,36 @@ class JobTable:
             self.placed = PlacedGpus()
         # A job keeps its slot while its spec stays the same: checked only when its version is
         # not the one its slot was last confirmed at (a spec never changes after submission).
-        slots, specs, seen = self._slot, self.specs, self.seen
-        pending: list[Job] = []
-        p_slot: list[int] = []
-        active: list[Job] = []
-        a_slot: list[int] = []
+        # The lookups run in bulk; only the jobs not confirmed (new, or at a new version) are
+        # looked at one by one, in snapshot order.
+        n = len(jobs)
+        got = np.fromiter(map(self._slot.get, map(_ID, jobs), repeat(-1)), np.intp, n)
+        version = np.fromiter(map(_VERSION, jobs), np.int64, n)
         missed: list[Job] = []  # new ids, or a different spec under a known id
-        for job in jobs:
-            s = slots.get(job.id)
-            if s is None:
+        stale = np.flatnonzero((got < 0) | (self.seen[got] != version)) if n else got
+        for i in stale.tolist():
+            job, s = jobs[i], int(got[i])
+            spec = self.specs[s] if s >= 0 else None
+            if spec is not None and (spec is job.spec or spec == job.spec):
+                self.seen[s] = job.version
+            else:
                 missed.append(job)
-                s = -len(missed)  # resolved below
-            elif seen[s] != job.version:
-                spec = specs[s]
-                if spec is not job.spec and spec != job.spec:
-                    missed.append(job)
-                    s = -len(missed)
-                else:
-                    seen[s] = job.version
-            state = job.state
-            if state is _RUNNING or state is _ASSIGNED:
-                active.append(job)
-                a_slot.append(s)
-            elif state is _PENDING:
-                pending.append(job)
-                p_slot.append(s)
+                got[i] = -len(missed)  # resolved below
+        states = list(map(_STATE, jobs))
+        is_p = np.fromiter(map(operator.is_, states, repeat(_PENDING)), np.bool_, n)
+        is_a = np.fromiter(map(operator.is_, states, repeat(_RUNNING)), np.bool_, n)
+        is_a |= np.fromiter(map(operator.is_, states, repeat(_ASSIGNED)), np.bool_, n)
         overwrote = False
         if missed:
             _check_gpus(missed)
             claimed, overwrote = self._claim(missed)
             self._fill(claimed, missed, model)
-            at = claimed.tolist()
-            for slot_list in (p_slot, a_slot):
-                if slot_list and min(slot_list) < 0:
-                    slot_list[:] = [at[-x - 1] if x < 0 else x for x in slot_list]
-        live = Live(self, pending, np.array(p_slot, np.intp), active, a_slot)
+            new = got < 0
+            got[new] = claimed[-got[new] - 1]
+        p_slot, a_slot = got[is_p], got[is_a]
+        live = Live(self, list(compress(jobs, is_p)), p_slot, list(compress(jobs, is_a)), a_slot.tolist())
         if overwrote:  # a spec changed under an id: is one id there twice with two specs?
-            live.duplicates = len(set(p_slot) | set(a_slot)) < len(p_slot) + len(a_slot)
+            live.duplicates = len(np.union1d(p_slot, a_slot)) < len(p_slot) + len(a_slot)
             self.placed = PlacedGpus()  # records name slots whose meaning changed
         live.profiles = self.profiles(model)
         return live
@@ -201,7 +198,6 @@ class JobTable:
         if not any(map(self._slot.__contains__, ids)) and len(set(ids)) == len(ids):  # all new
             self._slot.update(zip(ids, range(first, first + len(ids)), strict=True))
             self.specs.extend(j.spec for j in missed)
-            self.seen.extend(j.version for j in missed)
             claimed = np.arange(first, first + len(ids), dtype=np.intp)
             overwrote = False
         else:
@@ -211,18 +207,18 @@ class JobTable:
                 if s is None:
                     s = self._slot[job.id] = len(self.specs)
                     self.specs.append(job.spec)
-                    self.seen.append(job.version)
                 else:
-                    self.specs[s], self.seen[s] = job.spec, job.version
+                    self.specs[s] = job.spec
                     overwrote = True
                 out.append(s)
             claimed = np.array(out, np.intp)
         while len(self.specs) > len(self.code):
             self._grow()
+        self.seen[claimed] = [j.version for j in missed]
         return claimed, overwrote
 
     def _grow(self) -> None:
-        for name in ("code", "tcode", "gpus", "excl", "prio", "steps", "floor", "hint", "shaped"):
+        for name in ("code", "tcode", "gpus", "excl", "prio", "steps", "floor", "hint", "shaped", "seen"):
             old = getattr(self, name)
             new = np.empty(2 * len(old), old.dtype)
             new[: len(old)] = old

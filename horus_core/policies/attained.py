@@ -25,6 +25,7 @@ import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 from numpy.typing import NDArray
@@ -129,12 +130,17 @@ class Attained:
         return las if left is None else min(las, bisect.bisect_right(self.bounds, left))
 
     def levels_of(self, ids: Sequence[str]) -> NDArray[np.int64]:
-        return np.fromiter((self.level(i) for i in ids), np.int64, len(ids))
+        """:meth:`level` of each id, in bulk (no estimate: ``left`` is inf, the top level)."""
+        served = np.fromiter(map(self.service.get, ids, repeat(0.0)), np.float64, len(ids))
+        bounds = np.asarray(self.bounds, np.float64)
+        las = np.searchsorted(bounds, served, side="right")
+        if self.left:
+            las = np.minimum(las, np.searchsorted(bounds, self.left_of(ids), side="right"))
+        return las.astype(np.int64)
 
     def left_of(self, ids: Sequence[str]) -> NDArray[np.float64]:
         """Confident GPU-seconds left per id (inf: no confident estimate), the order within a level."""
-        inf = math.inf
-        return np.fromiter((self.left.get(i, inf) for i in ids), np.float64, len(ids))
+        return np.fromiter(map(self.left.get, ids, repeat(math.inf)), np.float64, len(ids))
 
     def preempts(self, snapshot: ClusterSnapshot, actions: list[Action], now: float) -> list[Preempt]:
         """Make room for the jobs left waiting, lowest class (priority, then level) first, then

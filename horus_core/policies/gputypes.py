@@ -17,12 +17,13 @@ longest (``reserve=None``: off), on types the gang may use now.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait, gpu_type_of
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies.backfill import GangReserve
 
@@ -66,7 +67,8 @@ def cluster_types(snapshot: ClusterSnapshot) -> frozenset[str]:
 
 
 def _present(snapshot: ClusterSnapshot) -> frozenset[str]:
-    return frozenset(gpu_type(g) for g in snapshot.ready_gpus())
+    named = {(g.gpu_type, g.model) for g in snapshot.ready_gpus()}  # (few distinct: each mapped once)
+    return frozenset(kind or gpu_type_of(model) for kind, model in named)
 
 
 def allowed_types(
@@ -108,28 +110,12 @@ def allowed_types(
     return Allowed(tuple(out))
 
 
-Kinds = set[tuple[str, int]]
-
-
-def _kinds(pending: Sequence[Job], model: InterferenceModel | None) -> tuple[Kinds, bool]:
-    """The (kind, GPUs) of the pending jobs (none without a model), and whether any lists GPU
-    types (one walk over the queue for both)."""
-    kinds: Kinds = set()
-    listed = False
-    sig = model.signature if model is not None else None  # (a job type is its own signature)
-    for job in pending:
-        s = job.spec
-        if s.gpu_types:
-            listed = True
-        if sig is not None:
-            kinds.add((s.job_type or sig(s), s.gpus if s.gpus > 1 else 1))
-    return kinds, listed
-
-
-def _any_zero(kinds: Kinds, present: frozenset[str], model: InterferenceModel | None) -> bool:
-    """Whether the table gives any of these kinds throughput 0 on a type here."""
-    if model is None:
+def _any_zero(pending: Sequence[Job], present: frozenset[str], model: InterferenceModel | None) -> bool:
+    """Whether the table gives any pending job's kind throughput 0 on a type here."""
+    if model is None or not model.has_zero_solo(present):
         return False
+    sig = model.signature  # (a job type is its own signature: the call only for the others)
+    kinds = {(s.job_type or sig(s), s.gpus if s.gpus > 1 else 1) for s in [j.spec for j in pending]}
     return any(model.solo_throughput(k, g, t) == 0.0 for k, g in kinds for t in present)
 
 
@@ -148,6 +134,8 @@ def _fast_types(usable: frozenset[str], speed: dict[str, float | None], ratio: f
     best = max(known.values())
     return frozenset(t for t in usable if t not in known or known[t] >= ratio * best)
 
+
+_LISTED = operator.attrgetter("spec.gpu_types")  # a job's list of allowed GPU types (() = any)
 
 Group = dict[frozenset[str] | None, list[Job]]
 
@@ -207,9 +195,8 @@ class TypeGate:
         pending = snapshot.pending()
         present = cluster_types(snapshot)
         # One type (or no hetero rule) and no lists: only a throughput-0 type could restrict.
-        kinds, listed = _kinds(pending, model)
-        plain = (self.hetero is None or len(present) < 2) and not listed
-        if plain and not _any_zero(kinds, present, model):
+        plain = (self.hetero is None or len(present) < 2) and not any(map(_LISTED, pending))
+        if plain and not _any_zero(pending, present, model):
             return inner(snapshot, now)
         allowed = {j.id: self.allowed(j, present, model, now) for j in pending}
         if all(a.tiers == (None,) for a in allowed.values()):

@@ -99,3 +99,18 @@ def test_an_estimate_moves_a_job_ahead_never_behind_its_las_level() -> None:
     las.left = {"ran": 0.5 * 3600, "new": 20 * 3600}  # confident: little left, much left
     assert (las.level("ran"), las.level("new")) == (0, 0)
     assert list(las.left_of(["ran", "new", "other"])) == [1800.0, 72000.0, np.inf]
+
+
+def test_levels_in_bulk_are_the_levels_one_by_one() -> None:
+    """``levels_of`` (what the queue order reads, vectorised) agrees with ``level`` per job, with
+    and without confident estimates, on ledger values at, below and above every boundary."""
+    ledger = Attained()
+    rng = np.random.default_rng(3)
+    edges = [b * f for b in ledger.bounds for f in (0.5, 1.0, 1.5)] + [0.0, 1e9]
+    ids = [f"j{i}" for i in range(60)]
+    ledger.service = {i: float(rng.choice(edges)) for i in ids[:40]}
+    assert ledger.levels_of(ids).tolist() == [ledger.level(i) for i in ids]
+    ledger.left = {i: float(rng.choice(edges)) for i in ids[20:50]}
+    levels = ledger.levels_of(ids).tolist()
+    assert levels == [ledger.level(i) for i in ids]
+    assert len(set(levels)) > 2  # (the values cover several levels)
