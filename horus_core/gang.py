@@ -9,6 +9,7 @@ ends the whole attempt: the others are stopped and the job is re-queued once (do
 from __future__ import annotations
 
 import enum
+import re
 import zlib
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
@@ -165,3 +166,27 @@ class GangInfo:
             "PET_NPROC_PER_NODE": str(local_gpus),
         }
         return tuple({**common, **pet}.items())
+
+
+_LABEL_MAX = 63  # a DNS label (RFC 1035), which a Docker network alias must be to resolve
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def rendezvous_alias(job_id: str, attempt: int) -> str:
+    """The DNS name of a gang attempt's rank-0 part on a named container network: deterministic
+    from ``(job_id, attempt)``, a valid DNS label (lowercase letters, digits, inner '-'; at most
+    63), and different for every attempt. It reads ``horus-<job>-a<attempt>-r0`` where the job id
+    allows; an id that had to be changed to fit (case, other characters, length) also gets a
+    checksum of the original, so two job ids never share a name."""
+    if attempt < 0:
+        raise ValueError(f"attempt must not be negative, got {attempt}")
+    slug = _NOT_ALNUM.sub("-", job_id.lower()).strip("-")
+    tail = [f"a{attempt}", "r0"]
+    if slug != job_id or len(slug) > _room(tail):
+        tail.insert(0, f"{zlib.crc32(job_id.encode()):08x}")
+    slug = slug[: max(_room(tail), 0)].rstrip("-")
+    return "-".join(["horus", *([slug] if slug else []), *tail])
+
+
+def _room(tail: Sequence[str]) -> int:
+    return _LABEL_MAX - len("horus") - sum(len(t) + 1 for t in tail) - 1

@@ -115,7 +115,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--docker-gang-network",
         default="host",
-        help="docker: network for the parts of multi-node gangs, which must reach each other (default host)",
+        help=(
+            "docker: network for the parts of multi-node gangs, which must reach each other (default"
+            " host: MASTER_ADDR is rank 0's --advertise-addr). On a user-defined network (a bridge on"
+            " one host, an attachable overlay across hosts) the rank-0 container is given the alias"
+            " horus-<job>-a<attempt>-r0 and every part's MASTER_ADDR is that alias"
+        ),
     )
     p.add_argument(
         "--advertise-addr",

@@ -170,7 +170,9 @@ def job_page(
     log_tail: str,
     visible: Visible,
     who: Identity | None,
+    part_tails: Sequence[tuple[str, str]] = (),
 ) -> str:
+    """``part_tails``: a gang's ``(node, tail)`` per part in rank order, shown instead of ``log_tail``."""
     placed = job.state.active
     facts = [
         ("Name", e(job.spec.name)),
@@ -198,9 +200,18 @@ def job_page(
         + "<h2>Sharing its GPUs</h2>"
         + (co_html if co else '<p class="muted" id="corunners">no co-runners</p>')
         + f'<h2>GPU utilisation</h2><div id="util-chart">{chart}</div>'
-        + f'<h2>Log tail</h2><pre id="log">{e(log_tail)}</pre>'
+        + "<h2>Log tail</h2>"
+        + (_part_tails(part_tails) if part_tails else f'<pre id="log">{e(log_tail)}</pre>')
     )
     return page(f"Job {job.id}", body, who, live=not job.state.terminal)
+
+
+def _part_tails(tails: Sequence[tuple[str, str]]) -> str:
+    """One block per part of a gang, rank 0 first (``id="log"``, as a job on one node), then ``log-1``..."""
+    return "".join(
+        f'<h3>{e(node)} (rank {rank})</h3><pre id="{"log" if rank == 0 else f"log-{rank}"}">{e(tail)}</pre>'
+        for rank, (node, tail) in enumerate(tails)
+    )
 
 
 def pairs_page(pairs: Sequence[PairRow], who: Identity | None) -> str:

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 COOKIE = "horus_token"
 LOG_TAIL_BYTES = 8192
+MIN_PART_TAIL_BYTES = 2048  # a gang's part keeps at least this much of its tail on the job page
 MAX_PAIRS = 2000
 WHO: web.RequestKey[Identity | None] = web.RequestKey("who")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -103,18 +104,28 @@ class Dashboard:
         except PermissionDenied as exc:
             return _html(pages.page("Forbidden", f"<p>{pages.e(exc)}</p>", who), status=403)
         view = await gather(self.core)
-        text = pages.job_page(
-            row.job, view, self.history.of(job_id), self._tail(row.job), self.visible_to(who), who
-        )
+        parts = self._part_tails(row.job)
+        tail = "" if parts else self._tail(row.job)
+        text = pages.job_page(row.job, view, self.history.of(job_id), tail, self.visible_to(who), who, parts)
         return _html(text)
 
-    def _tail(self, job: Job) -> str:
+    def _tail(self, job: Job, node: str = "", limit: int = LOG_TAIL_BYTES) -> str:
+        """The last ``limit`` bytes of the current attempt's log (``node``: a gang's part but rank 0)."""
         if job.attempt == 0:
             return ""
         logs = self.core.logs
-        size = logs.size(job.id, job.attempt)
-        start = max(0, size - LOG_TAIL_BYTES)
-        return logs.read(job.id, job.attempt, start, LOG_TAIL_BYTES).decode("utf-8", "replace")
+        size = logs.size(job.id, job.attempt, node)
+        start = max(0, size - limit)
+        return logs.read(job.id, job.attempt, start, limit, node=node).decode("utf-8", "replace")
+
+    def _part_tails(self, job: Job) -> list[tuple[str, str]]:
+        """A gang's ``(node, tail)`` per part in rank order (rank 0's log is the plain one); none for
+        a job on one node. The parts share the page's budget, each keeping at least 2 KiB."""
+        if job.attempt == 0 or len(job.nodes) < 2:
+            return []
+        limit = max(MIN_PART_TAIL_BYTES, LOG_TAIL_BYTES // len(job.nodes))
+        rank0, *others = job.nodes  # the nodes of the current attempt, in rank order
+        return [(rank0, self._tail(job, "", limit)), *((n, self._tail(job, n, limit)) for n in others)]
 
     async def pairs(self, request: web.Request) -> web.Response:
         rows = await self.core.store.read.pair_speeds(MAX_PAIRS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -38,6 +39,7 @@ from worker.runtime.docker_config import (
     create_body,
     key_from_labels,
 )
+from worker.runtime.docker_gang import is_gang_part
 from worker.runtime.docker_logs import LogPump
 
 log = logging.getLogger(__name__)
@@ -172,8 +174,12 @@ class DockerRuntime:
 
         ``nvidia``: give GPUs as DeviceRequests (True) or only through the NVIDIA_VISIBLE_DEVICES /
         CUDA_VISIBLE_DEVICES contract (False); None: DeviceRequests iff the engine has an ``nvidia``
-        runtime. Raises :class:`Unavailable` if the engine does not answer.
+        runtime. Raises :class:`Unavailable` if the engine does not answer, ValueError for options
+        that cannot work (e.g. a gang network on which parts could not meet).
         """
+        policy = ContainerPolicy(
+            worker, tuple(allow_mounts), network, pids_limit, readonly_rootfs, gang_network=gang_network
+        )
         try:
             docker = aiodocker.Docker(url=url)
         except (ValueError, OSError) as err:
@@ -185,16 +191,7 @@ class DockerRuntime:
             raise Unavailable(f"the Docker engine does not answer: {err}") from err
         if nvidia is None:
             nvidia = "nvidia" in (info.get("Runtimes") or {})
-        policy = ContainerPolicy(
-            worker,
-            tuple(allow_mounts),
-            network,
-            pids_limit,
-            readonly_rootfs,
-            nvidia=nvidia,
-            gang_network=gang_network,
-        )
-        return cls(docker, policy, orphan_grace_s, engine=url or "")
+        return cls(docker, dataclasses.replace(policy, nvidia=nvidia), orphan_grace_s, engine=url or "")
 
     async def start(self, request: LaunchRequest) -> DockerAttempt:
         if not request.spec.image:
@@ -203,13 +200,20 @@ class DockerRuntime:
         body = create_body(request, self.policy, mounts)
         await asyncio.to_thread(_prepare_files, request, body)
         name = container_name(self.policy.worker, request.key)
-        container = await self._create(body, name)
+        try:
+            container = await self._create(body, name)
+        except FailedPrecondition as refused:
+            cause = refused.__cause__
+            if isinstance(cause, DockerError) and (clear := _missing_network(cause, request, body)):
+                raise clear from cause
+            raise
         try:
             await container.start()
             info = await container.show()
         except DockerError as err:
             await _remove(container)
-            raise FailedPrecondition(f"container {container.id[:12]} did not start: {err.message}") from err
+            failed = FailedPrecondition(f"container {container.id[:12]} did not start: {err.message}")
+            raise _missing_network(err, request, body) or failed from err
         pid = int(info.get("State", {}).get("Pid", 0))
         return self._track(DockerAttempt(container, request.key, request.log_path, pid, engine=self.engine))
 
@@ -289,6 +293,22 @@ class DockerRuntime:
         except DockerError as err:
             log.info("stopping orphan %s: %s", container_id[:12], err)
         await _remove(container)
+
+
+def _missing_network(
+    err: DockerError, request: LaunchRequest, body: dict[str, Any]
+) -> FailedPrecondition | None:
+    """A clear error when the container's network does not exist on this engine (older engines say
+    so at start, newer ones at create), naming the worker option that chose it."""
+    if err.status != 404 or "network" not in err.message.lower():
+        return None
+    network = body["HostConfig"]["NetworkMode"]
+    option = "--docker-gang-network" if is_gang_part(request) else "--docker-network"
+    return FailedPrecondition(
+        f"network {network!r} ({option} of this worker) does not exist on its Docker engine: "
+        f"create it with `docker network create` (an attachable overlay for gangs across hosts) "
+        f"or change {option} ({err.message})"
+    )
 
 
 async def _remove(container: DockerContainer) -> None:

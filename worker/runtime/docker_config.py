@@ -18,6 +18,12 @@ from horus_core.errors import InvalidArgument, PermissionDenied
 from horus_core.progress import PROGRESS_ENV, SPEED_ENV
 from horus_core.validation import strip_reserved_env
 from worker.runtime.base import AttemptKey, LaunchRequest
+from worker.runtime.docker_gang import (
+    check_gang_network,
+    is_gang_part,
+    networking_config,
+    rendezvous_rewrites,
+)
 
 LABEL_JOB = "horus.job_id"
 LABEL_ATTEMPT = "horus.attempt"
@@ -46,14 +52,14 @@ class ContainerPolicy:
     nvidia: bool = False  # the engine has the `nvidia` runtime: use DeviceRequests
     log_max_size: str = "100m"
     # The parts of a multi-node gang must reach each other: their containers join this network,
-    # host networking by default (the one exception to ``network``'s rule, docs/gangs.md).
+    # host networking by default (the one exception to ``network``'s rule, docs/gangs.md); on a
+    # named network they meet at the rank-0 container's alias (worker.runtime.docker_gang).
     gang_network: str = "host"
 
     def __post_init__(self) -> None:
         if self.network in _FORBIDDEN_NETWORKS or self.network.startswith("container:"):
             raise ValueError(f"network {self.network!r} would share a host or container namespace")
-        if self.gang_network.startswith("container:") or not self.gang_network:
-            raise ValueError(f"gang network {self.gang_network!r} would share a container's namespace")
+        check_gang_network(self.gang_network)
         if self.pids_limit <= 0:
             raise ValueError("pids_limit must be positive")
         for prefix in self.allow_mounts:
@@ -97,12 +103,6 @@ def attempt_files(request: LaunchRequest) -> tuple[list[dict[str, Any]], dict[st
     if rewrites:
         mounts.insert(0, _bind(str(base), ATTEMPT_DIR, read_only=True))
     return mounts, rewrites
-
-
-def is_gang_part(request: LaunchRequest) -> bool:
-    """A part of a multi-node gang (the master's rendezvous env says so)."""
-    nnodes = dict(request.env).get("PET_NNODES", "")
-    return nnodes.isdigit() and int(nnodes) > 1
 
 
 def _bind(source: str, target: str, read_only: bool) -> dict[str, Any]:
@@ -168,6 +168,7 @@ def create_body(
     """The JSON body of ``POST /containers/create``; ``mounts`` are the checked user mounts."""
     spec = request.spec
     own_mounts, rewrites = attempt_files(request)
+    rewrites |= rendezvous_rewrites(request, policy.gang_network)
     host: dict[str, Any] = {
         "Privileged": False,
         "CapDrop": ["ALL"],
@@ -207,4 +208,6 @@ def create_body(
     }
     if spec.workdir:
         body["WorkingDir"] = spec.workdir
+    if (networks := networking_config(request, policy.gang_network)) is not None:
+        body["NetworkingConfig"] = networks
     return body
