@@ -36,7 +36,7 @@ Ix = NDArray[np.intp]
 
 _PENDING, _ASSIGNED, _RUNNING = JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING
 _ID, _VERSION = operator.attrgetter("id"), operator.attrgetter("version")
-_STATE = operator.attrgetter("state")
+_STATE, _SUBMITTED = operator.attrgetter("state"), operator.attrgetter("submitted_at")
 _INT31 = 1 << 31
 _INT64_MAX = (1 << 63) - 1
 _KNOWN = ("measured", "table")
@@ -111,11 +111,11 @@ class Live:
 
     @cached_property
     def p_sub(self) -> F64:
-        return np.fromiter((j.submitted_at for j in self.pending), np.float64, len(self.pending))
+        return np.fromiter(map(_SUBMITTED, self.pending), np.float64, len(self.pending))
 
     @cached_property
     def p_ids(self) -> list[str]:
-        return [j.id for j in self.pending]
+        return list(map(_ID, self.pending))
 
     def p_util(self) -> F64:
         out: F64 = self.profiles.util[self.p_code]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -41,6 +42,8 @@ FACTOR = 2.0
 LEVELS = 5
 MIN_SLICE_S = 360.0  # a running attempt is never stopped before this (restart costs ~30 s)
 _RUNNING = JobState.RUNNING
+_ID, _ATTEMPT, _GPUS = operator.attrgetter("id"), operator.attrgetter("attempt"), operator.attrgetter("gpus")
+_FIRST = operator.itemgetter(0)
 
 
 def thresholds(base_gpu_s: float, factor: float, levels: int) -> list[float]:
@@ -67,7 +70,7 @@ class Attained:
     min_gap: int = 1
     stops: dict[str, int] = field(default_factory=dict)  # job id -> times stopped here
     service: dict[str, float] = field(default_factory=dict)  # job id -> GPU-seconds
-    since: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, first seen)
+    starts: dict[tuple[str, int], float] = field(default_factory=dict)  # (id, attempt) -> first seen
     last: float | None = None
     work: RemainingWork | None = None  # None: LAS alone
     left: dict[str, float] = field(default_factory=dict)  # id -> confident GPU-seconds left
@@ -80,27 +83,36 @@ class Attained:
                                   f"{self.min_gap}")  # fmt: skip
 
     def observe(self, snapshot: ClusterSnapshot, now: float) -> None:
-        """Credit every running job with its GPU-seconds since the last pass."""
+        """Credit every running job with its GPU-seconds since the last pass (an attempt first
+        seen now: nothing yet). In bulk: a pass looks at every running job."""
         last = now if self.last is None or now < self.last else self.last
-        running: dict[str, tuple[int, float]] = {}
-        since, service = self.since, self.service
-        for job in snapshot.running():
-            seen = since.get(job.id)
-            if seen is None or seen[0] != job.attempt:
-                seen = (job.attempt, now)
-            running[job.id] = seen
-            span = now - max(last, seen[1])
-            if span > 0:
-                service[job.id] = service.get(job.id, 0.0) + span * len(job.gpus)
-        self.since = running
+        run = snapshot.running()
+        ids = list(map(_ID, run))
+        starts = dict.fromkeys(zip(ids, map(_ATTEMPT, run), strict=True), now)
+        kept = list(self.starts.keys() & starts.keys())  # attempts seen before: credited
+        starts.update(zip(kept, map(self.starts.__getitem__, kept), strict=True))
+        self.starts = starts
+        if now > last and kept:
+            service, span = self.service, now - last  # (a kept attempt was first seen by ``last``)
+            width = dict(zip(ids, map(len, map(_GPUS, run)), strict=True))
+            served = list(map(_FIRST, kept))
+            gained = map(operator.mul, map(width.__getitem__, served), repeat(span))
+            service.update(
+                zip(served, map(operator.add, map(service.get, served, repeat(0.0)), gained), strict=True)
+            )
         n = len(snapshot.jobs)
-        present = {j.id for j in snapshot.jobs} if max(len(service), len(self.stops)) > n else None
+        present = {j.id for j in snapshot.jobs} if max(len(self.service), len(self.stops)) > n else None
         if present is not None:
-            self.service = {k: v for k, v in service.items() if k in present}
+            self.service = {k: v for k, v in self.service.items() if k in present}
             self.stops = {k: v for k, v in self.stops.items() if k in present}
         self.last = now
         if self.work is not None:
             self.left = self._left(snapshot, self.work)
+
+    @property
+    def since(self) -> dict[str, tuple[int, float]]:
+        """Job id -> (its running attempt, when that was first seen)."""
+        return {job_id: (attempt, at) for (job_id, attempt), at in self.starts.items()}
 
     @staticmethod
     def _left(snapshot: ClusterSnapshot, work: RemainingWork) -> dict[str, float]:
@@ -119,7 +131,7 @@ class Attained:
         """Start from a ledger rebuilt from the store (a restarted master): GPU-seconds per job
         up to ``now``, and each running job's (attempt, start) for its minimum slice."""
         self.service = {k: v for k, v in service.items() if v > 0}
-        self.since = dict(running)
+        self.starts = {(job_id, attempt): at for job_id, (attempt, at) in running.items()}
         self.last = now
 
     def level(self, job_id: str) -> int:
@@ -150,7 +162,9 @@ class Attained:
         room already (it waits for another reason), stops nobody."""
         pending = snapshot.pending()
         victims = [
-            j for j in snapshot.running() if now - self.since.get(j.id, (0, now))[1] >= self._slice(j.id)
+            j
+            for j in snapshot.running()
+            if now - self.starts.get((j.id, j.attempt), now) >= self._slice(j.id)
         ]
         if not pending or not victims:
             return []

@@ -31,8 +31,10 @@ node and gate backfill; the wait bound does not depend on them (docs/policies.md
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 
 from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel
@@ -54,6 +56,8 @@ WAIT_S = 3600.0  # a gang may become head after this long in the queue
 AGE_S = 24 * 3600.0  # a gang queued this long goes ahead of the policy's order
 MIN_REMAINING_S = 600.0  # unknown work: at least this long left
 _MEMO = 256
+_GPUS = operator.attrgetter("spec.gpus")
+_ID, _ATTEMPT = operator.attrgetter("id"), operator.attrgetter("attempt")
 
 Decide = Callable[[ClusterSnapshot, float], list[Action]]
 # A job -> the GPU types it may use now (None: any; empty: none).
@@ -76,7 +80,7 @@ class GangReserve:
     held: Reservation | None = None
     backfilled: set[str] = field(default_factory=set)
     queued: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, since)
-    running: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, since)
+    starts: dict[tuple[str, int], float] = field(default_factory=dict)  # (id, attempt) -> since
     steps: dict[str, float] = field(default_factory=dict)  # id -> steps of its ended attempts
     runs: dict[str, Job] = field(default_factory=dict, repr=False)  # id -> its running view
     last: float | None = None
@@ -129,29 +133,28 @@ class GangReserve:
 
     def _observe(self, snapshot: ClusterSnapshot, now: float, model: InterferenceModel | None) -> None:
         """Queue stints of pending gangs and attempt starts as first seen; an attempt that
-        ended is credited its steps (no model call per running job and pass)."""
-        before, runs = self.running, self.runs
-        running: dict[str, tuple[int, float]] = {}
-        views: dict[str, Job] = {}
-        for job in snapshot.active():
-            seen = before.get(job.id)
-            running[job.id] = seen if seen is not None and seen[0] == job.attempt else (job.attempt, now)
-            views[job.id] = job
-        gangs = [j for j in snapshot.pending() if j.spec.gpus > 1]
+        ended is credited its steps (no model call per running job and pass). In bulk: a pass
+        looks at every active job."""
+        active, before = snapshot.active(), self.starts
+        ids = list(map(_ID, active))
+        starts = dict.fromkeys(zip(ids, map(_ATTEMPT, active), strict=True), now)
+        kept = before.keys() & starts.keys()
+        starts.update(zip(kept, map(before.__getitem__, kept), strict=True))
+        pending = snapshot.pending()
+        gangs = list(compress(pending, map(operator.gt, map(_GPUS, pending), repeat(1))))
         self.queued = {j.id: _since(self.queued.get(j.id), j.attempt, now) for j in gangs}
         self.gangs = gangs
-        last = self.last
-        ended = [
-            (runs[job_id], since)
-            for job_id, (attempt, since) in before.items()
-            if job_id in runs and (job_id not in running or running[job_id][0] != attempt)
+        runs = self.runs  # the last pass's view of each active job
+        gone = [
+            (i, attempt) for i, attempt in before.keys() - kept if i in runs and runs[i].attempt == attempt
         ]
-        if ended and last is not None:  # those attempts ended: credit them (the last pass saw them run)
-            types = _types(snapshot, {j.node for j, _ in ended})
-            for gone, since in ended:
-                done = max(last - since, 0.0) * (_rate(gone, types, model) or 0.0)
-                self.steps[gone.id] = self.steps.get(gone.id, 0.0) + done
-        self.runs, self.running, self.last = views, running, now
+        ended = [(runs[i], before[i, attempt]) for i, attempt in gone]
+        if ended and self.last is not None:  # those attempts ended: credit them (the last pass saw them run)
+            types = _types(snapshot, {job.node for job, _ in ended})
+            for job, at in ended:
+                done = max(self.last - at, 0.0) * (_rate(job, types, model) or 0.0)
+                self.steps[job.id] = self.steps.get(job.id, 0.0) + done
+        self.runs, self.starts, self.last = dict(zip(ids, active, strict=True)), starts, now
         if len(self.steps) > len(snapshot.jobs):
             present = {j.id for j in snapshot.jobs}
             self.steps = {k: v for k, v in self.steps.items() if k in present}
@@ -184,7 +187,7 @@ class GangReserve:
     ) -> float:
         """Estimated seconds until running ``job`` ends (see the module doc)."""
         rate = _rate(job, types, model)
-        since = self.running.get(job.id, (0, now))[1]
+        since = self.starts.get((job.id, job.attempt), now)
         if job.spec.total_steps > 0 and rate:
             done = self.steps.get(job.id, 0.0) + max(now - since, 0.0) * rate
             return max(job.spec.total_steps - done, 0.0) / rate
