@@ -26,7 +26,7 @@ import math
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import compress, repeat
 
 import numpy as np
 from numpy.typing import NDArray
@@ -43,7 +43,6 @@ LEVELS = 5
 MIN_SLICE_S = 360.0  # a running attempt is never stopped before this (restart costs ~30 s)
 _RUNNING = JobState.RUNNING
 _ID, _ATTEMPT, _GPUS = operator.attrgetter("id"), operator.attrgetter("attempt"), operator.attrgetter("gpus")
-_FIRST = operator.itemgetter(0)
 
 
 def thresholds(base_gpu_s: float, factor: float, levels: int) -> list[float]:
@@ -70,7 +69,8 @@ class Attained:
     min_gap: int = 1
     stops: dict[str, int] = field(default_factory=dict)  # job id -> times stopped here
     service: dict[str, float] = field(default_factory=dict)  # job id -> GPU-seconds
-    starts: dict[tuple[str, int], float] = field(default_factory=dict)  # (id, attempt) -> first seen
+    attempts: dict[str, int] = field(default_factory=dict)  # running id -> its attempt
+    begun: dict[str, float] = field(default_factory=dict)  # running id -> when that attempt was first seen
     last: float | None = None
     work: RemainingWork | None = None  # None: LAS alone
     left: dict[str, float] = field(default_factory=dict)  # id -> confident GPU-seconds left
@@ -84,21 +84,22 @@ class Attained:
 
     def observe(self, snapshot: ClusterSnapshot, now: float) -> None:
         """Credit every running job with its GPU-seconds since the last pass (an attempt first
-        seen now: nothing yet). In bulk: a pass looks at every running job."""
+        seen now: nothing yet). In bulk (C-level maps over the ids): a pass looks at every
+        running job."""
         last = now if self.last is None or now < self.last else self.last
         run = snapshot.running()
-        ids = list(map(_ID, run))
-        starts = dict.fromkeys(zip(ids, map(_ATTEMPT, run), strict=True), now)
-        kept = list(self.starts.keys() & starts.keys())  # attempts seen before: credited
-        starts.update(zip(kept, map(self.starts.__getitem__, kept), strict=True))
-        self.starts = starts
-        if now > last and kept:
-            service, span = self.service, now - last  # (a kept attempt was first seen by ``last``)
-            width = dict(zip(ids, map(len, map(_GPUS, run)), strict=True))
-            served = list(map(_FIRST, kept))
-            gained = map(operator.mul, map(width.__getitem__, served), repeat(span))
+        ids, attempts = list(map(_ID, run)), list(map(_ATTEMPT, run))
+        seen = list(map(operator.eq, map(self.attempts.get, ids), attempts))  # the same attempt as before
+        begun = dict(zip(ids, map(self.begun.get, ids, repeat(now)), strict=True))
+        begun.update(zip(compress(ids, map(operator.not_, seen)), repeat(now)))
+        self.attempts, self.begun = dict(zip(ids, attempts, strict=True)), begun
+        if now > last:  # (an attempt seen before was first seen by ``last``: credited the whole span)
+            service, span = self.service, now - last
+            width = list(map(len, map(_GPUS, compress(run, seen))))
+            old = list(compress(ids, seen))
+            gained = map(operator.mul, width, repeat(span))
             service.update(
-                zip(served, map(operator.add, map(service.get, served, repeat(0.0)), gained), strict=True)
+                zip(old, map(operator.add, map(service.get, old, repeat(0.0)), gained), strict=True)
             )
         n = len(snapshot.jobs)
         present = {j.id for j in snapshot.jobs} if max(len(self.service), len(self.stops)) > n else None
@@ -112,7 +113,7 @@ class Attained:
     @property
     def since(self) -> dict[str, tuple[int, float]]:
         """Job id -> (its running attempt, when that was first seen)."""
-        return {job_id: (attempt, at) for (job_id, attempt), at in self.starts.items()}
+        return {job_id: (attempt, self.begun[job_id]) for job_id, attempt in self.attempts.items()}
 
     @staticmethod
     def _left(snapshot: ClusterSnapshot, work: RemainingWork) -> dict[str, float]:
@@ -131,7 +132,8 @@ class Attained:
         """Start from a ledger rebuilt from the store (a restarted master): GPU-seconds per job
         up to ``now``, and each running job's (attempt, start) for its minimum slice."""
         self.service = {k: v for k, v in service.items() if v > 0}
-        self.starts = {(job_id, attempt): at for job_id, (attempt, at) in running.items()}
+        self.attempts = {job_id: attempt for job_id, (attempt, _) in running.items()}
+        self.begun = {job_id: at for job_id, (_, at) in running.items()}
         self.last = now
 
     def level(self, job_id: str) -> int:
@@ -161,11 +163,7 @@ class Attained:
         freed are kept for that job. A job for which no node can be freed enough, or that has
         room already (it waits for another reason), stops nobody."""
         pending = snapshot.pending()
-        victims = [
-            j
-            for j in snapshot.running()
-            if now - self.starts.get((j.id, j.attempt), now) >= self._slice(j.id)
-        ]
+        victims = [j for j in snapshot.running() if now - self.begun.get(j.id, now) >= self._slice(j.id)]
         if not pending or not victims:
             return []
         # (the usual pass: no waiting job outranks a victim; known before sorting either list,

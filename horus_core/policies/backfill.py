@@ -34,7 +34,7 @@ import dataclasses
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 
 from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel
@@ -80,7 +80,8 @@ class GangReserve:
     held: Reservation | None = None
     backfilled: set[str] = field(default_factory=set)
     queued: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, since)
-    starts: dict[tuple[str, int], float] = field(default_factory=dict)  # (id, attempt) -> since
+    attempts: dict[str, int] = field(default_factory=dict)  # active id -> its attempt
+    since: dict[str, float] = field(default_factory=dict)  # active id -> when that attempt was first seen
     steps: dict[str, float] = field(default_factory=dict)  # id -> steps of its ended attempts
     runs: dict[str, Job] = field(default_factory=dict, repr=False)  # id -> its running view
     last: float | None = None
@@ -133,28 +134,26 @@ class GangReserve:
 
     def _observe(self, snapshot: ClusterSnapshot, now: float, model: InterferenceModel | None) -> None:
         """Queue stints of pending gangs and attempt starts as first seen; an attempt that
-        ended is credited its steps (no model call per running job and pass). In bulk: a pass
-        looks at every active job."""
-        active, before = snapshot.active(), self.starts
-        ids = list(map(_ID, active))
-        starts = dict.fromkeys(zip(ids, map(_ATTEMPT, active), strict=True), now)
-        kept = before.keys() & starts.keys()
-        starts.update(zip(kept, map(before.__getitem__, kept), strict=True))
+        ended is credited its steps (no model call per running job and pass). In bulk (C-level
+        maps over the ids): a pass looks at every active job."""
+        active, old = snapshot.active(), self.attempts
+        ids, attempts = list(map(_ID, active)), list(map(_ATTEMPT, active))
+        since = dict(zip(ids, map(self.since.get, ids, repeat(now)), strict=True))
+        changed = list(compress(ids, map(operator.ne, map(old.get, ids), attempts)))  # new, or new attempt
+        since.update(zip(changed, repeat(now)))
         pending = snapshot.pending()
         gangs = list(compress(pending, map(operator.gt, map(_GPUS, pending), repeat(1))))
         self.queued = {j.id: _since(self.queued.get(j.id), j.attempt, now) for j in gangs}
         self.gangs = gangs
-        runs = self.runs  # the last pass's view of each active job
-        gone = [
-            (i, attempt) for i, attempt in before.keys() - kept if i in runs and runs[i].attempt == attempt
-        ]
-        ended = [(runs[i], before[i, attempt]) for i, attempt in gone]
+        ended = [i for i in chain(old.keys() - set(ids), changed) if i in old]
         if ended and self.last is not None:  # those attempts ended: credit them (the last pass saw them run)
-            types = _types(snapshot, {job.node for job, _ in ended})
-            for job, at in ended:
-                done = max(self.last - at, 0.0) * (_rate(job, types, model) or 0.0)
-                self.steps[job.id] = self.steps.get(job.id, 0.0) + done
-        self.runs, self.starts, self.last = dict(zip(ids, active, strict=True)), starts, now
+            runs = self.runs  # the last pass's view of each active job
+            types = _types(snapshot, {runs[i].node for i in ended})
+            for i in ended:
+                done = max(self.last - self.since[i], 0.0) * (_rate(runs[i], types, model) or 0.0)
+                self.steps[i] = self.steps.get(i, 0.0) + done
+        self.runs = dict(zip(ids, active, strict=True))
+        self.attempts, self.since, self.last = dict(zip(ids, attempts, strict=True)), since, now
         if len(self.steps) > len(snapshot.jobs):
             present = {j.id for j in snapshot.jobs}
             self.steps = {k: v for k, v in self.steps.items() if k in present}
@@ -187,7 +186,7 @@ class GangReserve:
     ) -> float:
         """Estimated seconds until running ``job`` ends (see the module doc)."""
         rate = _rate(job, types, model)
-        since = self.starts.get((job.id, job.attempt), now)
+        since = self.since.get(job.id, now)
         if job.spec.total_steps > 0 and rate:
             done = self.steps.get(job.id, 0.0) + max(now - since, 0.0) * rate
             return max(job.spec.total_steps - done, 0.0) / rate
