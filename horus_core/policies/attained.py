@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from horus_core.errors import InvalidArgument
 from horus_core.model import Action, ClusterSnapshot, Job, JobState, Node, NodeState, Preempt, Wait
 from horus_core.policies.remaining import RemainingWork
+from horus_core.policies.stints import stints
 
 # One GPU-hour (the scale of a short job), doubling like a multi-level feedback queue: levels
 # end at 1, 2, 4 and 8 GPU-hours; beyond that FIFO, so long gangs are served in arrival order.
@@ -42,7 +43,7 @@ FACTOR = 2.0
 LEVELS = 5
 MIN_SLICE_S = 360.0  # a running attempt is never stopped before this (restart costs ~30 s)
 _RUNNING = JobState.RUNNING
-_ID, _ATTEMPT, _GPUS = operator.attrgetter("id"), operator.attrgetter("attempt"), operator.attrgetter("gpus")
+_GPUS = operator.attrgetter("gpus")
 
 
 def thresholds(base_gpu_s: float, factor: float, levels: int) -> list[float]:
@@ -88,16 +89,12 @@ class Attained:
         running job."""
         last = now if self.last is None or now < self.last else self.last
         run = snapshot.running()
-        ids, attempts = list(map(_ID, run)), list(map(_ATTEMPT, run))
-        seen = list(map(operator.eq, map(self.attempts.get, ids), attempts))  # the same attempt as before
-        begun = dict(zip(ids, map(self.begun.get, ids, repeat(now)), strict=True))
-        begun.update(zip(compress(ids, map(operator.not_, seen)), repeat(now)))
-        self.attempts, self.begun = dict(zip(ids, attempts, strict=True)), begun
+        seen = stints(run, self.begun, self.attempts, now)
+        self.attempts, self.begun = seen.attempts, seen.since
         if now > last:  # (an attempt seen before was first seen by ``last``: credited the whole span)
             service, span = self.service, now - last
-            width = list(map(len, map(_GPUS, compress(run, seen))))
-            old = list(compress(ids, seen))
-            gained = map(operator.mul, width, repeat(span))
+            old = seen.kept()
+            gained = map(operator.mul, map(len, map(_GPUS, compress(run, seen.same))), repeat(span))
             service.update(
                 zip(old, map(operator.add, map(service.get, old, repeat(0.0)), gained), strict=True)
             )

@@ -51,13 +51,13 @@ from horus_core.model import (
     Wait,
 )
 from horus_core.packing.cluster import gpu_type
+from horus_core.policies.stints import stints
 
 WAIT_S = 3600.0  # a gang may become head after this long in the queue
 AGE_S = 24 * 3600.0  # a gang queued this long goes ahead of the policy's order
 MIN_REMAINING_S = 600.0  # unknown work: at least this long left
 _MEMO = 256
 _GPUS = operator.attrgetter("spec.gpus")
-_ID, _ATTEMPT = operator.attrgetter("id"), operator.attrgetter("attempt")
 
 Decide = Callable[[ClusterSnapshot, float], list[Action]]
 # A job -> the GPU types it may use now (None: any; empty: none).
@@ -79,7 +79,8 @@ class GangReserve:
     wait_s: float = WAIT_S
     held: Reservation | None = None
     backfilled: set[str] = field(default_factory=set)
-    queued: dict[str, tuple[int, float]] = field(default_factory=dict)  # id -> (attempt, since)
+    queued: dict[str, float] = field(default_factory=dict)  # pending gang id -> queued since
+    queued_attempt: dict[str, int] = field(default_factory=dict)  # ... -> in the queue for this attempt
     attempts: dict[str, int] = field(default_factory=dict)  # active id -> its attempt
     since: dict[str, float] = field(default_factory=dict)  # active id -> when that attempt was first seen
     steps: dict[str, float] = field(default_factory=dict)  # id -> steps of its ended attempts
@@ -137,29 +138,27 @@ class GangReserve:
         ended is credited its steps (no model call per running job and pass). In bulk (C-level
         maps over the ids): a pass looks at every active job."""
         active, old = snapshot.active(), self.attempts
-        ids, attempts = list(map(_ID, active)), list(map(_ATTEMPT, active))
-        since = dict(zip(ids, map(self.since.get, ids, repeat(now)), strict=True))
-        changed = list(compress(ids, map(operator.ne, map(old.get, ids), attempts)))  # new, or new attempt
-        since.update(zip(changed, repeat(now)))
+        now_in = stints(active, self.since, old, now)
         pending = snapshot.pending()
         gangs = list(compress(pending, map(operator.gt, map(_GPUS, pending), repeat(1))))
-        self.queued = {j.id: _since(self.queued.get(j.id), j.attempt, now) for j in gangs}
+        queue = stints(gangs, self.queued, self.queued_attempt, now)
+        self.queued, self.queued_attempt = queue.since, queue.attempts
         self.gangs = gangs
-        ended = [i for i in chain(old.keys() - set(ids), changed) if i in old]
+        ended = [i for i in chain(old.keys() - now_in.attempts.keys(), now_in.changed()) if i in old]
         if ended and self.last is not None:  # those attempts ended: credit them (the last pass saw them run)
             runs = self.runs  # the last pass's view of each active job
             types = _types(snapshot, {runs[i].node for i in ended})
             for i in ended:
                 done = max(self.last - self.since[i], 0.0) * (_rate(runs[i], types, model) or 0.0)
                 self.steps[i] = self.steps.get(i, 0.0) + done
-        self.runs = dict(zip(ids, active, strict=True))
-        self.attempts, self.since, self.last = dict(zip(ids, attempts, strict=True)), since, now
+        self.runs = dict(zip(now_in.ids, active, strict=True))
+        self.attempts, self.since, self.last = now_in.attempts, now_in.since, now
         if len(self.steps) > len(snapshot.jobs):
             present = {j.id for j in snapshot.jobs}
             self.steps = {k: v for k, v in self.steps.items() if k in present}
 
     def _head(self, snapshot: ClusterSnapshot, now: float, types_of: TypesOf) -> Job | None:
-        old = [j for j in self.gangs if now - self.queued[j.id][1] >= self.wait_s]
+        old = [j for j in self.gangs if now - self.queued[j.id] >= self.wait_s]
         if not old:
             return None
         waiting = self.waiting
@@ -174,7 +173,7 @@ class GangReserve:
     def _rank(self, job: Job, now: float, held: str) -> tuple[int, float, str]:
         """The head is the one already holding a reservation; else a gang queued ``age_s`` or
         more (longest first); else the first in the policy's own queue order."""
-        since = self.queued[job.id][1]
+        since = self.queued[job.id]
         if job.id == held:
             return (0, 0.0, job.id)
         if now - since >= self.age_s:
@@ -364,10 +363,6 @@ def free_times(snapshot: ClusterSnapshot, now: float, remaining: Callable[[Job],
         for uuid in job.gpus:
             out[uuid] = max(out.get(uuid, now), end)
     return out
-
-
-def _since(seen: tuple[int, float] | None, attempt: int, now: float) -> tuple[int, float]:
-    return seen if seen is not None and seen[0] == attempt else (attempt, now)
 
 
 def _types(snapshot: ClusterSnapshot, names: set[str] | None = None) -> dict[str, str]:
