@@ -43,7 +43,11 @@ FACTOR = 2.0
 LEVELS = 5
 MIN_SLICE_S = 360.0  # a running attempt is never stopped before this (restart costs ~30 s)
 _RUNNING = JobState.RUNNING
-_GPUS = operator.attrgetter("gpus")
+_GPUS, _ID, _PRIORITY = (
+    operator.attrgetter("gpus"),
+    operator.attrgetter("id"),
+    operator.attrgetter("spec.priority"),
+)
 
 
 def thresholds(base_gpu_s: float, factor: float, levels: int) -> list[float]:
@@ -160,13 +164,13 @@ class Attained:
         freed are kept for that job. A job for which no node can be freed enough, or that has
         room already (it waits for another reason), stops nobody."""
         pending = snapshot.pending()
-        victims = [j for j in snapshot.running() if now - self.begun.get(j.id, now) >= self._slice(j.id)]
+        victims = self._stoppable(snapshot.running(), now)
         if not pending or not victims:
             return []
         # (the usual pass: no waiting job outranks a victim; known before sorting either list,
         # first from a bound on every pending job's class: the highest priority, level 0)
-        top = max(map(self._class, victims))
-        if (-max(j.spec.priority for j in pending), self.min_gap - 1) >= top:
+        top = self._top(victims)
+        if (-max(map(_PRIORITY, pending)), self.min_gap - 1) >= top:
             return []
         waits = {a.job_id for a in actions if isinstance(a, Wait)}
         waiting = [j for j in pending if j.id in waits]
@@ -193,6 +197,20 @@ class Attained:
                     self.stops[v.id] = self.stops.get(v.id, 0) + 1
                 victims = [v for v in victims if v not in best[2]]
         return out
+
+    def _stoppable(self, run: Sequence[Job], now: float) -> list[Job]:
+        """The running jobs whose attempt has had its minimum slice (in bulk)."""
+        ids = list(map(_ID, run))
+        ran = map(operator.sub, repeat(now), map(self.begun.get, ids, repeat(now)))
+        slices = repeat(self.min_slice_s) if self.slice_growth == 1.0 else map(self._slice, ids)
+        return list(compress(run, map(operator.ge, ran, slices)))
+
+    def _top(self, jobs: Sequence[Job]) -> tuple[int, int]:
+        """``max(map(self._class, jobs))`` in bulk (``jobs`` not empty)."""
+        first = -np.fromiter(map(_PRIORITY, jobs), np.int64, len(jobs))
+        high = int(first.max())
+        levels = self.levels_of(list(map(_ID, jobs)))
+        return (high, int(levels[first == high].max()))
 
     def _class(self, job: Job) -> tuple[int, int]:
         return (-job.spec.priority, self.level(job.id))

@@ -97,10 +97,11 @@ class Pool:
 
     def __init__(self, free: Iterable[FreeNode]) -> None:
         self.nodes: dict[str, FreeNode] = {}
-        self.kinds: dict[str, _Kind] = {}
+        groups: dict[str, list[FreeNode]] = {}
         for node in free:
             self.nodes[node.name] = node
-            self.kinds.setdefault(node.kind, _Kind()).add(node)
+            groups.setdefault(node.kind, []).append(node)
+        self.kinds: dict[str, _Kind] = {kind: _Kind.of(members) for kind, members in groups.items()}
 
     def choose(self, shape: Shape) -> Spread | None:
         if shape.gpus < 1:
@@ -186,13 +187,21 @@ class _Kind:
         names = self._names
         return [names[i] for i in np.flatnonzero(self._totals >= need).tolist()]
 
-    def add(self, node: FreeNode) -> None:
-        self._totals = None
-        self.racks.setdefault(node.rack, []).append(node.name)
-        self.rack_total[node.rack] = self.rack_total.get(node.rack, 0) + len(node.free)
-        self.total += len(node.free)
-        if node.free:
-            bisect.insort(self.by_free.setdefault(len(node.free), []), node.name)
+    @staticmethod
+    def of(nodes: Sequence[FreeNode]) -> _Kind:
+        """The kind holding ``nodes``: racks in first-seen order, free counts indexed."""
+        k = _Kind()
+        racks, rack_total, by_free = k.racks, k.rack_total, k.by_free
+        for node in nodes:
+            n = len(node.free)
+            racks.setdefault(node.rack, []).append(node.name)
+            rack_total[node.rack] = rack_total.get(node.rack, 0) + n
+            if n:
+                by_free.setdefault(n, []).append(node.name)
+            k.total += n
+        for names in by_free.values():
+            names.sort()
+        return k
 
     def moved(self, old: FreeNode, new: FreeNode) -> None:
         gone = len(old.free) - len(new.free)

@@ -79,3 +79,25 @@ def test_preempt_actions_name_the_waiting_job() -> None:
     las.observe(snap, 1.5 * HOUR)
     (act,) = las.preempts(snap, [Wait("new", "no room")], 1.5 * HOUR)
     assert isinstance(act, Preempt) and "job new" in act.reason
+
+
+@pytest.mark.parametrize("growth", [1.0, 2.0])
+def test_bulk_victim_checks_agree_with_the_per_job_rule(growth: float) -> None:
+    """Who has had its minimum slice and the highest victim class, computed in bulk, are what
+    the per-job rule (``_slice``, ``_class``) gives, with priorities, levels and past stops."""
+    las = Attained(slice_growth=growth)
+    jobs = [
+        replace(
+            running(f"j{i}", R50, (f"g{i}",)), spec=replace(running(f"j{i}", R50, ()).spec, priority=i % 3)
+        )
+        for i in range(12)
+    ]
+    las.service = {f"j{i}": HOUR * (i % 5) * 1.5 for i in range(12)}
+    las.stops = {f"j{i}": i % 2 for i in range(12)}
+    las.begun = {f"j{i}": -MIN_SLICE_S * (i % 4) for i in range(12)}
+    now = 1.0
+    slow = [j for j in jobs if now - las.begun.get(j.id, now) >= las._slice(j.id)]
+    assert las._stoppable(jobs, now) == slow
+    assert 0 < len(slow) < len(jobs)
+    for group in (jobs, slow, jobs[5:7]):
+        assert las._top(group) == max(map(las._class, group))
