@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,6 +25,11 @@ I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
 Kind = tuple[str, int]  # (GPU type, memory MiB)
 _INDEX = operator.attrgetter("index")
+_NAME, _UUIDS, _KINDS = (
+    operator.attrgetter("name"),
+    operator.attrgetter("uuids"),
+    operator.attrgetter("kinds"),
+)
 
 
 def gpu_type(gpu: Gpu) -> str:
@@ -63,13 +69,17 @@ class ClusterLayout:
 
     @staticmethod
     def of(entries: Sequence[_NodeEntry]) -> ClusterLayout:
-        sizes = [len(e.uuids) for e in entries]
+        sizes = list(map(len, map(_UUIDS, entries)))
         kinds: dict[Kind, int] = {}
-        gpu_kind = np.array([kinds.setdefault(k, len(kinds)) for e in entries for k in e.kinds], np.int32)
+        codes: dict[tuple[Kind, ...], list[int]] = {}  # a node's kinds -> their codes (few distinct)
+        for per in map(_KINDS, entries):
+            if per not in codes:
+                codes[per] = [kinds.setdefault(k, len(kinds)) for k in per]
+        gpu_kind = np.fromiter(chain.from_iterable(map(codes.__getitem__, map(_KINDS, entries))), np.int32)
         return ClusterLayout(
             entries=tuple(entries),
-            node_names=tuple(e.name for e in entries),
-            gpu_uuids=[u for e in entries for u in e.uuids],
+            node_names=tuple(map(_NAME, entries)),
+            gpu_uuids=list(chain.from_iterable(map(_UUIDS, entries))),
             node_start=np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int32),
             gpu_kind=gpu_kind,
             kinds=tuple(kinds),
@@ -83,12 +93,12 @@ class ClusterLayout:
 
     @cached_property
     def index(self) -> dict[str, int]:
-        return {u: i for i, u in enumerate(self.gpu_uuids)}
+        return dict(zip(self.gpu_uuids, range(len(self.gpu_uuids)), strict=True))
 
     @cached_property
     def singles(self) -> list[tuple[str]]:
         """``(uuid,)`` per GPU: the GPUs of a 1-GPU Assign."""
-        return [(u,) for u in self.gpu_uuids]
+        return list(zip(self.gpu_uuids))  # (zip of one sequence: 1-tuples)
 
     @cached_property
     def main_type(self) -> str:
