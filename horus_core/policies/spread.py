@@ -102,6 +102,7 @@ class Pool:
             self.nodes[node.name] = node
             groups.setdefault(node.kind, []).append(node)
         self.kinds: dict[str, _Kind] = {kind: _Kind.of(members) for kind, members in groups.items()}
+        self._full: set[Shape] = set()  # shapes that found no room (none will, in this pool)
 
     def choose(self, shape: Shape) -> Spread | None:
         if shape.gpus < 1:
@@ -112,12 +113,19 @@ class Pool:
         return min(found, key=_rank)[1] if found else None
 
     def place(self, shape: Shape) -> Spread | str:
-        """:meth:`choose`, or the reason the gang waits (a shape that cannot hold it included)."""
+        """:meth:`choose`, or the reason the gang waits (a shape that cannot hold it included).
+        A shape that found no room finds none for the rest of the pool's life (:meth:`take`
+        only removes GPUs), so it is not searched again: only its reason is worded anew."""
+        if shape in self._full:
+            return self.describe(shape)
         try:
             plan = self.choose(shape)
         except ValueError as exc:
             return f"gang shape: {exc}"
-        return plan if plan is not None else self.describe(shape)
+        if plan is None:
+            self._full.add(shape)
+            return self.describe(shape)
+        return plan
 
     def take(self, plan: Spread) -> None:
         """Mark the plan's GPUs used."""

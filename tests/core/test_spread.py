@@ -218,3 +218,23 @@ def test_a_memo_offers_what_free_nodes_gives_across_passes(passes: list[tuple[se
         taken = {f"n0g{i}" for i in taken_ix} | {f"n1g{i}" for i in taken_ix if i < 2}
         snap = ClusterSnapshot(tuple(cluster), ())
         assert memo.free(snap.nodes, taken) == free_nodes(snap, taken)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 8), st.sampled_from("ab")), min_size=1, max_size=10),
+    st.lists(st.tuples(st.integers(1, 24), st.sampled_from([0, 2, 4])), min_size=1, max_size=12),
+)
+def test_a_pool_that_remembers_full_shapes_answers_as_a_fresh_one(
+    sizes: list[tuple[int, str]], asks: list[tuple[int, int]]
+) -> None:
+    """A pool skips the search for a shape that found no room earlier (its GPUs only shrink):
+    every answer over a sequence of places and takes is a fresh pool's on the same free GPUs."""
+    pool = Pool([free(f"n{i}", n, rack) for i, (n, rack) in enumerate(sizes)])
+    for gpus, per in asks * 2:  # (each shape asked again after the pool shrank)
+        shape = Shape(gpus, per)
+        fresh = Pool(list(pool.nodes.values())).place(shape)
+        got = pool.place(shape)
+        assert got == fresh
+        if not isinstance(got, str):
+            pool.take(got)
