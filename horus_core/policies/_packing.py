@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
+from itertools import chain
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,6 +33,7 @@ Ix = NDArray[np.intp]
 Order = Callable[[Live, ClusterLayout], Ix]
 _REASON_CACHE = 4096
 _PENDING, _STATE = JobState.PENDING, operator.attrgetter("state")
+_GPUS = operator.attrgetter("gpus")
 
 
 class Packer:
@@ -65,7 +67,7 @@ class Packer:
         layout = self.nodes.layout(snapshot.nodes)
         if has_wide(live, layout):  # gangs across nodes: placed apart, the rest packed around them
             pending, active = wide_of(live, layout)
-            busy = {u for j in live.active for u in j.gpus}
+            busy = set(chain.from_iterable(map(_GPUS, live.active)))
             wide, rest = place_wide(snapshot, layout.largest_node, pending, active, busy, self._wide)
             narrow = None if live.duplicates else narrowed(live, layout)  # ids twice: scan the rest
             if narrow is not None and not narrow.pending:
