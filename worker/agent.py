@@ -274,6 +274,7 @@ class Agent:
             status = await handle.wait()
         except Exception as exc:
             status = ExitStatus(JobState.FAILED, None, f"lost track of the attempt: {exc}")
+        exited_at = self.state.clock.monotonic()  # before the drain below: a lapse is judged by this
         self._handles.pop(key, None)
         with contextlib.suppress(OSError):
             self._containers.remove(key)
@@ -281,7 +282,7 @@ class Agent:
             await self._pump_tails(drain=True, keys={key})
         self._progress.pop(key, None)
         log.info("%s/%d ended: %s (%s)", key.job_id, key.attempt, status.state.value, status.reason)
-        self._apply(self.state.on_exited(key, status))
+        self._apply(self.state.on_exited(key, status, exited_at))
         self._finished.set()
 
     # ----------------------------------------------------------------------------- loops
