@@ -282,7 +282,11 @@ class Agent:
             await self._pump_tails(drain=True, keys={key})
         self._progress.pop(key, None)
         log.info("%s/%d ended: %s (%s)", key.job_id, key.attempt, status.state.value, status.reason)
-        self._apply(self.state.on_exited(key, status, exited_at))
+        effects = self.state.on_exited(key, status, exited_at)
+        for final in (e.update for e in effects if isinstance(e, Send) and e.update.key == key):
+            if final.state is not status.state:  # e.g. the lease watchdog's kill
+                log.info("%s/%d reported %s (%s)", key.job_id, key.attempt, final.state.value, final.reason)
+        self._apply(effects)
         self._finished.set()
 
     # ----------------------------------------------------------------------------- loops
