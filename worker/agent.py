@@ -341,6 +341,7 @@ class Agent:
             log.warning("GPU probe failed: %s", exc)
             readings, procs = [], []
         owner = {pid: key for key, ps in pids.items() for pid in ps}
+        self._apply(self.state.tick())  # a lapse no tick has seen yet: the heartbeat says fenced
         seq = self.state.heartbeat_sent()
         hb = messages.heartbeat(readings, procs, owner, self.state.running(), seq, self.state.fenced)
         self.connection.send(hb)

@@ -104,3 +104,24 @@ async def test_watchdog_kill_then_renewal_then_exit_reports_the_lease_case(
     finally:
         agent.request_shutdown()
         await asyncio.wait_for(task, 20)
+
+
+async def test_a_heartbeat_after_an_unticked_deadline_says_fenced(
+    master: FakeMaster, tmp_path: pathlib.Path
+) -> None:
+    """The master places nothing on a fenced worker: a heartbeat sent after the deadline says so
+    even when no tick has run since (the worker would refuse the assignment anyway)."""
+    clock, runtime = FakeClock(start=5000.0), HeldRuntime()
+    gpus = simulated_gpus("w1", parse_fake_gpus("1"))
+    config = AgentConfig("w1", f"127.0.0.1:{master.port}", tmp_path, poll_s=3600.0, watchdog=False)
+    agent = Agent(config, gpus, SimulatedProbe(gpus, FallbackModel(), noise=0), runtime, clock=clock)
+    task = asyncio.create_task(agent.run())
+    try:
+        await master.wait_registered()
+        master.renew = False
+        clock.advance(LEASE_S + 1)
+        await master.wait_for(lambda m: m.HasField("heartbeat") and m.heartbeat.fenced, within=10.0)
+        assert agent.state.fenced
+    finally:
+        agent.request_shutdown()
+        await asyncio.wait_for(task, 20)
