@@ -274,6 +274,7 @@ class Agent:
             status = await handle.wait()
         except Exception as exc:
             status = ExitStatus(JobState.FAILED, None, f"lost track of the attempt: {exc}")
+        exited_at = self.state.clock.monotonic()  # before the drain below: a lapse is judged by this
         self._handles.pop(key, None)
         with contextlib.suppress(OSError):
             self._containers.remove(key)
@@ -281,7 +282,11 @@ class Agent:
             await self._pump_tails(drain=True, keys={key})
         self._progress.pop(key, None)
         log.info("%s/%d ended: %s (%s)", key.job_id, key.attempt, status.state.value, status.reason)
-        self._apply(self.state.on_exited(key, status))
+        effects = self.state.on_exited(key, status, exited_at)
+        for final in (e.update for e in effects if isinstance(e, Send) and e.update.key == key):
+            if final.state is not status.state:  # e.g. the lease watchdog's kill
+                log.info("%s/%d reported %s (%s)", key.job_id, key.attempt, final.state.value, final.reason)
+        self._apply(effects)
         self._finished.set()
 
     # ----------------------------------------------------------------------------- loops
@@ -336,6 +341,7 @@ class Agent:
             log.warning("GPU probe failed: %s", exc)
             readings, procs = [], []
         owner = {pid: key for key, ps in pids.items() for pid in ps}
+        self._apply(self.state.tick())  # a lapse no tick has seen yet: the heartbeat says fenced
         seq = self.state.heartbeat_sent()
         hb = messages.heartbeat(readings, procs, owner, self.state.running(), seq, self.state.fenced)
         self.connection.send(hb)

@@ -15,6 +15,12 @@ Register it answered, or of the heartbeat a renewal names (``renews_seq``). Mess
 arriving from the master renew nothing (a one-way partition must not keep the lease alive). A
 renewal ends the fence; an Assignment that comes while fenced is refused with a CANCELLED final,
 so the master re-queues it at once instead of waiting on a worker that will never start it.
+
+A lapse is judged by when things happened, not by the lease's state when an event is handled:
+every event first catches up with a lapse the ticks have not seen yet (so a renewal that comes
+after the deadline still stops every attempt, as the watchdog does), each attempt remembers the
+deadline it lived through (``lapsed_at``), and an exit seen at or after that deadline is the lease
+case (CANCELLED) whatever the runtime reports and whether or not a renewal came since.
 """
 
 from __future__ import annotations
@@ -84,6 +90,7 @@ class Attempt:
     stop_reason: str | None = None  # a stop asked for while STARTING is carried out once started
     final: Update | None = None
     finished_at: float = 0.0  # monotonic
+    lapsed_at: float | None = None  # the lease deadline that passed while it lived (monotonic)
 
 
 class WorkerState:
@@ -141,18 +148,18 @@ class WorkerState:
             self.lease_s = lease_s
         if kill_grace_s > 0:
             self.kill_grace_s = kill_grace_s
+        effects = self._check_lease()  # a renewal after the deadline does not undo the lapse
         if self.registered:
             sent = self._heartbeats.get(renews_seq) if renews_seq else None
             if sent is not None:
                 self._renew(sent)
-            return []
+            return effects
         self.registered = True
         self.epoch = epoch or self.epoch
         self._renew(self._register_sent_at)
         self.prune()
-        effects: list[Effect] = [
-            Send(Update(a.key, JobState.RUNNING, at=self.clock.time())) for a in self._in(Phase.RUNNING)
-        ]
+        now = self.clock.time()
+        effects += [Send(Update(a.key, JobState.RUNNING, at=now)) for a in self._in(Phase.RUNNING)]
         effects += [Send(f) for f in self.finals()]
         return effects
 
@@ -175,16 +182,22 @@ class WorkerState:
         """SIGTERM -> SIGKILL grace of attempts stopped because the lease ran out."""
         return min(self.grace_s, self.kill_grace_s or self.lease_s / 4)
 
-    def lease_expired(self) -> bool:
-        return self.clock.monotonic() > self.lease_deadline()
-
     def tick(self) -> list[Effect]:
         """Call often: prunes old finals, fences when the lease ran out."""
-        now = self.clock.monotonic()
         self.prune()
-        if self.fenced or now - self.last_contact <= self.lease_s:
+        return self._check_lease()
+
+    def _check_lease(self) -> list[Effect]:
+        """Once the deadline has passed (once a lapse): fence, and stop every attempt, each
+        remembering the deadline it lived through. Every event calls it first, so whatever the
+        order of a lapse's events, they are judged as if a tick had run at the deadline."""
+        now, deadline = self.clock.monotonic(), self.lease_deadline()
+        if self.fenced or now <= deadline:
             return []
         self.fenced = True
+        for attempt in self.attempts.values():
+            if attempt.phase is not Phase.FINISHED and attempt.lapsed_at is None:
+                attempt.lapsed_at = deadline
         reason = f"lease expired: no renewal from the master for {now - self.last_contact:.0f} s"
         return self._stop_all(reason, self.lease_grace())
 
@@ -198,6 +211,11 @@ class WorkerState:
 
     def on_assignment(
         self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...], env: tuple[tuple[str, str], ...] = ()
+    ) -> list[Effect]:
+        return self._check_lease() + self._assignment(key, spec, gpus, env)
+
+    def _assignment(
+        self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...], env: tuple[tuple[str, str], ...]
     ) -> list[Effect]:
         known = self.attempts.get(key)
         if known is not None:  # a copy: started once only; a finished one gets its final again
@@ -216,7 +234,9 @@ class WorkerState:
         return [Start(key, spec, gpus, env)]
 
     def on_kill(self, key: AttemptKey, reason: str) -> list[Effect]:
-        reason = reason or "killed by the master"
+        return self._check_lease() + self._kill(key, reason or "killed by the master")
+
+    def _kill(self, key: AttemptKey, reason: str) -> list[Effect]:
         attempt = self.attempts.get(key)
         if attempt is None:
             if key in self._tombstones:
@@ -243,30 +263,39 @@ class WorkerState:
             self.attempts[key] = Attempt(key, spec, gpus, Phase.RUNNING)
 
     def on_started(self, key: AttemptKey) -> list[Effect]:
+        effects = self._check_lease()  # a start during a lapse is stopped at once
         attempt = self.attempts.get(key)
         if attempt is None or attempt.phase is not Phase.STARTING:
-            return []
+            return effects
         attempt.phase = Phase.RUNNING
         if attempt.stop_reason is not None:
-            return self._stop(attempt, attempt.stop_reason, self.job_grace(attempt))
-        return [Send(Update(key, JobState.RUNNING, at=self.clock.time()))]
+            return effects + self._stop(attempt, attempt.stop_reason, self.job_grace(attempt))
+        return [*effects, Send(Update(key, JobState.RUNNING, at=self.clock.time()))]
 
     def on_start_failed(self, key: AttemptKey, error: str) -> list[Effect]:
+        effects = self._check_lease()
         attempt = self.attempts.get(key)
         if attempt is None or attempt.phase is Phase.FINISHED:
-            return []
+            return effects
         if attempt.stop_reason is not None:
-            return self._finish(attempt, JobState.CANCELLED, None, attempt.stop_reason)
-        return self._finish(attempt, JobState.FAILED, None, f"cannot start: {error}")
+            return effects + self._finish(attempt, JobState.CANCELLED, None, attempt.stop_reason)
+        return effects + self._finish(attempt, JobState.FAILED, None, f"cannot start: {error}")
 
-    def on_exited(self, key: AttemptKey, status: ExitStatus) -> list[Effect]:
+    def on_exited(self, key: AttemptKey, status: ExitStatus, exited_at: float | None = None) -> list[Effect]:
+        """The runtime saw the attempt end at ``exited_at`` (monotonic; None: now). An exit at or
+        after a lease deadline the attempt lived through is the lease case (the watchdog signals
+        every attempt once the deadline has passed, and a job may answer SIGTERM with any code),
+        even when a renewal came between the kill and this call; one before it keeps its result."""
+        effects = [e for e in self._check_lease() if not (isinstance(e, Stop) and e.key == key)]
         attempt = self.attempts.get(key)
         if attempt is None or attempt.phase is Phase.FINISHED:
-            return []
-        if attempt.phase is Phase.RUNNING and self.lease_expired():  # the lease watchdog stopped it
+            return effects
+        at = self.clock.monotonic() if exited_at is None else exited_at
+        lapsed = attempt.lapsed_at is not None and at >= attempt.lapsed_at
+        if lapsed and status.state is not JobState.CANCELLED:  # the watchdog got there first
             why = "lease expired: stopped by the lease watchdog"
-            return self._finish(attempt, JobState.CANCELLED, status.exit_code, why)
-        return self._finish(attempt, status.state, status.exit_code, status.reason)
+            return effects + self._finish(attempt, JobState.CANCELLED, status.exit_code, why)
+        return effects + self._finish(attempt, status.state, status.exit_code, status.reason)
 
     # -------------------------------------------------------------------------- shutdown
 

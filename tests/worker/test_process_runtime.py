@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -293,3 +294,31 @@ async def test_attempt_dies_with_a_sigkilled_worker(tmp_path: pathlib.Path) -> N
         fake.wait()
         if fake.stdout is not None:
             fake.stdout.close()
+
+
+class HeldRecords(GroupRecords):
+    """Holds the removal of a group's record (the reaper's step after the exit) until released."""
+
+    def __init__(self, directory: pathlib.Path) -> None:
+        super().__init__(directory)
+        self.removing, self.release = threading.Event(), threading.Event()
+
+    def remove(self, key: AttemptKey) -> None:
+        self.removing.set()
+        self.release.wait(10)
+        super().remove(key)
+
+
+async def test_a_stop_after_the_exit_keeps_the_attempts_own_result(tmp_path: pathlib.Path) -> None:
+    """A Kill that comes after the process ended on its own, while the reaper is still busy, did
+    not end it: its own result stands (it was reported CANCELLED, and a finished job re-ran)."""
+    records = HeldRecords(tmp_path / "pgroups")
+    proc = await asyncio.create_subprocess_exec("true", start_new_session=True)
+    attempt = ProcessAttempt(KEY, proc, records)
+    await asyncio.to_thread(records.removing.wait, 10)  # exited, and seen to
+    stop = asyncio.create_task(attempt.stop(5.0, "killed by the master: preempted"))
+    await asyncio.sleep(0)  # the stop has been asked for
+    records.release.set()
+    await stop
+    status = await attempt.wait()
+    assert (status.state, status.exit_code) == (JobState.SUCCEEDED, 0)

@@ -185,14 +185,16 @@ def test_renewal_counts_from_when_the_heartbeat_left(ws: WorkerState, clock: Fak
 def test_messages_from_the_master_alone_do_not_renew(ws: WorkerState, clock: FakeClock) -> None:
     """One-way partition: the master's messages still arrive, but it does not hear the worker."""
     run(ws)
+    effects: list[object] = []
     for _ in range(5):
         clock.advance(5)
         ws.heartbeat_sent()  # lost on the way
-        ws.on_registered(1.0, 20.0)  # a Registered that renews no heartbeat of ours
-        ws.on_registered(1.0, 20.0, renews_seq=999)  # nor one naming a heartbeat never sent
-        ws.on_kill(AttemptKey("other", 1), "x")
-    [stop] = ws.tick()
-    assert isinstance(stop, Stop) and stop.reason.startswith("lease expired")
+        effects += ws.on_registered(1.0, 20.0)  # a Registered that renews no heartbeat of ours
+        effects += ws.on_registered(1.0, 20.0, renews_seq=999)  # nor one naming a heartbeat never sent
+        effects += ws.on_kill(AttemptKey("other", 1), "x")
+    effects += ws.tick()
+    [stop] = [e for e in effects if isinstance(e, Stop)]  # at t=25, by the first event past the deadline
+    assert stop.key == K1 and stop.reason.startswith("lease expired") and ws.fenced
 
 
 def test_a_renewal_ends_the_fence_and_fenced_assignments_are_refused(

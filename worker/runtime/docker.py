@@ -90,6 +90,7 @@ class DockerAttempt:
         pump = asyncio.create_task(self._pump.run())
         try:
             code = await self._wait_exit()
+            stopped = self._stop_reason  # a stop asked for after the exit did not end the container
             oom = False
             if code is not None:
                 try:
@@ -104,7 +105,7 @@ class DockerAttempt:
         finally:
             pump.cancel()
         await _remove(self._container)
-        return self._status(code, oom)
+        return self._status(code, oom, stopped)
 
     async def _wait_exit(self) -> int | None:
         delay = 0.2
@@ -122,9 +123,9 @@ class DockerAttempt:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    def _status(self, code: int | None, oom: bool) -> ExitStatus:
-        if self._stop_reason is not None:
-            return ExitStatus(JobState.CANCELLED, code, self._stop_reason)
+    def _status(self, code: int | None, oom: bool, stopped: str | None) -> ExitStatus:
+        if stopped is not None:
+            return ExitStatus(JobState.CANCELLED, code, stopped)
         if code is None:
             return ExitStatus(JobState.FAILED, None, "container disappeared")
         if code == 0:

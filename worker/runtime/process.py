@@ -89,11 +89,12 @@ class ProcessAttempt:
 
     async def _reap(self) -> None:
         returncode = await self._proc.wait()
+        stopped = self._stop_reason  # a stop asked for after the exit did not end the attempt
         # Whatever the leader left behind in its group dies with it.
         kill_group(self._proc.pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
             await asyncio.to_thread(self._records.remove, self.key)
-        self._done.set_result(exit_status(returncode, self._stop_reason))
+        self._done.set_result(exit_status(returncode, stopped))
 
 
 class ProcessRuntime:
