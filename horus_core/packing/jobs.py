@@ -149,15 +149,43 @@ class JobTable:
         self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
         self._speeds: dict[tuple[object, ...], F64] = {}
 
-    def scan(self, jobs: Sequence[Job], model: InterferenceModel) -> Live:
+    def scan(
+        self,
+        jobs: Sequence[Job],
+        model: InterferenceModel,
+        split: tuple[Sequence[Job], Sequence[Job]] | None = None,
+    ) -> Live:
+        """The live jobs of a snapshot (``split``: its pending and active jobs, in snapshot
+        order, where the caller has them; else taken from ``jobs``)."""
         if model is not self._model or len(self._slot) > 2 * len(jobs) + 4096:
             self.sigs, self._model, self._version = Interner(), model, -1  # drop what is gone
             self._reset(len(self.code))
             self.placed = PlacedGpus()
-        # A job keeps its slot while its spec stays the same: checked only when its version is
-        # not the one its slot was last confirmed at (a spec never changes after submission).
-        # The lookups run in bulk; only the jobs not confirmed (new, or at a new version) are
-        # looked at one by one, in snapshot order.
+        pending, active = _split(jobs) if split is None else split
+        seq = [*pending, *active]
+        got, missed = self._lookup(seq)
+        overwrote = False
+        if missed:
+            _check_gpus(missed)
+            claimed, overwrote = self._claim(missed)
+            self._fill(claimed, missed, model)
+            new = got < 0
+            got[new] = claimed[-got[new] - 1]
+        p_slot, a_slot = got[: len(pending)], got[len(pending) :]
+        live = Live(self, list(pending), p_slot, list(active), a_slot.tolist())
+        if overwrote:  # a spec changed under an id: is one id there twice with two specs?
+            live.duplicates = len(np.union1d(p_slot, a_slot)) < len(p_slot) + len(a_slot)
+            self.placed = PlacedGpus()  # records name slots whose meaning changed
+        live.profiles = self.profiles(model)
+        return live
+
+    def _lookup(self, jobs: list[Job]) -> tuple[Ix, list[Job]]:
+        """Each job's slot, and the jobs to claim one for (their slot: -k for the k-th).
+
+        A job keeps its slot while its spec stays the same: checked only when its version is
+        not the one its slot was last confirmed at (a spec never changes after submission).
+        The lookups run in bulk; only the jobs not confirmed (new, or at a new version) are
+        looked at one by one, in order."""
         n = len(jobs)
         got = np.fromiter(map(self._slot.get, map(_ID, jobs), repeat(-1)), np.intp, n)
         version = np.fromiter(map(_VERSION, jobs), np.int64, n)
@@ -170,25 +198,8 @@ class JobTable:
                 self.seen[s] = job.version
             else:
                 missed.append(job)
-                got[i] = -len(missed)  # resolved below
-        states = list(map(_STATE, jobs))
-        is_p = np.fromiter(map(operator.is_, states, repeat(_PENDING)), np.bool_, n)
-        is_a = np.fromiter(map(operator.is_, states, repeat(_RUNNING)), np.bool_, n)
-        is_a |= np.fromiter(map(operator.is_, states, repeat(_ASSIGNED)), np.bool_, n)
-        overwrote = False
-        if missed:
-            _check_gpus(missed)
-            claimed, overwrote = self._claim(missed)
-            self._fill(claimed, missed, model)
-            new = got < 0
-            got[new] = claimed[-got[new] - 1]
-        p_slot, a_slot = got[is_p], got[is_a]
-        live = Live(self, list(compress(jobs, is_p)), p_slot, list(compress(jobs, is_a)), a_slot.tolist())
-        if overwrote:  # a spec changed under an id: is one id there twice with two specs?
-            live.duplicates = len(np.union1d(p_slot, a_slot)) < len(p_slot) + len(a_slot)
-            self.placed = PlacedGpus()  # records name slots whose meaning changed
-        live.profiles = self.profiles(model)
-        return live
+                got[i] = -len(missed)  # resolved by the caller
+        return got, missed
 
     def _claim(self, missed: list[Job]) -> tuple[Ix, bool]:
         """Slots for the missed jobs (new at the end, else their old one), and whether an old
@@ -289,6 +300,17 @@ class JobTable:
                 if prof.source not in _KNOWN and prof != own:
                     return True
         return False
+
+
+def _split(jobs: Sequence[Job]) -> tuple[list[Job], list[Job]]:
+    """The pending jobs and the active ones (assigned or running), each in ``jobs``' order."""
+    states = list(map(_STATE, jobs))
+    active = map(
+        operator.or_,
+        map(operator.is_, states, repeat(_RUNNING)),
+        map(operator.is_, states, repeat(_ASSIGNED)),
+    )
+    return list(compress(jobs, map(operator.is_, states, repeat(_PENDING)))), list(compress(jobs, active))
 
 
 def _check_gpus(jobs: list[Job]) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
-from horus_core.model import Action, Assign, ClusterSnapshot, JobState, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot, Wait
 from horus_core.packing import PackParams, PairFilter, Placement, codes, place
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
@@ -32,7 +32,6 @@ from horus_core.policies.reasons import wait_codes, wait_texts
 Ix = NDArray[np.intp]
 Order = Callable[[Live, ClusterLayout], Ix]
 _REASON_CACHE = 4096
-_PENDING, _STATE = JobState.PENDING, operator.attrgetter("state")
 _GPUS = operator.attrgetter("gpus")
 
 
@@ -58,9 +57,9 @@ class Packer:
     ) -> list[Action]:
         """An Assign for every pending job the kernel places, a Wait with a reason for the rest,
         in queue order (``order``)."""
-        if _PENDING not in map(_STATE, snapshot.jobs):
+        if not snapshot.pending():
             return []
-        live = self.jobs.scan(snapshot.jobs, model)
+        live = self.jobs.scan(snapshot.jobs, model, (snapshot.pending(), snapshot.active()))
         if live.duplicates:
             self.jobs = JobTable()  # forget what the refused snapshot left behind
             raise ValueError("the snapshot lists one job id twice with two different specs")
@@ -93,9 +92,9 @@ class Packer:
         layout: ClusterLayout | None = None,
     ) -> list[Action]:
         if live is None:
-            if _PENDING not in map(_STATE, snapshot.jobs):
+            if not snapshot.pending():
                 return []
-            live = self.jobs.scan(snapshot.jobs, model)
+            live = self.jobs.scan(snapshot.jobs, model, (snapshot.pending(), snapshot.active()))
         layout = layout if layout is not None else self.nodes.layout(snapshot.nodes)
         positions = order(live, layout)
         return self._place(snapshot, live, layout, positions, model, params, refuse_text,
