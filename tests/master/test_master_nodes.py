@@ -10,7 +10,7 @@ from typing import Any
 
 import grpc
 import pytest
-from master_fakes import WAIT_S, FakeWorker, client_for, running_master
+from master_fakes import WAIT_S, FakeWorker, bearer, client_for, running_master, token_file
 from test_master_loopmon import FakeLoop
 from test_metrics import scrape
 
@@ -78,9 +78,8 @@ async def test_cordon_and_quarantine_outlive_a_master_restart(tmp_path: pathlib.
 
 
 async def test_node_service_is_for_admins_and_bad_requests_change_nothing(tmp_path: pathlib.Path) -> None:
-    tokens = tmp_path / "tokens"
-    tokens.write_text("tok-alice alice\ntok-root root admin\n")
-    alice, root = (("authorization", "Bearer tok-alice"),), (("authorization", "Bearer tok-root"),)
+    tokens = token_file(tmp_path, "tok-alice alice", "tok-root root admin")
+    alice, root = bearer("tok-alice"), bearer("tok-root")
     async with running_master(tmp_path, auth_tokens=tokens, join_token="jt") as m, client_for(m) as stub:
         w = FakeWorker(m.port, "n1", n_gpus=1, token="jt")
         await w.connect()
