@@ -17,7 +17,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState
+from horus_core.model import Assign, Gpu, Job, JobSpec, JobState, Node, NodeState
 
 if TYPE_CHECKING:  # imported where used: FakeClock's users need no policy code
     from horus_core.queues.config import QueueConfig
@@ -92,6 +92,27 @@ def running(
     job = pending(jid, job_type, gpus=len(gpu_uuids), exclusive=exclusive)
     return dataclasses.replace(
         job, state=JobState.RUNNING, node=node, gpus=gpu_uuids, attempt=1, started_at=0.0, version=1
+    )
+
+
+def placed(job: Job, assign: Assign, now: float) -> Job:
+    """``job`` as the master records ``assign``: its next attempt runs there from ``now`` (one
+    change more: the version policies' caches key on)."""
+    return dataclasses.replace(
+        job,
+        state=JobState.RUNNING,
+        node=assign.node,
+        gpus=assign.gpus,
+        attempt=job.attempt + 1,
+        started_at=now,
+        version=job.version + 1,
+    )
+
+
+def requeued(job: Job, reason_code: str = "") -> Job:
+    """``job`` pending again after a preemption (one change more)."""
+    return dataclasses.replace(
+        job, state=JobState.PENDING, node="", gpus=(), reason_code=reason_code, version=job.version + 1
     )
 
 

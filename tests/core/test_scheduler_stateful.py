@@ -22,8 +22,6 @@ cordons, drains, uncordons, GPU faults, idle time and passes:
 
 from __future__ import annotations
 
-import dataclasses
-
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -36,7 +34,7 @@ from horus_core.policies import Policy, make_policy
 from horus_core.policies.checks import check_actions
 from horus_core.queues import QueueConfig, QueuedPolicy
 from horus_core.queues.ledger import Ledger
-from horus_core.testing import gpu, queue_config, queue_table, queues_toml
+from horus_core.testing import gpu, placed, queue_config, queue_table, queues_toml, requeued
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.session import Session
 
@@ -212,25 +210,9 @@ class SchedulerMachine(RuleBasedStateMachine):
             job = self.jobs[p.job_id]
             if DRAINED not in p.reason:
                 self.ran_for.append((job.id, self.now - (job.started_at or 0.0)))
-            self.jobs[p.job_id] = dataclasses.replace(
-                job,
-                state=JobState.PENDING,
-                node="",
-                gpus=(),
-                reason_code=rc.PREEMPTED,
-                version=job.version + 1,
-            )
+            self.jobs[p.job_id] = requeued(job, rc.PREEMPTED)
         for a in assigns:
-            job = self.jobs[a.job_id]
-            self.jobs[a.job_id] = dataclasses.replace(
-                job,
-                state=JobState.RUNNING,
-                node=a.node,
-                gpus=a.gpus,
-                attempt=job.attempt + 1,
-                started_at=self.now,
-                version=job.version + 1,  # as the store counts changes: what caches key on
-            )
+            self.jobs[a.job_id] = placed(self.jobs[a.job_id], a, self.now)
 
     # ------------------------------------------------------------------------------ invariants
 
