@@ -104,7 +104,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         self, user: str, gpus: int, cls: str, count: int, exclusive: bool, job_type: str, poke: bool
     ) -> None:
         """``count`` alike jobs at once (a team's burst: what makes queues borrow and reclaim);
-        ``poke``: the pass the submission wakes runs before the next event."""
+        ``poke``: the pass the submission wakes runs before the next event (hypothesis turns whole
+        rules off in some runs, ``schedule`` too: passes still happen there)."""
         spec = JobSpec(
             ("train",), gpus=gpus, owner=user, priority_class=cls, exclusive=exclusive, job_type=job_type
         )
@@ -138,7 +139,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         timeout=st.none() | st.sampled_from([0.0, 2.0, 8.0]) | st.floats(0, 30),
     )
     def cordon(self, node: int, drain: bool, timeout: float | None) -> None:
-        name = self.names[node % len(self.names)]
+        name = self._node(node)
         mode = NodeState.DRAINING if drain else NodeState.CORDONED
         deadline = rules.drain_deadline(self.now, timeout) if drain else None
         self.registry.book.modes[name] = (mode, deadline)
@@ -150,7 +151,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         xid=st.sampled_from([13, 48, 79]),
     )
     def gpu_fault(self, node: int, index: int, xid: int) -> None:
-        name = self.names[node % len(self.names)]
+        name = self._node(node)
         why = rules.gpu_fault(0, (xid,), 0)
         if why:
             self.registry.book.quarantined[gpu(name, index % self.per).uuid] = (name, why)
@@ -158,11 +159,15 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     @rule(node=st.integers(0, MAX_NODES - 1))
     def uncordon(self, node: int) -> None:
-        name = self.names[node % len(self.names)]
+        name = self._node(node)
         book = self.registry.book
         book.modes.pop(name, None)
         book.quarantined = {u: v for u, v in book.quarantined.items() if v[0] != name}
         self.registry.apply_service(name)
+
+    def _node(self, drawn: int) -> str:
+        """The node a rule names (drawn before the cluster's size is known)."""
+        return self.names[drawn % len(self.names)]
 
     # ---------------------------------------------------------------------------------- passes
 
