@@ -172,6 +172,14 @@ class FakeWorker:
         if self.channel is not None:
             await self.channel.close()
 
+    async def run_next(self) -> Any:
+        """Take the next assignment and report its attempt RUNNING; returns the assignment once
+        the master has handled the report."""
+        a = await self.recv_kind("assign")
+        await self.update(a.job_id, a.attempt, pb.JOB_STATE_RUNNING)
+        await self.barrier()
+        return a
+
     async def beat_jobs(
         self, gpu: str, *attempts: tuple[str, int], util_sm: float = 30.0, mem: int = 1000
     ) -> None:

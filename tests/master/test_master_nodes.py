@@ -124,9 +124,7 @@ async def test_drain_preempts_at_its_timeout_and_codes_say_why(tmp_path: pathlib
         w = FakeWorker(m.port, "n1", n_gpus=1)
         await w.connect()
         first, second = await submit(stub, "first"), await submit(stub, "second")
-        a = await w.recv_kind("assign")
-        await w.update(a.job_id, a.attempt, pb.JOB_STATE_RUNNING)
-        await w.barrier()
+        assert (await w.run_next()).job_id == first
         await m.scheduler.run_once()
         waiting = await stub.GetJob(cpb.GetJobRequest(job_id=second))
         assert (waiting.reason_code, waiting.queue_name, waiting.queue_position) == (
@@ -174,9 +172,7 @@ async def test_pending_jobs_by_code_on_metrics(tmp_path: pathlib.Path) -> None:
         await w.connect()
         for name in ("a", "b", "c"):
             await submit(stub, name)
-        a = await w.recv_kind("assign")
-        await w.update(a.job_id, a.attempt, pb.JOB_STATE_RUNNING)
-        await w.barrier()
+        await w.run_next()
         await m.scheduler.run_once()
         codes = {
             s.labels["code"]: s.value

@@ -136,9 +136,8 @@ async def test_restart_rebuilds_fair_share_usage_from_the_attempts(tmp_path: pat
         w = FakeWorker(m.port, "n1", n_gpus=1)
         await w.connect()
         jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
-        a = await w.recv_kind("assign")
-        await w.update(jid, a.attempt, pb.JOB_STATE_RUNNING)
-        await w.barrier()
+        a = await w.run_next()
+        assert a.job_id == jid
         start = clock.now()
         clock.advance(300.0)
         await w.update(jid, a.attempt, pb.JOB_STATE_SUCCEEDED, exit_code=0)
@@ -170,9 +169,8 @@ async def test_restart_rebuilds_the_wrapped_policys_attained_service(tmp_path: p
         w = FakeWorker(m.port, "n1", n_gpus=1)
         await w.connect()
         jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
-        a = await w.recv_kind("assign")
-        await w.update(jid, a.attempt, pb.JOB_STATE_RUNNING)
-        await w.barrier()
+        a = await w.run_next()
+        assert a.job_id == jid
         clock.advance(600.0)
         await w.crash()
     async with running_master(tmp_path, clock=clock, queues=path, policy="horus") as m:
