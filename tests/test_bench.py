@@ -9,16 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def bench(script: str, *args: str) -> list[dict[str, Any]]:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+from tests.benchrun import ROOT, bench
 
 
 def test_sim_scale_runs_a_small_trace_to_the_end() -> None:

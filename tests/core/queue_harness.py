@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobSpec, JobState, Node, Preempt, Wait
 from horus_core.policies.base import Policy
+from horus_core.testing import placed, requeued
 
 
 def job(
@@ -54,19 +55,12 @@ class Cluster:
         j = self.jobs[a.job_id]
         if isinstance(a, Assign):
             assert j.state is JobState.PENDING
-            self.jobs[j.id] = dataclasses.replace(
-                j,
-                state=JobState.RUNNING,
-                node=a.node,
-                gpus=a.gpus,
-                attempt=j.attempt + 1,
-                started_at=self.now,
-            )
+            self.jobs[j.id] = placed(j, a, self.now)
         elif isinstance(a, Preempt):
             assert j.state.active
             self.preempted.append((j.id, self.now))
             self.ran_for.append(self.now - (j.started_at or 0.0))
-            self.jobs[j.id] = dataclasses.replace(j, state=JobState.PENDING, gpus=(), node="")
+            self.jobs[j.id] = requeued(j)
         else:
             self.waits[j.id] = a
 

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchrun import bench
 
 
 def test_policy_time_prints_one_line_per_policy_and_the_ungrouped_reference() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "policy_time.py"), "--sizes", "32", "--repeat", "1",
-         "--policies", "gavel-las-perf", "gavel-las-packed", "fifo"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    lines = [json.loads(x) for x in done.stdout.splitlines() if x.strip()]
+    args = ("--sizes", "32", "--repeat", "1", "--policies", "gavel-las-perf", "gavel-las-packed", "fifo")
+    lines = bench("policy_time.py", *args)
     timed = {x["policy"]: x for x in lines if "policy" in x}
     assert set(timed) == {"gavel-las-perf", "gavel-las-packed", "fifo", "gavel-las-perf (ungrouped LP)"}
     assert all(x["bench"] == "policy_time" and x["jobs"] == 32 and x["gpus"] == 24 for x in timed.values())

@@ -12,6 +12,7 @@ from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobStat
 from horus_core.policies import make_policy, policy_names
 from horus_core.policies.checks import check_actions
 from horus_core.policies.gavel import VARIANTS, GavelPolicy, make, round_s_from_env
+from horus_core.testing import placed, requeued
 
 RESNET = "ResNet-50 (batch size 64)"  # about 3x faster on a V100 than on a K80
 
@@ -41,12 +42,9 @@ class Cluster:
         plan = check_actions(snap, policy.decide(snap, now))
         assert not plan.dropped, plan.dropped
         for p in plan.preempts:
-            self.jobs[p.job_id] = dataclasses.replace(self.jobs[p.job_id], state=JobState.PENDING)
+            self.jobs[p.job_id] = requeued(self.jobs[p.job_id])
         for a in plan.assigns:
-            job = self.jobs[a.job_id]
-            self.jobs[a.job_id] = dataclasses.replace(
-                job, state=JobState.RUNNING, node=a.node, gpus=a.gpus, attempt=job.attempt + 1
-            )
+            self.jobs[a.job_id] = placed(self.jobs[a.job_id], a, now)
         return [*plan.preempts, *plan.assigns]
 
     def where(self) -> dict[str, str]:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +15,7 @@ from horus_core.policies.optimus import OptimusPolicy
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster, summarize
 from horus_core.sim.elastic import speed_table
 from horus_core.sim.rates import RateCache
+from tests.benchrun import bench
 
 MODEL = default_model()
 TABLE: dict[str, Any] = json.loads(
@@ -112,13 +110,7 @@ def test_elastic_fraction_is_seeded_and_bounded() -> None:
 
 
 def test_the_bench_prints_one_line_per_measurement_and_a_ratio() -> None:
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, str(root / "bench" / "optimus_time.py"), "--sizes", "32", "--repeat", "1"],
-        cwd=root, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    lines = [json.loads(x) for x in done.stdout.splitlines() if x.strip()]
+    lines = bench("optimus_time.py", "--sizes", "32", "--repeat", "1")
     calls = {(x["policy"], x["call"]) for x in lines if "policy" in x}
     assert calls == {("optimus", "first"), ("optimus", "replan"), ("optimus", "between"), ("horus", "first")}
     assert all(
@@ -128,14 +120,7 @@ def test_the_bench_prints_one_line_per_measurement_and_a_ratio() -> None:
 
 
 def test_the_batch_bench_runs_every_policy_to_the_end() -> None:
-    root = Path(__file__).resolve().parents[2]
-    args = ["--jobs", "6", "--cluster", "v100:8", "--policies", "optimus", "fifo"]
-    done = subprocess.run(
-        [sys.executable, str(root / "bench" / "optimus_batch.py"), *args],
-        cwd=root, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    lines = [json.loads(x) for x in done.stdout.splitlines() if x.strip()]
+    lines = bench("optimus_batch.py", "--jobs", "6", "--cluster", "v100:8", "--policies", "optimus", "fifo")
     runs = {x["policy"]: x for x in lines if "policy" in x}
     assert set(runs) == {"optimus", "fifo"} and all(r["unfinished"] == 0 for r in runs.values())
     assert runs["fifo"]["resizes"] == 0 and lines[-1]["ratio"] == "fifo/optimus"

@@ -11,37 +11,19 @@ from queue_harness import Cluster, job
 from horus_core.errors import InvalidArgument
 from horus_core.model import Action, ClusterSnapshot, JobState, Preempt, Wait
 from horus_core.policies import make_policy
-from horus_core.queues import QueueConfig, QueuedPolicy, load_config, parse_config
+from horus_core.queues import QueueConfig, QueuedPolicy, load_config
 from horus_core.queues.fairshare import FairShare
-from horus_core.testing import nodes
+from horus_core.testing import nodes, queue_config, queue_file, queue_table, queues_toml
 
-TWO_TEAMS = """
-half_life_s = 3600
-[classes.low]
-level = 0
-[classes.normal]
-level = 100
-default = true
-[classes.high]
-level = 1000
-preempt = true
-
-[queues.a]
-nominal = { v100 = 2 }
-borrowing_limit = 2
-users = ["alice"]
-[queues.b]
-nominal = { "*" = 2 }
-borrowing_limit = 0
-users = ["bob", "carol"]
-weights = { bob = 1.0, carol = 3.0 }
-"""
+TWO_TEAMS = queues_toml(
+    queue_table("a", {"v100": 2}, borrowing_limit=2, users=("alice",)),
+    queue_table("b", {"*": 2}, users=("bob", "carol"), weights={"bob": 1.0, "carol": 3.0}),
+    half_life_s=3600,
+)
 
 
 def two_teams(tmp_path: pathlib.Path) -> QueueConfig:
-    path = tmp_path / "queues.toml"
-    path.write_text(TWO_TEAMS)
-    return load_config(str(path))
+    return load_config(str(queue_file(tmp_path, TWO_TEAMS)))
 
 
 def cluster(cfg: QueueConfig, *, min_run_s: float = 0.0, gpus: int = 4) -> Cluster:
@@ -73,10 +55,8 @@ def test_config_parses_queues_classes_and_defaults(tmp_path: pathlib.Path) -> No
     ],
 )
 def test_bad_config_names_the_field(text: str, field: str) -> None:
-    import tomllib
-
     with pytest.raises(InvalidArgument) as err:
-        parse_config(tomllib.loads(text))
+        queue_config(text)
     assert err.value.field == field
 
 
@@ -262,12 +242,9 @@ def test_queue_fields_cross_the_wire_hctl_and_validation() -> None:
 
 
 def test_jobs_of_a_queue_at_its_limit_may_share_its_own_gpus() -> None:
-    import dataclasses
-    import tomllib
-
     from horus_core.model import ProfileHints
 
-    cfg = parse_config(tomllib.loads('[queues.a]\nnominal = { v100 = 1 }\nusers = ["alice"]\n'))
+    cfg = queue_config(queues_toml(queue_table("a", {"v100": 1}, users=("alice",)), classes=False))
     c = Cluster(nodes(1, 2), QueuedPolicy(make_policy("binpack"), cfg))
     small = ProfileHints(util_avg=20.0, util_peak=30.0, mem_mib=1000)
     for i in range(3):
@@ -282,11 +259,8 @@ def test_jobs_of_a_queue_at_its_limit_may_share_its_own_gpus() -> None:
 
 
 def test_freed_gpus_wait_for_the_job_they_were_freed_for() -> None:
-    import tomllib
-
-    cfg = parse_config(
-        tomllib.loads("[queues.a]\nnominal = {}\nborrowing_limit = 4\n[queues.b]\nnominal = { v100 = 2 }\n")
-    )
+    a, b = queue_table("a", {}, borrowing_limit=4), queue_table("b", {"v100": 2})
+    cfg = queue_config(queues_toml(a, b, classes=False))
     c = Cluster(nodes(2, 2), QueuedPolicy(make_policy("fifo"), cfg))
     for i in range(4):  # best fit: a0, a1 on n0; a2, a3 on n1
         c.submit(job(f"a{i}", "alice", queue="a"))
@@ -315,11 +289,8 @@ class PreemptAll:
 
 
 def test_inner_preemptions_never_go_against_another_queues_quota() -> None:
-    import tomllib
-
-    text = "[queues.a]\nnominal = { v100 = 1 }\nborrowing_limit = 1\n[queues.b]\nnominal = { v100 = 1 }\n"
-    text += "[queues.c]\nnominal = { v100 = 2 }\n"
-    cfg = parse_config(tomllib.loads(text))
+    a, b = queue_table("a", {"v100": 1}, borrowing_limit=1), queue_table("b", {"v100": 1})
+    cfg = queue_config(queues_toml(a, b, queue_table("c", {"v100": 2}), classes=False))
     cluster = nodes(1, 4)
     uuids = [g.uuid for g in cluster[0].gpus]
     active = [

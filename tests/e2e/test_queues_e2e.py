@@ -17,6 +17,7 @@ import pytest
 from horus_core import SyncHorusClient
 from horus_core.errors import InvalidArgument
 from horus_core.model import JobSpec, JobState
+from horus_core.testing import queue_file, queue_table, queues_toml
 from tests.e2e.cluster import LocalCluster, until, workload_cmd
 
 pytestmark = pytest.mark.timeout(240)
@@ -25,22 +26,14 @@ TICK_S, GRACE_S = 0.2, 2.0
 # Startup of a fresh Python process and one heartbeat: what "started" adds to the passes.
 SLACK_S = 6.0
 
-QUEUES = """
-[classes.normal]
-level = 100
-default = true
-[queues.team-a]
-nominal = { v100 = 2 }
-borrowing_limit = 2
-users = ["alice"]
-[queues.team-b]
-nominal = { v100 = 2 }
-users = ["bob"]
-"""
+QUEUES = queues_toml(
+    queue_table("team-a", {"v100": 2}, borrowing_limit=2, users=("alice",)),
+    queue_table("team-b", {"v100": 2}, users=("bob",)),
+)
 
 
 def start(cluster: LocalCluster, tmp: pathlib.Path) -> None:
-    (tmp / "queues.toml").write_text(QUEUES)
+    queue_file(tmp, QUEUES)
     (tmp / "tokens").write_text("tok-a alice\ntok-b bob\n")
     cluster.start_master(
         "--queues", str(tmp / "queues.toml"), "--auth-tokens", str(tmp / "tokens"), "--join-token", "join"
@@ -92,7 +85,7 @@ def test_team_b_reclaims_its_quota_from_team_a(cluster: LocalCluster, tmp_path: 
     (tmp_path / "queues.toml").write_text("[queues.broken\n")
     cluster.master.send_signal(signal.SIGHUP)
     until(lambda: "keeping the configuration in force" in (tmp_path / "master.log").read_text(), timeout=30)
-    (tmp_path / "queues.toml").write_text(QUEUES + '[queues.team-c]\nnominal = { "*" = 1 }\n')
+    (tmp_path / "queues.toml").write_text(QUEUES + queue_table("team-c", {"*": 1}))
     cluster.master.send_signal(signal.SIGHUP)
     rows = lambda: [q["name"] for q in cluster.hctl_json("--token", "tok-a", "queues")]  # noqa: E731
     until(lambda: rows() == ["team-a", "team-b", "team-c"], timeout=30)

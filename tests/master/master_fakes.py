@@ -171,3 +171,35 @@ class FakeWorker:
             self.call.cancel()
         if self.channel is not None:
             await self.channel.close()
+
+    async def run_next(self) -> Any:
+        """Take the next assignment and report its attempt RUNNING; returns the assignment once
+        the master has handled the report."""
+        a = await self.recv_kind("assign")
+        await self.update(a.job_id, a.attempt, pb.JOB_STATE_RUNNING)
+        await self.barrier()
+        return a
+
+    async def beat_jobs(
+        self, gpu: str, *attempts: tuple[str, int], util_sm: float = 30.0, mem: int = 1000
+    ) -> None:
+        """A heartbeat with ``attempts`` running on ``gpu``, each using ``util_sm`` % and ``mem``
+        MiB of it; returns once the master has handled it."""
+        stats = [
+            pb.JobGpuStats(job_id=j, attempt=n, gpu_uuid=gpu, util_sm=util_sm, mem_used_mib=mem)
+            for j, n in attempts
+        ]
+        await self.heartbeat(running=attempts, jobs=stats)
+        await self.barrier()
+
+
+def token_file(tmp_path: pathlib.Path, *entries: str) -> pathlib.Path:
+    """An ``--auth-tokens`` file of ``entries`` (``"TOKEN USER"``, or ``"TOKEN USER admin"``)."""
+    path = tmp_path / "tokens"
+    path.write_text("".join(f"{e}\n" for e in entries))
+    return path
+
+
+def bearer(token: str) -> tuple[tuple[str, str]]:
+    """Call metadata presenting ``token``."""
+    return (("authorization", f"Bearer {token}"),)

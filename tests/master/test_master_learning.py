@@ -301,12 +301,7 @@ async def test_pair_learned_through_the_worker_stream(tmp_path: pathlib.Path) ->
         gpu = w.gpus[0].uuid
 
         async def beat(*attempts: tuple[str, int]) -> None:
-            stats = [
-                pb.JobGpuStats(job_id=j, attempt=n, gpu_uuid=gpu, util_sm=30, mem_used_mib=1000)
-                for j, n in attempts
-            ]
-            await w.heartbeat(running=attempts, jobs=stats)
-            await w.barrier()
+            await w.beat_jobs(gpu, *attempts)
             clock.advance(1.0)
 
         async def report(job_id: str, steps: range, rate: float) -> None:

@@ -8,7 +8,7 @@ import pathlib
 
 import grpc
 import pytest
-from master_fakes import WAIT_S, FakeWorker, client_for, running_master
+from master_fakes import WAIT_S, FakeWorker, bearer, client_for, running_master, token_file
 
 from horus_core.client import HorusClient
 from horus_core.gen import client_pb2 as cpb
@@ -108,15 +108,10 @@ async def test_the_master_serves_its_monitors_lag(tmp_path: pathlib.Path) -> Non
 
 
 async def test_server_stats_are_for_admins_when_auth_is_on(tmp_path: pathlib.Path) -> None:
-    tokens = tmp_path / "tokens"
-    tokens.write_text("tok-alice alice\ntok-root root admin\n")
+    tokens = token_file(tmp_path, "tok-alice alice", "tok-root root admin")
     async with running_master(tmp_path, auth_tokens=tokens, join_token="jt") as m, client_for(m) as stub:
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await stub.GetServerStats(
-                cpb.GetServerStatsRequest(), metadata=(("authorization", "Bearer tok-alice"),)
-            )
+            await stub.GetServerStats(cpb.GetServerStatsRequest(), metadata=bearer("tok-alice"))
         assert err.value.code() is grpc.StatusCode.PERMISSION_DENIED
-        ok = await stub.GetServerStats(
-            cpb.GetServerStatsRequest(), metadata=(("authorization", "Bearer tok-root"),)
-        )
+        ok = await stub.GetServerStats(cpb.GetServerStatsRequest(), metadata=bearer("tok-root"))
         assert ok.nodes == 0

@@ -65,12 +65,7 @@ async def test_a_job_slowed_below_its_floor_gets_its_co_runner_preempted(
         gpu = w.gpus[0].uuid
 
         async def beat(*attempts: tuple[str, int]) -> None:
-            stats = [
-                pb.JobGpuStats(job_id=j, attempt=n, gpu_uuid=gpu, util_sm=30, mem_used_mib=1000)
-                for j, n in attempts
-            ]
-            await w.heartbeat(running=attempts, jobs=stats)
-            await w.barrier()
+            await w.beat_jobs(gpu, *attempts)
             clock.advance(1.0)
 
         async def pass_time(seconds: float, *attempts: tuple[str, int]) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import grpc
 import pytest
-from master_fakes import WAIT_S, FakeWorker, client_for, running_master
+from master_fakes import WAIT_S, FakeWorker, bearer, client_for, running_master, token_file
 from test_master_loopmon import FakeLoop
 from test_metrics import scrape
 
@@ -78,9 +78,8 @@ async def test_cordon_and_quarantine_outlive_a_master_restart(tmp_path: pathlib.
 
 
 async def test_node_service_is_for_admins_and_bad_requests_change_nothing(tmp_path: pathlib.Path) -> None:
-    tokens = tmp_path / "tokens"
-    tokens.write_text("tok-alice alice\ntok-root root admin\n")
-    alice, root = (("authorization", "Bearer tok-alice"),), (("authorization", "Bearer tok-root"),)
+    tokens = token_file(tmp_path, "tok-alice alice", "tok-root root admin")
+    alice, root = bearer("tok-alice"), bearer("tok-root")
     async with running_master(tmp_path, auth_tokens=tokens, join_token="jt") as m, client_for(m) as stub:
         w = FakeWorker(m.port, "n1", n_gpus=1, token="jt")
         await w.connect()
@@ -125,9 +124,7 @@ async def test_drain_preempts_at_its_timeout_and_codes_say_why(tmp_path: pathlib
         w = FakeWorker(m.port, "n1", n_gpus=1)
         await w.connect()
         first, second = await submit(stub, "first"), await submit(stub, "second")
-        a = await w.recv_kind("assign")
-        await w.update(a.job_id, a.attempt, pb.JOB_STATE_RUNNING)
-        await w.barrier()
+        assert (await w.run_next()).job_id == first
         await m.scheduler.run_once()
         waiting = await stub.GetJob(cpb.GetJobRequest(job_id=second))
         assert (waiting.reason_code, waiting.queue_name, waiting.queue_position) == (
@@ -175,9 +172,7 @@ async def test_pending_jobs_by_code_on_metrics(tmp_path: pathlib.Path) -> None:
         await w.connect()
         for name in ("a", "b", "c"):
             await submit(stub, name)
-        a = await w.recv_kind("assign")
-        await w.update(a.job_id, a.attempt, pb.JOB_STATE_RUNNING)
-        await w.barrier()
+        await w.run_next()
         await m.scheduler.run_once()
         codes = {
             s.labels["code"]: s.value

@@ -9,7 +9,7 @@ import pathlib
 
 import grpc
 import pytest
-from master_fakes import FakeWorker, client_for, config, running_master, spec
+from master_fakes import FakeWorker, bearer, client_for, config, running_master, spec, token_file
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
@@ -168,9 +168,8 @@ async def test_the_keeper_saves_on_its_interval_and_drops_finished_jobs_once_sav
 
 
 async def test_users_read_only_their_own_jobs_progress(tmp_path: pathlib.Path) -> None:
-    path = tmp_path / "tokens"
-    path.write_text("tok-alice alice\ntok-bob bob\n")
-    alice, bob = (("authorization", "Bearer tok-alice"),), (("authorization", "Bearer tok-bob"),)
+    path = token_file(tmp_path, "tok-alice alice", "tok-bob bob")
+    alice, bob = bearer("tok-alice"), bearer("tok-bob")
     async with running_master(tmp_path, auth_tokens=path, join_token="jt") as m, client_for(m) as stub:
         jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(total_steps=9)), metadata=alice)).job.id
         mine = await stub.GetJobProgress(cpb.GetJobProgressRequest(job_id=jid), metadata=alice)

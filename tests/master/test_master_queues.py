@@ -11,29 +11,16 @@ from master_fakes import FakeWorker, client_for, running_master, spec
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
+from horus_core.testing import queue_file, queue_table, queues_toml
 
-QUEUES = """
-[classes.normal]
-level = 100
-default = true
-[queues.a]
-nominal = { v100 = 1 }
-borrowing_limit = 1
-users = ["alice"]
-[queues.b]
-nominal = { v100 = 1 }
-users = ["bob"]
-"""
-
-
-def queue_file(tmp_path: pathlib.Path, text: str = QUEUES) -> pathlib.Path:
-    path = tmp_path / "queues.toml"
-    path.write_text(text)
-    return path
+QUEUES = queues_toml(
+    queue_table("a", {"v100": 1}, borrowing_limit=1, users=("alice",)),
+    queue_table("b", {"v100": 1}, users=("bob",)),
+)
 
 
 async def test_submit_checks_queue_user_and_class(tmp_path: pathlib.Path) -> None:
-    async with running_master(tmp_path, queues=queue_file(tmp_path)) as m, client_for(m) as stub:
+    async with running_master(tmp_path, queues=queue_file(tmp_path, QUEUES)) as m, client_for(m) as stub:
         for bad, words in (
             (spec(owner="alice", queue="nope"), "unknown queue 'nope'"),
             (spec(owner="alice", queue="b"), "may not submit to queue 'b'"),
@@ -51,7 +38,7 @@ async def test_submit_checks_queue_user_and_class(tmp_path: pathlib.Path) -> Non
 
 
 async def test_owner_reclaims_borrowed_gpu_and_usage_shows_it(tmp_path: pathlib.Path) -> None:
-    async with running_master(tmp_path, queues=queue_file(tmp_path)) as m, client_for(m) as stub:
+    async with running_master(tmp_path, queues=queue_file(tmp_path, QUEUES)) as m, client_for(m) as stub:
         w = FakeWorker(m.port, "n1", n_gpus=2)
         await w.connect()
         a1 = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
@@ -86,12 +73,12 @@ async def test_owner_reclaims_borrowed_gpu_and_usage_shows_it(tmp_path: pathlib.
 
 
 async def test_reload_keeps_the_old_config_when_the_file_is_bad(tmp_path: pathlib.Path) -> None:
-    path = queue_file(tmp_path)
+    path = queue_file(tmp_path, QUEUES)
     async with running_master(tmp_path, queues=path) as m, client_for(m) as stub:
         path.write_text("[queues.a\n")
         assert m.reload_queues() is False
         assert [q.name for q in (await stub.ListQueueUsage(cpb.ListQueueUsageRequest())).queues] == ["a", "b"]
-        path.write_text(QUEUES + '[queues.c]\nnominal = { "*" = 2 }\n')
+        path.write_text(QUEUES + queue_table("c", {"*": 2}))
         assert m.reload_queues() is True
         names = [q.name for q in (await stub.ListQueueUsage(cpb.ListQueueUsageRequest())).queues]
         assert names == ["a", "b", "c"]
@@ -112,7 +99,7 @@ async def test_job_metrics_carry_the_jobs_queue(tmp_path: pathlib.Path) -> None:
     from master.app import Master
 
     master = Master(
-        config(tmp_path, queues=queue_file(tmp_path)), clock=FakeClock(), metrics_listen="127.0.0.1:0"
+        config(tmp_path, queues=queue_file(tmp_path, QUEUES)), clock=FakeClock(), metrics_listen="127.0.0.1:0"
     )
     async with master as m, client_for(m) as stub:
         w = FakeWorker(m.port, "n1", n_gpus=1)
@@ -136,12 +123,7 @@ async def test_job_metrics_carry_the_jobs_queue(tmp_path: pathlib.Path) -> None:
         await w.close()
 
 
-SHARED = """
-half_life_s = 1000
-[queues.a]
-nominal = { v100 = 1 }
-users = ["alice", "carol"]
-"""
+SHARED = queues_toml(queue_table("a", {"v100": 1}, users=("alice", "carol")), classes=False, half_life_s=1000)
 
 
 async def test_restart_rebuilds_fair_share_usage_from_the_attempts(tmp_path: pathlib.Path) -> None:
@@ -154,9 +136,8 @@ async def test_restart_rebuilds_fair_share_usage_from_the_attempts(tmp_path: pat
         w = FakeWorker(m.port, "n1", n_gpus=1)
         await w.connect()
         jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
-        a = await w.recv_kind("assign")
-        await w.update(jid, a.attempt, pb.JOB_STATE_RUNNING)
-        await w.barrier()
+        a = await w.run_next()
+        assert a.job_id == jid
         start = clock.now()
         clock.advance(300.0)
         await w.update(jid, a.attempt, pb.JOB_STATE_SUCCEEDED, exit_code=0)
@@ -188,9 +169,8 @@ async def test_restart_rebuilds_the_wrapped_policys_attained_service(tmp_path: p
         w = FakeWorker(m.port, "n1", n_gpus=1)
         await w.connect()
         jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
-        a = await w.recv_kind("assign")
-        await w.update(jid, a.attempt, pb.JOB_STATE_RUNNING)
-        await w.barrier()
+        a = await w.run_next()
+        assert a.job_id == jid
         clock.advance(600.0)
         await w.crash()
     async with running_master(tmp_path, clock=clock, queues=path, policy="horus") as m:
