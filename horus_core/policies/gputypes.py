@@ -228,7 +228,8 @@ def _passes(
     out: list[Action] = []
     for types, jobs in groups.items():
         view = ClusterSnapshot(_only(snapshot.nodes, types, views), tuple(active) + tuple(jobs))
-        actions = [a for a in inner(view, now) if not (isinstance(a, Assign) and _outside(view, a))]
+        usable = {g.uuid for g in view.ready_gpus()}
+        actions = [_inside(a, usable) for a in inner(view, now)]
         out += actions
         active += _as_running(jobs, actions)
     return out
@@ -260,9 +261,12 @@ def _only(nodes: Sequence[Node], types: frozenset[str] | None, views: _Views) ->
     return tuple(out)
 
 
-def _outside(view: ClusterSnapshot, action: Assign) -> bool:
-    ok = {g.uuid for n in view.nodes if n.name == action.node for g in n.gpus if g.healthy}
-    return not set(action.gpus) <= ok
+def _inside(action: Action, usable: set[str]) -> Action:
+    """``action``, or a Wait in place of an Assign onto GPUs the view did not offer (of another
+    type; on any of the gang's nodes): every job keeps an answer."""
+    if isinstance(action, Assign) and not usable.issuperset(action.gpus):
+        return Wait(action.job_id, "placed outside the GPU types it may use now", rc.GPU_TYPE_UNAVAILABLE)
+    return action
 
 
 def _as_running(jobs: Sequence[Job], actions: Sequence[Action]) -> list[Job]:

@@ -165,3 +165,14 @@ def test_blind_horus_paper_takes_the_slow_type_at_once() -> None:
     busy = tuple(on(f"r{i}", (f"vg{i}",)) for i in range(4))
     act = by_id(make_policy("horus-paper").decide(ClusterSnapshot(CLUSTER, (*busy, job("a"))), 10.0))["a"]
     assert isinstance(act, Assign) and TYPE_OF[act.gpus[0]] == "k80"
+
+
+@pytest.mark.parametrize("name", ["fifo", "binpack", "horus", "horus-util", "horus-las", "lucid", "gandiva"])
+def test_a_gang_over_nodes_of_one_type_in_a_mixed_cluster_is_answered(name: str) -> None:
+    """Three 1-GPU nodes, two V100 and one K80, and a 2-GPU job: it can only run over the two
+    V100 nodes. Every packing policy places it there (the type gate once dropped such an Assign
+    as "outside the view" because its GPUs were not all on its first node, leaving no answer)."""
+    cluster = (node("a", "v100", 1), node("b", "v100", 1), node("c", "k80", 1))
+    actions = make_policy(name).decide(ClusterSnapshot(cluster, (job("g", gpus=2, job_type=R18_16),)), 0.0)
+    (got,) = actions
+    assert isinstance(got, Assign) and sorted(got.gpus) == ["ag0", "bg0"]

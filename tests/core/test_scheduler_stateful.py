@@ -22,6 +22,9 @@ cordons, drains, uncordons, GPU faults, idle time and passes:
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -43,6 +46,7 @@ USERS = ("a0", "a1", "b0", "c0")
 TYPES = ("ResNet-18 (batch size 32)", "Recommendation (batch size 512)", "")
 MAX_NODES, MAX_PER_NODE = 3, 4
 MIN_RUN_S = 5.0
+K80: dict[str, Any] = {"model": "Tesla K80", "memory_mib": 11441, "gpu_type": "k80"}
 DRAINED = "is drained"  # in the reason of a drain's Preempt (horus_core.service)
 
 
@@ -77,15 +81,18 @@ class SchedulerMachine(RuleBasedStateMachine):
         config=st.one_of(st.none(), team_queues(), team_queues()),  # queues on 2 times in 3
         n_nodes=st.integers(2, MAX_NODES),
         per=st.integers(1, MAX_PER_NODE),
+        k80=st.booleans(),
     )
-    def start(self, name: str, config: QueueConfig | None, n_nodes: int, per: int) -> None:
-        """The policy (bare, or in the queue wrapper when ``config`` is drawn) and the cluster."""
+    def start(self, name: str, config: QueueConfig | None, n_nodes: int, per: int, k80: bool) -> None:
+        """The policy (bare, or in the queue wrapper when ``config`` is drawn) and the cluster
+        (its last node of K80s when ``k80`` is drawn: a mixed-type cluster)."""
         self.config, self.per = config, per
         inner = make_policy(name)
         self.policy = inner if config is None else QueuedPolicy(inner, config, min_run_s=MIN_RUN_S)
         self.names = [f"n{i}" for i in range(n_nodes)]
         for node in self.names:
-            gpus = tuple(gpu(node, i) for i in range(per))
+            kind = K80 if k80 and node == self.names[-1] else {}
+            gpus = tuple(replace(gpu(node, i), **kind) for i in range(per))
             self.registry.put(NodeEntry(node, gpus, NodeState.READY, 0.0, session=Session(node)))
         self.types = {g.uuid: gpu_type(g) for e in self.registry.all() for g in e.gpus}
 
