@@ -25,7 +25,7 @@ from master.config import MAX_MESSAGE_BYTES, MasterConfig
 from master.http.run import HttpSide
 from master.learning.learner import Learner
 from master.loopmon import LoopMonitor, TimedAttempts
-from master.observe.view import measured_speeds
+from master.observe.view import ViewSources, measured_speeds
 from master.services.core import Core
 from master.services.events import EventBus, JobEvent
 from master.services.floor import FloorEnforcer
@@ -110,7 +110,8 @@ class Master:
         try:
             await self._build(policy, model)
             await self.core.writer.load_live()
-            await restore_policy_state(self.core, policy)  # progress journals, attained service
+            core = self.core  # progress journals, attained service, fair-share usage
+            await restore_policy_state(policy, read=self.store.read, clock=core.clock, progress=core.progress)
             learned = await self.core.learner.load()  # before the first pass: no policy runs yet
             if learned:
                 log.info("interference model: %d stored observations loaded", learned)
@@ -166,7 +167,11 @@ class Master:
         )  # fmt: skip
         self.scheduler = scheduler_for(core, policy, self.plane.check_liveness, service)
         self.policy = policy
-        self.http = HttpSide(self.core, self.scheduler, self._tokens, self.monitor)
+        self.http = HttpSide(
+            sources=ViewSources(read, reg, learner), live=lambda: writer.live, logs=logs,
+            position=core.positions_of, events=events, scheduler=self.scheduler, clock=clock,
+            heartbeat_s=cfg.heartbeat_s, tokens=self._tokens, monitor=self.monitor,
+        )  # fmt: skip
 
     async def _serve(self) -> int:
         cfg = self.config

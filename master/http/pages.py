@@ -146,7 +146,7 @@ def queue_page(
     who: Identity | None,
     position: Callable[[str], tuple[str, int] | None] = lambda _: None,
 ) -> str:
-    """``position``: a job id's (queue, position) at the last scheduling pass (Core.positions.get)."""
+    """``position``: a job id's (queue, position) at the last scheduling pass (the master's positions_of)."""
     now = time.time()
     listing = queue_listing(view.pending, lambda j: position(j.id))
     mine = [(q, pos, j) for q, pos, j in listing if visible(j)]

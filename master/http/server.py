@@ -20,9 +20,9 @@ from master.auth import TokenTable
 from master.http import pages
 from master.observe.history import UtilHistory
 from master.observe.metrics import MasterMetrics
-from master.observe.view import gather
+from master.observe.view import ViewSources, gather
 from master.services.access import Identity, check_job_access
-from master.services.core import Core
+from master.services.logs import LogStore
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ MIN_PART_TAIL_BYTES = 2048  # a gang's part keeps at least this much of its tail
 MAX_PAIRS = 2000
 WHO: web.RequestKey[Identity | None] = web.RequestKey("who")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Position = Callable[[str], tuple[str, int] | None]  # a pending job's (queue, position) at the last pass
 
 
 def _html(text: str, status: int = 200) -> web.Response:
@@ -42,8 +43,20 @@ def _html(text: str, status: int = 200) -> web.Response:
 
 
 class Dashboard:
-    def __init__(self, core: Core, tokens: TokenTable | None, history: UtilHistory) -> None:
-        self.core = core
+    """The pages' handlers over what they read: the view's sources (the store's reader among
+    them), the job logs, the queue positions of the last pass and the utilisation history."""
+
+    def __init__(
+        self,
+        sources: ViewSources,
+        logs: LogStore,
+        position: Position,
+        tokens: TokenTable | None,
+        history: UtilHistory,
+    ) -> None:
+        self.sources = sources
+        self.logs = logs
+        self.position = position
         self.tokens = tokens
         self.history = history
 
@@ -83,27 +96,25 @@ class Dashboard:
 
     async def cluster(self, request: web.Request) -> web.Response:
         who = request[WHO]
-        return _html(pages.cluster_page(await gather(self.core), self.visible_to(who), who))
+        return _html(pages.cluster_page(await gather(self.sources), self.visible_to(who), who))
 
     async def queue(self, request: web.Request) -> web.Response:
         who = request[WHO]
         return _html(
-            pages.queue_page(
-                await gather(self.core, queue=True), self.visible_to(who), who, self.core.positions.get
-            )
+            pages.queue_page(await gather(self.sources, queue=True), self.visible_to(who), who, self.position)
         )
 
     async def job(self, request: web.Request) -> web.Response:
         who = request[WHO]
         job_id = request.match_info["job_id"]
-        row = await self.core.store.read.job(job_id)
+        row = await self.sources.read.job(job_id)
         if row is None:
             return _html(pages.page("Not found", f"<p>no job {pages.e(job_id)}</p>", who), status=404)
         try:
             check_job_access(who, row.job)
         except PermissionDenied as exc:
             return _html(pages.page("Forbidden", f"<p>{pages.e(exc)}</p>", who), status=403)
-        view = await gather(self.core)
+        view = await gather(self.sources)
         parts = self._part_tails(row.job)
         tail = "" if parts else self._tail(row.job)
         text = pages.job_page(row.job, view, self.history.of(job_id), tail, self.visible_to(who), who, parts)
@@ -113,7 +124,7 @@ class Dashboard:
         """The last ``limit`` bytes of the current attempt's log (``node``: a gang's part but rank 0)."""
         if job.attempt == 0:
             return ""
-        logs = self.core.logs
+        logs = self.logs
         size = logs.size(job.id, job.attempt, node)
         start = max(0, size - limit)
         return logs.read(job.id, job.attempt, start, limit, node=node).decode("utf-8", "replace")
@@ -128,7 +139,7 @@ class Dashboard:
         return [(rank0, self._tail(job, "", limit)), *((n, self._tail(job, n, limit)) for n in others)]
 
     async def pairs(self, request: web.Request) -> web.Response:
-        rows = await self.core.store.read.pair_speeds(MAX_PAIRS)
+        rows = await self.sources.read.pair_speeds(MAX_PAIRS)
         return _html(pages.pairs_page(rows, request[WHO]))
 
     async def login_form(self, request: web.Request) -> web.Response:

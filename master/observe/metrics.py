@@ -5,7 +5,7 @@ histograms and counters (the only metrics updated as things happen).
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -15,10 +15,10 @@ from horus_core import reasoncodes as rc
 from horus_core.metrics import gpu_families, job_families
 from horus_core.model import JobState, NodeState
 from master.loopmon import LoopMonitor
-from master.observe.view import ClusterView, gather
-from master.services.core import Core
+from master.observe.view import ClusterView, ViewSources, gather
 from master.services.events import JobEvent
 from master.services.scheduler import PassResult
+from master.store.live import LiveIndex
 
 WAIT_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, 86400)
 PASS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
@@ -69,12 +69,12 @@ def _quarantined(view: ClusterView) -> Metric:
 class _CodeCollector(Collector):
     """Pending jobs by reason code (docs/reasons.md), every code of the vocabulary always present."""
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, live: Callable[[], LiveIndex]) -> None:
+        self.live = live  # the index the master holds now (rebuilt at start)
 
     def collect(self) -> Iterator[Metric]:
         pending = JobState.PENDING
-        counts = Tally(j.reason_code for j in self.core.live.jobs() if j.state is pending)
+        counts = Tally(j.reason_code for j in self.live().jobs() if j.state is pending)
         fam = GaugeMetricFamily(
             "horus_pending_jobs_by_code", "Pending jobs by reason code (docs/reasons.md).", labels=["code"]
         )
@@ -117,14 +117,17 @@ def _jobs(view: ClusterView) -> Metric:
 
 class MasterMetrics:
     """Owns the registry. ``on_pass`` and ``on_event`` are the scheduler's and the event bus's
-    hooks; :meth:`render` gathers the view and prints the text format."""
+    hooks; :meth:`render` gathers the view (from ``sources``) and prints the text format.
+    ``live``: the master's live-job index (the pending jobs' reason codes)."""
 
-    def __init__(self, core: Core, monitor: LoopMonitor | None = None) -> None:
-        self._core = core
+    def __init__(
+        self, sources: ViewSources, live: Callable[[], LiveIndex], monitor: LoopMonitor | None = None
+    ) -> None:
+        self._sources = sources
         self.registry = CollectorRegistry()
         self._view = _ViewCollector()
         self.registry.register(self._view)
-        self.registry.register(_CodeCollector(core))
+        self.registry.register(_CodeCollector(live))
         if monitor is not None:
             self.registry.register(_LoopCollector(monitor))
         self.pass_seconds = Histogram(
@@ -155,6 +158,6 @@ class MasterMetrics:
             self.admission_wait.observe(max(0.0, ev.at - job.submitted_at))
 
     async def render(self) -> bytes:
-        view = await gather(self._core)
+        view = await gather(self._sources)
         self._view.view = view  # (no await between this and the rendering below)
         return generate_latest(self.registry)

@@ -1,7 +1,8 @@
 """One consistent picture of the cluster for the metrics and the dashboard, gathered at read time.
 
 Reads the node registry (memory), the live jobs (one read query), the learned solo throughputs
-and the learner's latest progress reports; changes nothing. The measured speed of a running job
+and the learner's latest progress reports (:class:`ViewSources`, the parts it is given); changes
+nothing. The measured speed of a running job
 is its latest samples/s over the solo samples/s learned for its signature on that GPU type.
 """
 
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from horus_core.metrics import DEFAULT_QUEUE, GpuSample, JobGpuSample, reason_label
 from horus_core.model import Gpu, Job, JobState
 from horus_core.plane import GpuReading, JobGpuReading
-from master.services.core import Core
-from master.services.nodes import NodeEntry
+from master.learning.learner import Learner
+from master.services.nodes import NodeEntry, NodeRegistry
+from master.store.reads import Reader
 
 MAX_SOLO_ROWS = 20_000
 
@@ -112,31 +115,58 @@ def _node_view(entry: NodeEntry, active: list[Job]) -> NodeView:
     return NodeView(entry, gpus)
 
 
-async def _speeds(core: Core, active: list[Job]) -> dict[str, float]:
-    running = [j for j in active if j.state is JobState.RUNNING]
-    if not running:
-        return {}
-    solos = await core.store.read.solo_throughputs(MAX_SOLO_ROWS)
-    solo = {(s.job_type, s.gpu_type, s.gpus): s.samples_per_s for s in solos}
-    types = {g.uuid: g.gpu_type for e in core.registry.all() for g in e.gpus}
-    out: dict[str, float] = {}
-    for job in running:
-        progress = core.learner.progress(job.id, job.attempt)
-        rate = progress[2] if progress is not None else None
-        gpu_type = types.get(job.gpus[0], "") if job.gpus else ""
-        ref = solo.get((core.learner.signature(job), gpu_type, len(job.gpus)))
-        if rate is not None and ref is not None and ref > 0:
-            out[job.id] = rate / ref
-    return out
+@dataclass(frozen=True)
+class ViewSources:
+    """What the view reads: the store's reader, the node registry and the learner."""
+
+    read: Reader
+    registry: NodeRegistry
+    learner: Learner
+
+    async def speeds(self, active: list[Job]) -> dict[str, float]:
+        """Each running job's measured speed over solo, where both are known."""
+        running = [j for j in active if j.state is JobState.RUNNING]
+        if not running:
+            return {}
+        solos = await self.read.solo_throughputs(MAX_SOLO_ROWS)
+        solo = {(s.job_type, s.gpu_type, s.gpus): s.samples_per_s for s in solos}
+        types = {g.uuid: g.gpu_type for e in self.registry.all() for g in e.gpus}
+        out: dict[str, float] = {}
+        for job in running:
+            progress = self.learner.progress(job.id, job.attempt)
+            rate = progress[2] if progress is not None else None
+            gpu_type = types.get(job.gpus[0], "") if job.gpus else ""
+            ref = solo.get((self.learner.signature(job), gpu_type, len(job.gpus)))
+            if rate is not None and ref is not None and ref > 0:
+                out[job.id] = rate / ref
+        return out
 
 
-measured_speeds = _speeds  # (public name: master.services.floor reads it too)
+class _HasReader(Protocol):
+    @property
+    def read(self) -> Reader: ...
 
 
-async def gather(core: Core, *, queue: bool = False) -> ClusterView:
+class SpeedParts(Protocol):
+    """The parts :func:`measured_speeds` reads, by name (the master's composition root has them)."""
+
+    @property
+    def store(self) -> _HasReader: ...
+    @property
+    def registry(self) -> NodeRegistry: ...
+    @property
+    def learner(self) -> Learner: ...
+
+
+async def measured_speeds(parts: SpeedParts, active: list[Job]) -> dict[str, float]:
+    """:meth:`ViewSources.speeds` over ``parts`` (master.services.floor reads it too)."""
+    return await ViewSources(parts.store.read, parts.registry, parts.learner).speeds(active)
+
+
+async def gather(src: ViewSources, *, queue: bool = False) -> ClusterView:
     """The view; ``queue``: with every pending job (one read of all live jobs), else the pending
     jobs are only counted by reason (a cheap aggregate: what the metrics and most pages need)."""
-    read = core.store.read
+    read = src.read
     counts: Counter[str] = Counter()
     if queue:
         jobs = [r.job for r in await read.live_jobs()]
@@ -148,6 +178,6 @@ async def gather(core: Core, *, queue: bool = False) -> ClusterView:
         for reason, n in await read.pending_by_reason():
             counts[reason_label(reason)] += n
     active = [j for j in jobs if j.state.active]
-    nodes = tuple(_node_view(e, active) for e in core.registry.all())
-    speeds = await _speeds(core, active)
+    nodes = tuple(_node_view(e, active) for e in src.registry.all())
+    speeds = await src.speeds(active)
     return ClusterView(nodes, {j.id: j for j in jobs}, pending, speeds, dict(counts))

@@ -11,8 +11,10 @@ from horus_core.policies import Policy
 from horus_core.policies.attained import Attained
 from horus_core.queues import QueuedPolicy
 from horus_core.queues.fairshare import Span
-from master.services.core import Core
+from master.clock import Clock
+from master.services.progress import ProgressKeeper
 from master.store.progress import attained_service
+from master.store.reads import Reader
 from master.store.spans import UsageSpan, running_spans
 
 log = logging.getLogger(__name__)
@@ -32,22 +34,24 @@ def fair_spans(policy: QueuedPolicy, spans: list[UsageSpan]) -> list[Span]:
     return [((queue_of(s.owner, s.queue), s.owner), s.gpus, s.start, s.end) for s in spans]
 
 
-async def restore_policy_state(core: Core, policy: Policy) -> None:
+async def restore_policy_state(
+    policy: Policy, *, read: Reader, clock: Clock, progress: ProgressKeeper | None
+) -> None:
     """Before the first pass: load the progress journals, the attained service and the queues'
-    fair-share usage."""
-    if core.progress is not None:
-        jobs = await core.progress.load()
+    fair-share usage (from the store's ``read``er, as of ``clock``'s now)."""
+    if progress is not None:
+        jobs = await progress.load()
         if jobs:
             log.info("progress: the journals of %d jobs loaded", jobs)
     las = ledger_of(policy)
     if las is not None:
-        now = core.clock.now()
-        service, running = await attained_service(core.store.read, now)
+        now = clock.now()
+        service, running = await attained_service(read, now)
         las.restore(service, running, now)
         if service:
             log.info("attained service of %d jobs rebuilt from their attempts", len(service))
     if isinstance(policy, QueuedPolicy):
-        spans = await running_spans(core.store.read)
-        policy.fair.restore(fair_spans(policy, spans), core.clock.now())
+        spans = await running_spans(read)
+        policy.fair.restore(fair_spans(policy, spans), clock.now())
         if spans:
             log.info("queues: fair-share usage rebuilt from %d attempt spans", len(spans))

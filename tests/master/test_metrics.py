@@ -222,3 +222,17 @@ async def test_pending_reasons_count_together_whatever_their_numbers(tmp_path: p
         last.reason: 1,  # (no node: "no ready nodes")
     }
     assert by_label(got, "horus_live_jobs", "state")["PENDING"] == 4
+
+
+async def test_pending_codes_after_a_restart_come_from_the_jobs_it_loaded(tmp_path: pathlib.Path) -> None:
+    """The metrics are built before the master loads its live jobs: the codes a scrape counts are
+    those of the index the master holds at scrape time, the jobs of the previous run included."""
+    async with Master(config(tmp_path), clock=FakeClock()) as m, client_for(m) as stub:
+        for _ in range(3):
+            await stub.SubmitJob(cpb.SubmitJobRequest(spec=pb.JobSpec(command=["x"], gpus=1)))
+        await m.core.writer.set_pending_reason("no ready nodes", "Unschedulable")
+    master = Master(config(tmp_path), clock=FakeClock(), metrics_listen="127.0.0.1:0")
+    async with master as m:
+        got = await scrape(m.http.metrics_port)
+    codes = by_label(got, "horus_pending_jobs_by_code", "code")
+    assert codes["Unschedulable"] == 3 and sum(codes.values()) == 3
