@@ -36,8 +36,9 @@ class FloorEnforcer:
         self.watch = FloorWatch()
         self._last = float("-inf")
 
-    def _watched(self, active: list[Job]) -> bool:
-        return self.min_speed > 0.0 or any(j.spec.min_speed > 0.0 for j in active)
+    def _watched(self, live: LiveIndex) -> bool:
+        """A floor applies to some running job (else a round looks at no job: the usual case)."""
+        return self.min_speed > 0.0 or live.floored()
 
     async def preempts(self) -> list[Preempt]:
         """This round's co-runner moves (none between reading rounds)."""
@@ -45,9 +46,10 @@ class FloorEnforcer:
         if now - self._last < self.reading_s:
             return []
         self._last = now
-        active = [j for j in self._live().jobs() if j.state.active]
-        if not self._watched(active):
+        live = self._live()
+        if not self._watched(live):
             return []
+        active = [j for j in live.jobs() if j.state.active]
         speeds = await self._measure(active)
         moves = decide_moves(self.watch, active, speeds, now, self.min_speed, self.min_run_s)
         for victim, reason in moves:

@@ -31,6 +31,7 @@ class LiveIndex:
         self._job: dict[str, Job] = {}  # the rows' jobs, kept in step (same keys, same order)
         self._on: dict[str, dict[str, JobRow]] = {}  # node -> active rows there
         self._held: dict[str, dict[str, Job]] = {}  # GPU uuid -> active jobs holding it
+        self._floored: set[str] = set()  # active jobs with a speed floor of their own
         self._gone: OrderedDict[str, int] = OrderedDict()  # id -> version it left with
         self._jobs: tuple[Job, ...] | None = None
         self.update(rows)
@@ -78,6 +79,8 @@ class LiveIndex:
                     self._on.setdefault(node, {})[job.id] = row
                 for uuid in job.gpus:
                     self._held.setdefault(uuid, {})[job.id] = job
+                if job.spec.min_speed > 0.0:
+                    self._floored.add(job.id)
             return
         self._rows.pop(job.id, None)
         self._job.pop(job.id, None)
@@ -90,6 +93,7 @@ class LiveIndex:
             self._on[node].pop(job.id, None)
         for uuid in job.gpus:
             self._held[uuid].pop(job.id, None)
+        self._floored.discard(job.id)
 
     def job(self, job_id: str) -> Job | None:
         return self._job.get(job_id)
@@ -97,6 +101,10 @@ class LiveIndex:
     def by_id(self) -> Mapping[str, Job]:
         """The live jobs by id (a read-only view, kept current)."""
         return MappingProxyType(self._job)
+
+    def floored(self) -> bool:
+        """Some active job has a speed floor of its own (``spec.min_speed``)."""
+        return bool(self._floored)
 
     def residents(self, uuid: str) -> list[Job]:
         """The active jobs that hold GPU ``uuid``."""
