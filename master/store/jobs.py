@@ -12,11 +12,11 @@ import random
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from horus_core.model import Job
+from horus_core.model import Job, JobSpec
 from master.store.rows import (
     JOB_INSERT_ARITY,
     JOB_INSERT_COLUMNS,
@@ -64,13 +64,27 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> list[Sequence[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def fetch_rows(conn: sqlite3.Connection, column: str, keys: Sequence[str]) -> dict[str, JobRow]:
-    """Rows whose ``column`` (``id`` or ``request_id``) is one of ``keys``, keyed by that column."""
+def fetch_rows(
+    conn: sqlite3.Connection, column: str, keys: Sequence[str], specs: Mapping[str, JobSpec] | None = None
+) -> dict[str, JobRow]:
+    """Rows whose ``column`` (``id`` or ``request_id``) is one of ``keys``, keyed by that column.
+    ``specs``: specs the caller knows, by job id (a spec never changes once stored): those rows
+    are read without theirs."""
+    known = specs if specs and column == "id" else {}
+    out = _fetch(conn, column, [k for k in keys if k not in known], {})
+    out.update(_fetch(conn, column, [k for k in keys if k in known], known))
+    return out
+
+
+def _fetch(
+    conn: sqlite3.Connection, column: str, keys: Sequence[str], specs: Mapping[str, JobSpec]
+) -> dict[str, JobRow]:
     out: dict[str, JobRow] = {}
     for chunk in _chunks(keys):
         marks = ",".join("?" * len(chunk))
-        (text,) = conn.execute(select_jobs(f"WHERE {column} IN ({marks})"), tuple(chunk)).fetchone()
-        for jr in job_rows_from_json(text):
+        sql = select_jobs(f"WHERE {column} IN ({marks})", spec=not specs)
+        (text,) = conn.execute(sql, tuple(chunk)).fetchone()
+        for jr in job_rows_from_json(text, specs):
             out[jr.job.id if column == "id" else str(jr.request_id)] = jr
     return out
 
@@ -151,10 +165,13 @@ class TransitionOp(WriteOp[list[Change]]):
     """
 
     transitions: tuple[tuple[str, Transition], ...]
+    # The specs of (some of) the jobs by id, when the caller knows them (the master's live index):
+    # their rows are then read without their specs, which is most of what decoding a row costs.
+    specs: Mapping[str, JobSpec] = dataclasses.field(default_factory=dict)
 
     def apply(self, conn: sqlite3.Connection) -> list[Change]:
         ids = list(dict.fromkeys(job_id for job_id, _ in self.transitions))
-        current = fetch_rows(conn, "id", ids)
+        current = fetch_rows(conn, "id", ids, self.specs)
         changes: list[Change] = []
         rounds: list[dict[str, JobRow]] = []  # a job changed twice goes into a second statement
         for job_id, fn in self.transitions:
@@ -164,7 +181,7 @@ class TransitionOp(WriteOp[list[Change]]):
             after = fn(before)
             if after is None or after == before:
                 continue
-            bumped = dataclasses.replace(as_stored(after.job), version=before.job.version + 1)
+            bumped = as_stored(after.job, before.job.version + 1)
             after = dataclasses.replace(after, job=bumped)
             current[job_id] = after
             changes.append(Change(before, after))

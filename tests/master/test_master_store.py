@@ -187,3 +187,32 @@ async def test_live_jobs_and_versions(tmp_path: pathlib.Path) -> None:
         assert [r.job.version for r in await store.read.live_jobs()] == [1, 3, 1]
     finally:
         await store.close()
+
+
+async def test_a_transition_given_the_jobs_specs_changes_what_one_without_them_changes(
+    tmp_path: pathlib.Path,
+) -> None:
+    """(The master hands a pass's write the specs its live index holds: those rows are read
+    without theirs. The changes and what is stored must not differ from a plain read's.)"""
+    hinted = JobSpec(("x",), gpus=2, owner="t", job_type="A3C", hints=ProfileHints(10.0, 20.0, 900))
+    out = []
+    for name, given in (("plain", False), ("given", True)):
+        store = await Store.open(tmp_path / f"{name}.db")
+        try:
+            jobs = [replace(job(), id=f"j{i}", spec=hinted if i % 2 else job().spec) for i in range(4)]
+            for j in jobs:
+                await store.write(SubmitOp(j, None))
+            todo = (
+                ("j0", tr.assign("n1", ("g0",), 0.5, 2.0)),
+                ("j1", tr.set_wait_reason("busy", 2.0, "Resources")),
+                ("j2", tr.cancel("by test", 2.0, node_lost=False)),
+                ("j9", tr.set_wait_reason("gone", 2.0)),  # (no such job: skipped)
+            )
+            specs = {j.id: j.spec for j in jobs[:2]} if given else {}  # (j2, j3: read with theirs)
+            changes = await store.write(TransitionOp(todo, specs))
+            out.append((changes, await store.read.live_jobs()))
+        finally:
+            await store.close()
+    (plain, plain_rows), (given_changes, given_rows) = out
+    assert [c.after.job.spec for c in given_changes] == [job().spec, hinted, job().spec]
+    assert given_changes == plain and given_rows == plain_rows and len(plain) == 3
