@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from horus_core import gang
-from horus_core.model import Job, JobSpec
+from horus_core.model import Job
 from horus_core.plane import Assignment, Kill
 from horus_core.reasoncodes import QueuePositions
 from master.clock import Clock
@@ -29,6 +29,7 @@ from master.services.progress import ProgressKeeper
 from master.store import Store
 from master.store.jobs import Change, SetPendingReasonOp, SubmitOp, SubmitResult, Transition, TransitionOp
 from master.store.live import LiveIndex
+from master.store.rows import JobRow
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class JobWriter:
             return []
         # A caller that goes away does not stop the write (see Writer.submit): the live index
         # follows it when it ends, whoever still waits for it.
-        write = asyncio.ensure_future(self.store.write(TransitionOp(todo, self._specs(todo))))
+        write = asyncio.ensure_future(self.store.write(TransitionOp(todo, self._held(todo))))
         write.add_done_callback(self._applied)
         changes = await asyncio.shield(write)
         self.events.publish_changes(changes)
@@ -74,10 +75,11 @@ class JobWriter:
             self.after_apply(changes)  # e.g. the other parts of a gang that ended
         return changes
 
-    def _specs(self, todo: tuple[tuple[str, Transition], ...]) -> dict[str, JobSpec]:
-        """The specs of the live jobs among ``todo`` (so the write need not decode them again)."""
-        find = self.live.job
-        return {job_id: job.spec for job_id, _ in todo if (job := find(job_id)) is not None}
+    def _held(self, todo: tuple[tuple[str, Transition], ...]) -> dict[str, JobRow]:
+        """The index's rows of the live jobs among ``todo`` (the write need not decode them again
+        where they are still the stored ones: :func:`master.store.jobs.held_rows`)."""
+        find = self.live.get
+        return {job_id: row for job_id, _ in todo if (row := find(job_id)) is not None}
 
     def _applied(self, write: asyncio.Future[list[Change]]) -> None:
         if not write.cancelled() and write.exception() is None:
