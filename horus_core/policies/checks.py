@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 
 MAX_JOBS_PER_GPU = 3
 _PENDING = JobState.PENDING
+_JOB_ID = operator.attrgetter("job_id")
 
 
 @dataclass
@@ -149,8 +151,8 @@ def _split(actions: list[Action]) -> tuple[list[Action], list[Wait]] | None:
     others = [a for a in actions if type(a) is not Wait]
     if not all(isinstance(a, Assign | Preempt) for a in others):
         return None
-    ids = {w.job_id for w in waits}
-    ids.update(a.job_id for a in others)
+    ids = set(map(_JOB_ID, waits))
+    ids.update(map(_JOB_ID, others))
     return (others, waits) if len(ids) == len(actions) else None
 
 

@@ -34,6 +34,7 @@ class LiveIndex:
         self._floored: set[str] = set()  # active jobs with a speed floor of their own
         self._gone: OrderedDict[str, int] = OrderedDict()  # id -> version it left with
         self._jobs: tuple[Job, ...] | None = None
+        self.find = self._job.get  # job id -> the live job (None): the quickest look-up
         self.update(rows)
 
     def __len__(self) -> int:
@@ -130,16 +131,21 @@ class IndexLookup:
     saw; the transitions re-check against the committed rows anyway)."""
 
     def __init__(self, index: LiveIndex, nodes: Iterable[Node]) -> None:
-        self.job = index.by_id().get
+        self.job = index.find
         self.residents = index.residents
         self._nodes = {n.name: n for n in nodes if n.state is NodeState.READY}
+        self._healthy: dict[str, frozenset[str]] = {}  # node -> its healthy GPUs (those asked about)
 
     def node_ready(self, node: str) -> bool:
         return node in self._nodes
 
     def healthy_gpu(self, node: str, uuid: str) -> bool:
-        ready = self._nodes.get(node)
-        return ready is not None and any(g.uuid == uuid and g.healthy for g in ready.gpus)
+        healthy = self._healthy.get(node)
+        if healthy is None:
+            ready = self._nodes.get(node)
+            healthy = frozenset(g.uuid for g in ready.gpus if g.healthy) if ready is not None else frozenset()
+            self._healthy[node] = healthy
+        return uuid in healthy
 
     def node_of(self, uuid: str) -> str:
         """The ready node holding ``uuid`` ("" for none): a GPU of a gang spread over nodes."""

@@ -295,16 +295,20 @@ def job_update_params(row: JobRow) -> tuple[Any, ...]:
         j.started_at,
         j.finished_at,
         j.node,
-        json.dumps(list(j.gpus)),
+        _json_list(j.gpus),
         j.reason,
         j.exit_code,
         j.predicted_slowdown,
         int(row.cancel_requested),
         j.version,
         j.reason_code,
-        json.dumps(list(j.nodes)),
-        json.dumps(list(row.parts)),
+        _json_list(j.nodes),
+        _json_list(row.parts),
     )
+
+
+def _json_list(items: tuple[str, ...]) -> str:
+    return json.dumps(list(items)) if items else "[]"  # (most jobs run on one node: no parts)
 
 
 def gpus_to_json(gpus: tuple[Gpu, ...]) -> str:
