@@ -24,9 +24,10 @@ from master.store.rows import (
     JOB_UPDATE_COLUMNS,
     JobRow,
     as_stored,
+    column_param,
+    job_columns,
     job_insert_params,
     job_rows_from_json,
-    job_update_params,
     select_jobs,
 )
 from master.store.writer import WriteOp
@@ -143,7 +144,7 @@ class SubmitOp(WriteOp[SubmitResult]):
 
 
 def _update_sql(columns: tuple[int, ...], rows: int) -> str:
-    """One UPDATE of ``rows`` jobs setting the columns at ``columns`` of :func:`job_update_params`
+    """One UPDATE of ``rows`` jobs setting the columns at ``columns`` of :func:`job_columns`
     (1 = the first of :data:`JOB_UPDATE_COLUMNS`), from VALUES rows (id, those columns)."""
     sets = ", ".join(f"{JOB_UPDATE_COLUMNS[i - 1]} = v.column{k + 2}" for k, i in enumerate(columns))
     values = ",".join(["(" + ",".join("?" * (len(columns) + 1)) + ")"] * rows)
@@ -156,9 +157,9 @@ def write_changes(conn: sqlite3.Connection, changes: Sequence[Change]) -> None:
     pass's new pending reasons then touch no index and fire no trigger: half the commit.)"""
     groups: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
     for c in changes:
-        new, old = job_update_params(c.after), job_update_params(c.before)
+        new, old = job_columns(c.after), job_columns(c.before)
         columns = tuple(i for i in range(1, len(new)) if new[i] != old[i])
-        groups.setdefault(columns, []).append((new[0], *(new[i] for i in columns)))
+        groups.setdefault(columns, []).append((new[0], *(column_param(i, new[i]) for i in columns)))
     for columns, rows in groups.items():
         for chunk in _chunks(rows):
             conn.execute(_update_sql(columns, len(chunk)), [p for row in chunk for p in row])

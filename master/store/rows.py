@@ -264,7 +264,7 @@ def job_insert_params(job: Job, request_id: str | None) -> tuple[Any, ...]:
     )
 
 
-# Mutable columns, in the order of job_update_params; written with UPDATE ... FROM (VALUES ...).
+# Mutable columns, in the order of job_columns; written with UPDATE ... FROM (VALUES ...).
 JOB_UPDATE_COLUMNS = (
     "state",
     "attempt",
@@ -284,8 +284,9 @@ JOB_UPDATE_COLUMNS = (
 )
 
 
-def job_update_params(row: JobRow) -> tuple[Any, ...]:
-    """The job's id, then every mutable column (see :data:`JOB_UPDATE_COLUMNS`)."""
+def job_columns(row: JobRow) -> tuple[Any, ...]:
+    """The job's id, then every mutable column (see :data:`JOB_UPDATE_COLUMNS`) as the model
+    holds it: the list columns (:data:`LIST_COLUMNS`) as tuples, not yet JSON."""
     j = row.job
     return (
         j.id,
@@ -295,20 +296,26 @@ def job_update_params(row: JobRow) -> tuple[Any, ...]:
         j.started_at,
         j.finished_at,
         j.node,
-        _json_list(j.gpus),
+        j.gpus,
         j.reason,
         j.exit_code,
         j.predicted_slowdown,
         int(row.cancel_requested),
         j.version,
         j.reason_code,
-        _json_list(j.nodes),
-        _json_list(row.parts),
+        j.nodes,
+        row.parts,
     )
 
 
-def _json_list(items: tuple[str, ...]) -> str:
-    return json.dumps(list(items)) if items else "[]"  # (most jobs run on one node: no parts)
+LIST_COLUMNS = frozenset({7, 14, 15})  # positions in job_columns of gpus, nodes, parts
+
+
+def column_param(i: int, value: Any) -> Any:
+    """A value of :func:`job_columns` at position ``i`` as the statement binds it."""
+    if i not in LIST_COLUMNS:
+        return value
+    return json.dumps(list(value)) if value else "[]"  # (most jobs run on one node: no parts)
 
 
 def gpus_to_json(gpus: tuple[Gpu, ...]) -> str:
