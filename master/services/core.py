@@ -86,8 +86,16 @@ class JobWriter:
             self.live.update(c.after for c in write.result())
 
     async def set_pending_reason(self, reason: str, code: str = "") -> None:
-        await self.store.write(SetPendingReasonOp(reason, code))
-        self.live.set_pending_reason(reason, code)
+        """Set every pending job's reason; the index follows in commit order (a callback, as for
+        :meth:`apply`: after the write's return, a later write's rows may be indexed already, and
+        the index must never hold a version the database gave other content)."""
+        write = asyncio.ensure_future(self.store.write(SetPendingReasonOp(reason, code)))
+        write.add_done_callback(lambda w: self._reasons_set(w, reason, code))
+        await asyncio.shield(write)
+
+    def _reasons_set(self, write: asyncio.Future[int], reason: str, code: str) -> None:
+        if not write.cancelled() and write.exception() is None:
+            self.live.set_pending_reason(reason, code)
 
 
 class Dispatcher:
