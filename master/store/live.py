@@ -107,6 +107,10 @@ class LiveIndex:
         """Some active job has a speed floor of its own (``spec.min_speed``)."""
         return bool(self._floored)
 
+    def sharing(self) -> set[str]:
+        """The ids of the active jobs that share a GPU with another active job."""
+        return {job_id for held in self._held.values() if len(held) > 1 for job_id in held}
+
     def residents(self, uuid: str) -> list[Job]:
         """The active jobs that hold GPU ``uuid``."""
         return list(self._held.get(uuid, {}).values())

@@ -175,3 +175,20 @@ def test_the_index_knows_whether_a_running_job_has_a_speed_floor() -> None:
         [JobRow(Job("a", floored, JobState.SUCCEEDED, attempt=2, node="n1", gpus=("g1",), version=4))]
     )
     assert not index.floored()
+
+
+def test_the_index_knows_which_running_jobs_share_a_gpu() -> None:
+    """(The floor enforcer measures and watches only those.)"""
+    spec = JobSpec(command=("x",))
+
+    def on(jid: str, gpus: tuple[str, ...], version: int = 1) -> JobRow:
+        return JobRow(Job(jid, spec, JobState.RUNNING, attempt=1, node="n1", gpus=gpus, version=version))
+
+    index = LiveIndex(
+        [on("a", ("g0", "g1")), on("b", ("g1",)), on("c", ("g2",)), JobRow(Job("d", spec, JobState.PENDING))]
+    )
+    assert index.sharing() == {"a", "b"}
+    index.update([on("b", ("g2",), version=2)])  # (moved: now next to c)
+    assert index.sharing() == {"b", "c"}
+    index.update([JobRow(Job("c", spec, JobState.SUCCEEDED, attempt=1, node="n1", gpus=("g2",), version=2))])
+    assert index.sharing() == set()
