@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 
 MAX_JOBS_PER_GPU = 3
 _PENDING = JobState.PENDING
+_JOB_ID = operator.attrgetter("job_id")
 
 
 @dataclass
@@ -125,42 +127,86 @@ class _Occupancy:
 
 
 def check_actions(snapshot: ClusterSnapshot, actions: list[Action], lookup: Lookup | None = None) -> Plan:
-    """The actions to apply, in order, and those dropped with why. ``lookup``: see :class:`Lookup`."""
+    """The actions to apply, in order, and those dropped with why. ``lookup``: see :class:`Lookup`.
+
+    A busy pass is mostly Waits for pending jobs whose reason did not change: when every action
+    is an action for a distinct job and every Wait's job is pending (the usual pass), the Waits
+    are checked in bulk (:func:`_bulk_waits`) and only the others one by one; any other pass
+    takes the one-by-one path for all (the same plan either way: tests/core/test_check_waits.py).
+    """
     look = lookup if lookup is not None else SnapshotLookup(snapshot)
+    split = _split(actions)
+    bulk = _bulk_waits(split[1], look) if split is not None else None
+    if split is None or bulk is None:
+        return _in_order(actions, look, Plan())
+    plan = _in_order(split[0], look, Plan())
+    plan.waits, plan.n_waits = bulk, len(split[1])
+    return plan
+
+
+def _split(actions: list[Action]) -> tuple[list[Action], list[Wait]] | None:
+    """(the Assigns and Preempts, the Waits) when every action is one of those three and no two
+    are for the same job (so their order across the two lists cannot matter); else None."""
+    waits = [a for a in actions if type(a) is Wait]
+    others = [a for a in actions if type(a) is not Wait]
+    if not all(isinstance(a, Assign | Preempt) for a in others):
+        return None
+    ids = set(map(_JOB_ID, waits))
+    ids.update(map(_JOB_ID, others))
+    return (others, waits) if len(ids) == len(actions) else None
+
+
+def _bulk_waits(waits: list[Wait], look: Lookup) -> list[Wait] | None:
+    """The Waits whose reason or code changed, when every Wait is for a pending job (else None:
+    one of them is to be dropped, which the one-by-one path reports in order). One look at each
+    job; only the few Waits that differ are looked at twice."""
+    find = look.job
+    odd = [
+        w
+        for w in waits
+        if (j := find(w.job_id)) is None
+        or j.state is not _PENDING
+        or j.reason != w.reason
+        or j.reason_code != w.code
+    ]
+    if any((j := find(w.job_id)) is None or j.state is not _PENDING for w in odd):
+        return None
+    return odd
+
+
+def _in_order(actions: Sequence[object], look: Lookup, plan: Plan) -> Plan:
+    """Check each action against the snapshot and the ones kept before it."""
     occ = _Occupancy(look)
-    plan, acted = Plan(), set[str]()
-    find, waits = look.job, plan.waits
+    acted = set[str]()
     for action in actions:
-        if type(action) is Wait:  # most of a busy pass: the same checks as _problem's, inline
-            job = find(action.job_id)
-            if job is not None and job.state is _PENDING and action.job_id not in acted:
-                acted.add(action.job_id)
-                plan.n_waits += 1
-                if job.reason != action.reason:
-                    waits.append(action)
-                continue
         job = look.job(action.job_id) if isinstance(action, Assign | Preempt | Wait) else None
         problem = _problem(action, job, occ, acted)
         if problem or job is None:
             log.warning("policy action dropped: %s (%s)", action, problem)
             plan.dropped.append((action, problem))
             continue
-        acted.add(action.job_id)
+        acted.add(job.id)
         if isinstance(action, Assign):
-            for uuid in action.gpus:
-                occ.add(uuid, job)
-            slowdown = action.predicted_slowdown
-            if not (math.isfinite(slowdown) and slowdown > 0):
-                action = Assign(action.job_id, action.node, action.gpus, 1.0)
-            plan.assigns.append(action)
+            plan.assigns.append(_kept_assign(action, job, occ))
         elif isinstance(action, Preempt):
             occ.remove(job)
             plan.preempts.append(action)
-        else:
+        elif isinstance(action, Wait):
             plan.n_waits += 1
             if job.reason != action.reason or job.reason_code != action.code:
                 plan.waits.append(action)
     return plan
+
+
+def _kept_assign(action: Assign, job: Job, occ: _Occupancy) -> Assign:
+    """A kept Assign, its GPUs now taken; a predicted slowdown that is not a positive number
+    becomes 1.0."""
+    for uuid in action.gpus:
+        occ.add(uuid, job)
+    slowdown = action.predicted_slowdown
+    if not (math.isfinite(slowdown) and slowdown > 0):
+        return Assign(action.job_id, action.node, action.gpus, 1.0)
+    return action
 
 
 def _problem(action: object, job: Job | None, occ: _Occupancy, acted: set[str]) -> str:

@@ -29,6 +29,7 @@ from master.services.progress import ProgressKeeper
 from master.store import Store
 from master.store.jobs import Change, SetPendingReasonOp, SubmitOp, SubmitResult, Transition, TransitionOp
 from master.store.live import LiveIndex
+from master.store.rows import JobRow
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class JobWriter:
             return []
         # A caller that goes away does not stop the write (see Writer.submit): the live index
         # follows it when it ends, whoever still waits for it.
-        write = asyncio.ensure_future(self.store.write(TransitionOp(todo)))
+        write = asyncio.ensure_future(self.store.write(TransitionOp(todo, self._held(todo))))
         write.add_done_callback(self._applied)
         changes = await asyncio.shield(write)
         self.events.publish_changes(changes)
@@ -74,13 +75,27 @@ class JobWriter:
             self.after_apply(changes)  # e.g. the other parts of a gang that ended
         return changes
 
+    def _held(self, todo: tuple[tuple[str, Transition], ...]) -> dict[str, JobRow]:
+        """The index's rows of the live jobs among ``todo`` (the write need not decode them again
+        where they are still the stored ones: :func:`master.store.jobs.held_rows`)."""
+        find = self.live.get
+        return {job_id: row for job_id, _ in todo if (row := find(job_id)) is not None}
+
     def _applied(self, write: asyncio.Future[list[Change]]) -> None:
         if not write.cancelled() and write.exception() is None:
             self.live.update(c.after for c in write.result())
 
     async def set_pending_reason(self, reason: str, code: str = "") -> None:
-        await self.store.write(SetPendingReasonOp(reason, code))
-        self.live.set_pending_reason(reason, code)
+        """Set every pending job's reason; the index follows in commit order (a callback, as for
+        :meth:`apply`: after the write's return, a later write's rows may be indexed already, and
+        the index must never hold a version the database gave other content)."""
+        write = asyncio.ensure_future(self.store.write(SetPendingReasonOp(reason, code)))
+        write.add_done_callback(lambda w: self._reasons_set(w, reason, code))
+        await asyncio.shield(write)
+
+    def _reasons_set(self, write: asyncio.Future[int], reason: str, code: str) -> None:
+        if not write.cancelled() and write.exception() is None:
+            self.live.set_pending_reason(reason, code)
 
 
 class Dispatcher:

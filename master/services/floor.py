@@ -36,18 +36,23 @@ class FloorEnforcer:
         self.watch = FloorWatch()
         self._last = float("-inf")
 
-    def _watched(self, active: list[Job]) -> bool:
-        return self.min_speed > 0.0 or any(j.spec.min_speed > 0.0 for j in active)
+    def _watched(self, live: LiveIndex) -> bool:
+        """A floor applies to some running job (else a round looks at no job: the usual case)."""
+        return self.min_speed > 0.0 or live.floored()
 
     async def preempts(self) -> list[Preempt]:
-        """This round's co-runner moves (none between reading rounds)."""
+        """This round's co-runner moves (none between reading rounds). Only the jobs that share a
+        GPU are measured and watched: a job alone on its GPUs has no co-runner to move, and its
+        count of readings below its floor starts again once it shares one."""
         now = self.clock.now()
         if now - self._last < self.reading_s:
             return []
         self._last = now
-        active = [j for j in self._live().jobs() if j.state.active]
-        if not self._watched(active):
+        live = self._live()
+        if not self._watched(live):
             return []
+        shared = live.sharing()  # (a job alone on its GPUs has no co-runner to move)
+        active = [j for j in live.jobs() if j.id in shared]
         speeds = await self._measure(active)
         moves = decide_moves(self.watch, active, speeds, now, self.min_speed, self.min_run_s)
         for victim, reason in moves:

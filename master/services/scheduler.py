@@ -217,7 +217,8 @@ class Scheduler:
     def _decide(self, snapshot: ClusterSnapshot, now: float, withheld: rc.OutOfService) -> list[Action]:
         """(Off the loop.) The policy's actions, each Wait's code final: NodeCordoned where only
         room that is out of service would fit the job."""
-        return rc.classify(self.policy.decide(snapshot, now), snapshot.pending(), withheld)
+        actions = self.policy.decide(snapshot, now)
+        return rc.classify(actions, snapshot.pending(), withheld) if withheld.any else actions
 
     async def _commit(self, snapshot: ClusterSnapshot, actions: list[Action]) -> tuple[Plan, list[Change]]:
         """Check the actions, apply them in one transaction, dispatch after it."""

@@ -37,9 +37,9 @@ def assign(
     def fn(row: JobRow) -> JobRow | None:
         if row.job.state is not JobState.PENDING or row.cancel_requested:
             return None
-        out = _set(
-            row,
-            now,
+        job = dataclasses.replace(
+            row.job,
+            updated_at=now,
             state=JobState.ASSIGNED,
             attempt=row.job.attempt + 1,
             node=node,
@@ -52,7 +52,7 @@ def assign(
             exit_code=None,
             nodes=gang_nodes,
         )
-        return dataclasses.replace(out, parts=gang.stored(gang.start(gang_nodes)))
+        return dataclasses.replace(row, job=job, parts=gang.stored(gang.start(gang_nodes)))
 
     return fn
 

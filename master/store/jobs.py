@@ -1,31 +1,33 @@
 """Write operations on jobs: submissions (batched) and state transitions.
 
-Each op issues as few statements as it can (one multi-row INSERT, one UPDATE ... FROM VALUES):
-every statement the writer thread steps through costs a hand-over of the GIL from the event
-loop. The ``job_events`` rows are written by triggers (see the migration).
+Each op issues as few statements as it can (one multi-row INSERT, an UPDATE ... FROM VALUES per set
+of changed columns): every statement the writer thread steps through costs a hand-over of the GIL
+from the event loop. The ``job_events`` rows are written by triggers (see the migration).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from horus_core.model import Job
+from horus_core.model import Job, JobSpec
 from master.store.rows import (
     JOB_INSERT_ARITY,
     JOB_INSERT_COLUMNS,
     JOB_UPDATE_COLUMNS,
     JobRow,
     as_stored,
+    column_param,
+    job_columns,
     job_insert_params,
     job_rows_from_json,
-    job_update_params,
     select_jobs,
 )
 from master.store.writer import WriteOp
@@ -64,13 +66,27 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> list[Sequence[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def fetch_rows(conn: sqlite3.Connection, column: str, keys: Sequence[str]) -> dict[str, JobRow]:
-    """Rows whose ``column`` (``id`` or ``request_id``) is one of ``keys``, keyed by that column."""
+def fetch_rows(
+    conn: sqlite3.Connection, column: str, keys: Sequence[str], specs: Mapping[str, JobSpec] | None = None
+) -> dict[str, JobRow]:
+    """Rows whose ``column`` (``id`` or ``request_id``) is one of ``keys``, keyed by that column.
+    ``specs``: specs the caller knows, by job id (a spec never changes once stored): those rows
+    are read without theirs."""
+    known = specs if specs and column == "id" else {}
+    out = _fetch(conn, column, [k for k in keys if k not in known], {})
+    out.update(_fetch(conn, column, [k for k in keys if k in known], known))
+    return out
+
+
+def _fetch(
+    conn: sqlite3.Connection, column: str, keys: Sequence[str], specs: Mapping[str, JobSpec]
+) -> dict[str, JobRow]:
     out: dict[str, JobRow] = {}
     for chunk in _chunks(keys):
         marks = ",".join("?" * len(chunk))
-        (text,) = conn.execute(select_jobs(f"WHERE {column} IN ({marks})"), tuple(chunk)).fetchone()
-        for jr in job_rows_from_json(text):
+        sql = select_jobs(f"WHERE {column} IN ({marks})", spec=not specs)
+        (text,) = conn.execute(sql, tuple(chunk)).fetchone()
+        for jr in job_rows_from_json(text, specs):
             out[jr.job.id if column == "id" else str(jr.request_id)] = jr
     return out
 
@@ -127,19 +143,52 @@ class SubmitOp(WriteOp[SubmitResult]):
         return results
 
 
-_UPDATE = (
-    "UPDATE jobs SET "
-    + ", ".join(f"{col} = v.column{i + 2}" for i, col in enumerate(JOB_UPDATE_COLUMNS))
-    + " FROM (VALUES {values}) AS v WHERE jobs.id = v.column1"
-)
-_UPDATE_ARITY = len(JOB_UPDATE_COLUMNS) + 1
+def _update_sql(columns: tuple[int, ...], rows: int) -> str:
+    """One UPDATE of ``rows`` jobs setting the columns at ``columns`` of :func:`job_columns`
+    (1 = the first of :data:`JOB_UPDATE_COLUMNS`), from VALUES rows (id, those columns)."""
+    sets = ", ".join(f"{JOB_UPDATE_COLUMNS[i - 1]} = v.column{k + 2}" for k, i in enumerate(columns))
+    values = ",".join(["(" + ",".join("?" * (len(columns) + 1)) + ")"] * rows)
+    return f"UPDATE jobs SET {sets} FROM (VALUES {values}) AS v WHERE jobs.id = v.column1"
 
 
-def write_rows(conn: sqlite3.Connection, rows: Sequence[JobRow]) -> None:
-    """Store ``rows`` (distinct jobs) with one statement per chunk; triggers log state changes."""
-    for chunk in _chunks(rows):
-        values = ",".join(["(" + ",".join("?" * _UPDATE_ARITY) + ")"] * len(chunk))
-        conn.execute(_UPDATE.format(values=values), [p for r in chunk for p in job_update_params(r)])
+def write_changes(conn: sqlite3.Connection, changes: Sequence[Change]) -> None:
+    """Store each change's new row (distinct jobs, each ``before`` as stored), writing only the
+    columns that changed; rows that change the same columns share a statement per chunk. (A
+    pass's new pending reasons then touch no index and fire no trigger: half the commit.)"""
+    groups: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
+    for c in changes:
+        new, old = job_columns(c.after), job_columns(c.before)
+        columns = tuple(i for i in range(1, len(new)) if new[i] != old[i])
+        groups.setdefault(columns, []).append((new[0], *(column_param(i, new[i]) for i in columns)))
+    for columns, rows in groups.items():
+        for chunk in _chunks(rows):
+            conn.execute(_update_sql(columns, len(chunk)), [p for row in chunk for p in row])
+
+
+def held_rows(conn: sqlite3.Connection, ids: Sequence[str], held: Mapping[str, JobRow]) -> dict[str, JobRow]:
+    """The stored rows of ``ids``, by id: the ``held`` row of a job where the stored version is
+    the held one's (every write of a job gives it a new version, so the row is the same: decoding
+    it again was most of what reading it cost); the others read (without the held jobs' specs:
+    a spec never changes once stored)."""
+    out: dict[str, JobRow] = {}
+    for job_id, version, seq in stored_versions(conn, [i for i in ids if i in held]):
+        row = held[job_id]
+        if row.job.version == version:  # (a row indexed from its submission does not know its seq)
+            out[job_id] = row if row.seq == seq else dataclasses.replace(row, seq=seq)
+    rest = [i for i in ids if i not in out]
+    out.update(fetch_rows(conn, "id", rest, {i: held[i].job.spec for i in rest if i in held}))
+    return out
+
+
+def stored_versions(conn: sqlite3.Connection, ids: Sequence[str]) -> list[tuple[str, int, int]]:
+    """(id, version, seq) of each stored job among ``ids``."""
+    out: list[tuple[str, int, int]] = []
+    for chunk in _chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT json_group_array(json_array(id, version, seq)) FROM jobs WHERE id IN ({marks})"
+        (text,) = conn.execute(sql, tuple(chunk)).fetchone()
+        out += [(str(i), int(v), int(q)) for i, v, q in json.loads(text)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -151,12 +200,14 @@ class TransitionOp(WriteOp[list[Change]]):
     """
 
     transitions: tuple[tuple[str, Transition], ...]
+    # Rows of (some of) the jobs the caller holds, by id (the master's live index): see held_rows.
+    held: Mapping[str, JobRow] = dataclasses.field(default_factory=dict)
 
     def apply(self, conn: sqlite3.Connection) -> list[Change]:
         ids = list(dict.fromkeys(job_id for job_id, _ in self.transitions))
-        current = fetch_rows(conn, "id", ids)
+        current = held_rows(conn, ids, self.held)
         changes: list[Change] = []
-        rounds: list[dict[str, JobRow]] = []  # a job changed twice goes into a second statement
+        rounds: list[dict[str, Change]] = []  # a job changed twice goes into a second statement
         for job_id, fn in self.transitions:
             before = current.get(job_id)
             if before is None:
@@ -164,7 +215,7 @@ class TransitionOp(WriteOp[list[Change]]):
             after = fn(before)
             if after is None or after == before:
                 continue
-            bumped = dataclasses.replace(as_stored(after.job), version=before.job.version + 1)
+            bumped = as_stored(after.job, before.job.version + 1)
             after = dataclasses.replace(after, job=bumped)
             current[job_id] = after
             changes.append(Change(before, after))
@@ -172,9 +223,9 @@ class TransitionOp(WriteOp[list[Change]]):
             if slot is None:
                 slot = {}
                 rounds.append(slot)
-            slot[job_id] = after
+            slot[job_id] = changes[-1]
         for r in rounds:
-            write_rows(conn, list(r.values()))
+            write_changes(conn, list(r.values()))
         return changes
 
 
@@ -203,7 +254,8 @@ def request_key(owner: str, request_id: str) -> str:
 
 @dataclass(frozen=True)
 class QuarantineOp(WriteOp[int]):
-    """Mark a job whose stored row cannot be decoded FAILED (its stored spec is kept as evidence)."""
+    """Mark a job whose stored row cannot be decoded FAILED (its stored spec is kept as evidence),
+    with a new version, as every write of a job (:func:`held_rows` relies on it)."""
 
     job_id: str
     reason: str
@@ -211,8 +263,8 @@ class QuarantineOp(WriteOp[int]):
 
     def apply(self, conn: sqlite3.Connection) -> int:
         cur = conn.execute(
-            "UPDATE jobs SET state = 'FAILED', reason = ?, updated_at = ?, finished_at = ?"
-            " WHERE id = ? AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
+            "UPDATE jobs SET state = 'FAILED', reason = ?, updated_at = ?, finished_at = ?,"
+            " version = version + 1 WHERE id = ? AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
             (self.reason, self.at, self.at, self.job_id),
         )
         return cur.rowcount

@@ -31,8 +31,10 @@ class LiveIndex:
         self._job: dict[str, Job] = {}  # the rows' jobs, kept in step (same keys, same order)
         self._on: dict[str, dict[str, JobRow]] = {}  # node -> active rows there
         self._held: dict[str, dict[str, Job]] = {}  # GPU uuid -> active jobs holding it
+        self._floored: set[str] = set()  # active jobs with a speed floor of their own
         self._gone: OrderedDict[str, int] = OrderedDict()  # id -> version it left with
         self._jobs: tuple[Job, ...] | None = None
+        self.find = self._job.get  # job id -> the live job (None): the quickest look-up
         self.update(rows)
 
     def __len__(self) -> int:
@@ -78,6 +80,8 @@ class LiveIndex:
                     self._on.setdefault(node, {})[job.id] = row
                 for uuid in job.gpus:
                     self._held.setdefault(uuid, {})[job.id] = job
+                if job.spec.min_speed > 0.0:
+                    self._floored.add(job.id)
             return
         self._rows.pop(job.id, None)
         self._job.pop(job.id, None)
@@ -90,6 +94,7 @@ class LiveIndex:
             self._on[node].pop(job.id, None)
         for uuid in job.gpus:
             self._held[uuid].pop(job.id, None)
+        self._floored.discard(job.id)
 
     def job(self, job_id: str) -> Job | None:
         return self._job.get(job_id)
@@ -97,6 +102,14 @@ class LiveIndex:
     def by_id(self) -> Mapping[str, Job]:
         """The live jobs by id (a read-only view, kept current)."""
         return MappingProxyType(self._job)
+
+    def floored(self) -> bool:
+        """Some active job has a speed floor of its own (``spec.min_speed``)."""
+        return bool(self._floored)
+
+    def sharing(self) -> set[str]:
+        """The ids of the active jobs that share a GPU with another active job."""
+        return {job_id for held in self._held.values() if len(held) > 1 for job_id in held}
 
     def residents(self, uuid: str) -> list[Job]:
         """The active jobs that hold GPU ``uuid``."""
@@ -122,16 +135,21 @@ class IndexLookup:
     saw; the transitions re-check against the committed rows anyway)."""
 
     def __init__(self, index: LiveIndex, nodes: Iterable[Node]) -> None:
-        self.job = index.by_id().get
+        self.job = index.find
         self.residents = index.residents
         self._nodes = {n.name: n for n in nodes if n.state is NodeState.READY}
+        self._healthy: dict[str, frozenset[str]] = {}  # node -> its healthy GPUs (those asked about)
 
     def node_ready(self, node: str) -> bool:
         return node in self._nodes
 
     def healthy_gpu(self, node: str, uuid: str) -> bool:
-        ready = self._nodes.get(node)
-        return ready is not None and any(g.uuid == uuid and g.healthy for g in ready.gpus)
+        healthy = self._healthy.get(node)
+        if healthy is None:
+            ready = self._nodes.get(node)
+            healthy = frozenset(g.uuid for g in ready.gpus if g.healthy) if ready is not None else frozenset()
+            self._healthy[node] = healthy
+        return uuid in healthy
 
     def node_of(self, uuid: str) -> str:
         """The ready node holding ``uuid`` ("" for none): a GPU of a gang spread over nodes."""

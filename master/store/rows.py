@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +33,17 @@ JOB_JSON = (
 )
 
 
-def select_jobs(where: str) -> str:
-    """One row, one column: a JSON array of the jobs matching ``where`` (which may order/limit)."""
-    return f"SELECT json_group_array({JOB_JSON}) FROM (SELECT * FROM jobs {where})"
+# The same without the spec: for a caller that already knows the jobs' specs (a spec never changes
+# once stored), which is most of what decoding a row costs.
+JOB_JSON_NO_SPEC = JOB_JSON.replace("'spec', CAST(spec AS TEXT),", "")
+
+
+def select_jobs(where: str, *, spec: bool = True) -> str:
+    """One row, one column: a JSON array of the jobs matching ``where`` (which may order/limit);
+    ``spec=False``: without their specs (see :func:`job_rows_from_json`)."""
+    return (
+        f"SELECT json_group_array({JOB_JSON if spec else JOB_JSON_NO_SPEC}) FROM (SELECT * FROM jobs {where})"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +73,14 @@ def _as_read(x: float) -> float:
     return float(f"{x:.15g}")
 
 
-def as_stored(job: Job) -> Job:
+def as_stored(job: Job, version: int | None = None) -> Job:
     """``job`` as a read gives it back: SQLite's JSON writes a REAL with 15 significant digits,
     so times and the predicted slowdown are rounded to that before they are written (the live
-    index then holds exactly what the database reads)."""
+    index then holds exactly what the database reads). ``version``: a new one (else kept)."""
     started, finished = job.started_at, job.finished_at
     return dataclasses.replace(
         job,
+        version=job.version if version is None else version,
         submitted_at=_as_read(job.submitted_at),
         updated_at=_as_read(job.updated_at),
         started_at=None if started is None else _as_read(started),
@@ -218,16 +228,17 @@ def unreadable_row(d: dict[str, Any], why: str) -> JobRow:
     return JobRow(job, False, rid, int(_number(d.get("seq"))), unreadable=why[:500])
 
 
-def decode_row(d: dict[str, Any]) -> JobRow:
+def decode_row(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
     try:
-        return job_row_from_dict(d)
+        return job_row_from_dict(d, spec)
     except DECODE_ERRORS as exc:
         return unreadable_row(d, f"{type(exc).__name__}: {exc}")
 
 
-def job_rows_from_json(text: str | None) -> list[JobRow]:
-    """Rows from :func:`select_jobs`, in submission order; each row is decoded alone."""
-    rows = [decode_row(d) for d in json.loads(text or "[]")]
+def job_rows_from_json(text: str | None, specs: Mapping[str, JobSpec] | None = None) -> list[JobRow]:
+    """Rows from :func:`select_jobs`, in submission order; each row is decoded alone. ``specs``:
+    the jobs' specs by id (every one of them, when they were selected without: ``spec=False``)."""
+    rows = [decode_row(d, specs[d["id"]] if specs else None) for d in json.loads(text or "[]")]
     rows.sort(key=lambda r: r.seq)
     return rows
 
@@ -253,7 +264,7 @@ def job_insert_params(job: Job, request_id: str | None) -> tuple[Any, ...]:
     )
 
 
-# Mutable columns, in the order of job_update_params; written with UPDATE ... FROM (VALUES ...).
+# Mutable columns, in the order of job_columns; written with UPDATE ... FROM (VALUES ...).
 JOB_UPDATE_COLUMNS = (
     "state",
     "attempt",
@@ -273,8 +284,9 @@ JOB_UPDATE_COLUMNS = (
 )
 
 
-def job_update_params(row: JobRow) -> tuple[Any, ...]:
-    """The job's id, then every mutable column (see :data:`JOB_UPDATE_COLUMNS`)."""
+def job_columns(row: JobRow) -> tuple[Any, ...]:
+    """The job's id, then every mutable column (see :data:`JOB_UPDATE_COLUMNS`) as the model
+    holds it: the list columns (:data:`LIST_COLUMNS`) as tuples, not yet JSON."""
     j = row.job
     return (
         j.id,
@@ -284,16 +296,26 @@ def job_update_params(row: JobRow) -> tuple[Any, ...]:
         j.started_at,
         j.finished_at,
         j.node,
-        json.dumps(list(j.gpus)),
+        j.gpus,
         j.reason,
         j.exit_code,
         j.predicted_slowdown,
         int(row.cancel_requested),
         j.version,
         j.reason_code,
-        json.dumps(list(j.nodes)),
-        json.dumps(list(row.parts)),
+        j.nodes,
+        row.parts,
     )
+
+
+LIST_COLUMNS = frozenset({7, 14, 15})  # positions in job_columns of gpus, nodes, parts
+
+
+def column_param(i: int, value: Any) -> Any:
+    """A value of :func:`job_columns` at position ``i`` as the statement binds it."""
+    if i not in LIST_COLUMNS:
+        return value
+    return json.dumps(list(value)) if value else "[]"  # (most jobs run on one node: no parts)
 
 
 def gpus_to_json(gpus: tuple[Gpu, ...]) -> str:

@@ -73,11 +73,11 @@ class LiveIndexMachine(RuleBasedStateMachine):
         assert self.master is not None
         return self.master
 
-    @rule(gpus=st.sampled_from([1, 1, 2, 4]), keyed=st.booleans())
-    def submit(self, gpus: int, keyed: bool) -> None:
+    @rule(gpus=st.sampled_from([1, 1, 2, 4]), keyed=st.booleans(), floor=st.sampled_from([0.0, 0.0, 0.5]))
+    def submit(self, gpus: int, keyed: bool, floor: float) -> None:
         self.submitted += 1
         key = f"r{self.submitted % 3}" if keyed else ""  # a repeated key finds the first job
-        spec = JobSpec(command=("x",), gpus=gpus, owner="t")
+        spec = JobSpec(command=("x",), gpus=gpus, owner="t", min_speed=floor)
         self.runner.run(self.m.jobs.submit(spec, key, None))
 
     @rule()
@@ -130,6 +130,7 @@ class LiveIndexMachine(RuleBasedStateMachine):
         assert self.m.core.live.jobs() == tuple(r.job for r in stored)
         active = [r.job for r in stored if r.job.state.active]
         assert {r.job.id for r in self.m.core.live.active_on("n1")} == {j.id for j in active}
+        assert self.m.core.live.floored() == any(j.spec.min_speed > 0.0 for j in active)
         for uuid in (g.uuid for g in self.worker.gpus if self.worker is not None):
             held = {j.id for j in active if uuid in j.gpus}
             assert {j.id for j in self.m.core.live.residents(uuid)} == held
@@ -151,3 +152,43 @@ def test_a_late_reply_never_rolls_a_job_back() -> None:
     assert index.rows() == [v1] and [r.job.id for r in index.active_on("n1")] == ["a"]
     index.update([v2, v1])
     assert index.rows() == [] and index.active_on("n1") == [] and index.jobs() == ()
+
+
+def test_the_index_knows_whether_a_running_job_has_a_speed_floor() -> None:
+    """(What lets the floor enforcer skip its reading round without a look at every job.)"""
+    floored, plain = JobSpec(command=("x",), min_speed=0.5), JobSpec(command=("x",))
+    index = LiveIndex(
+        [JobRow(Job("a", floored, JobState.PENDING)), JobRow(Job("b", plain, JobState.PENDING))]
+    )
+    assert not index.floored()  # pending: no GPU to watch yet
+    index.update([JobRow(Job("b", plain, JobState.RUNNING, attempt=1, node="n1", gpus=("g0",), version=1))])
+    assert not index.floored()
+    running = Job("a", floored, JobState.RUNNING, attempt=1, node="n1", gpus=("g1",), version=1)
+    index.update([JobRow(running)])
+    assert index.floored()
+    index.update([JobRow(Job("a", floored, JobState.PENDING, attempt=1, version=2))])  # preempted
+    assert not index.floored()
+    index.update(
+        [JobRow(Job("a", floored, JobState.ASSIGNED, attempt=2, node="n1", gpus=("g1",), version=3))]
+    )
+    index.update(
+        [JobRow(Job("a", floored, JobState.SUCCEEDED, attempt=2, node="n1", gpus=("g1",), version=4))]
+    )
+    assert not index.floored()
+
+
+def test_the_index_knows_which_running_jobs_share_a_gpu() -> None:
+    """(The floor enforcer measures and watches only those.)"""
+    spec = JobSpec(command=("x",))
+
+    def on(jid: str, gpus: tuple[str, ...], version: int = 1) -> JobRow:
+        return JobRow(Job(jid, spec, JobState.RUNNING, attempt=1, node="n1", gpus=gpus, version=version))
+
+    index = LiveIndex(
+        [on("a", ("g0", "g1")), on("b", ("g1",)), on("c", ("g2",)), JobRow(Job("d", spec, JobState.PENDING))]
+    )
+    assert index.sharing() == {"a", "b"}
+    index.update([on("b", ("g2",), version=2)])  # (moved: now next to c)
+    assert index.sharing() == {"b", "c"}
+    index.update([JobRow(Job("c", spec, JobState.SUCCEEDED, attempt=1, node="n1", gpus=("g2",), version=2))])
+    assert index.sharing() == set()

@@ -19,7 +19,7 @@ from horus_core.model import Job, JobSpec, JobState, ProfileHints
 from master.services import transitions as tr
 from master.store import Store
 from master.store.db import migrations_from, packaged_migrations
-from master.store.jobs import SetPendingReasonOp, SubmitOp, TransitionOp, new_job_id
+from master.store.jobs import QuarantineOp, SetPendingReasonOp, SubmitOp, TransitionOp, new_job_id
 from master.store.writer import WriteOp
 
 
@@ -185,5 +185,53 @@ async def test_live_jobs_and_versions(tmp_path: pathlib.Path) -> None:
         assert second[1].job.state is JobState.PENDING and second[1].job.version == 2
         assert await store.write(SetPendingReasonOp("no ready nodes")) == 3
         assert [r.job.version for r in await store.read.live_jobs()] == [1, 3, 1]
+    finally:
+        await store.close()
+
+
+async def test_a_transition_takes_a_held_row_only_at_the_stored_version(tmp_path: pathlib.Path) -> None:
+    """(The master hands a pass's write the rows its live index holds: a held row whose version
+    is the stored one is the stored row and is not read again; any other is read.)"""
+    hinted = JobSpec(("x",), gpus=2, owner="t", job_type="A3C", hints=ProfileHints(10.0, 20.0, 900))
+    store = await Store.open(tmp_path / "h.db")
+    try:
+        held = {}  # as the index holds them from the submissions: version 0 (and no seq)
+        for i in range(4):
+            made = await store.write(
+                SubmitOp(replace(job(), id=f"j{i}", spec=hinted if i % 2 else job().spec), None)
+            )
+            held[made.row.job.id] = made.row
+        await store.write(TransitionOp((("j1", tr.set_wait_reason("moved on", 2.0)),)))  # j1: version 1
+        marked = replace(held["j2"], job=replace(held["j2"].job, reason="as held"))  # (same version)
+        todo = (
+            ("j0", tr.assign("n1", ("g0",), 0.5, 3.0)),
+            ("j1", tr.set_wait_reason("busy", 3.0, "Resources")),
+            ("j2", tr.set_wait_reason("busy", 3.0, "Resources")),
+            ("j9", tr.set_wait_reason("gone", 3.0)),  # (no such job: skipped)
+        )
+        changes = await store.write(TransitionOp(todo, {**held, "j2": marked}))
+        before = {c.before.job.id: c.before for c in changes}
+        assert sorted(before) == ["j0", "j1", "j2"]
+        assert (
+            before["j1"].job.reason == "moved on" and before["j1"].job.version == 1
+        )  # read: not the stale row
+        assert before["j1"].job.spec == hinted  # (read without its spec: the held one's)
+        assert before["j2"].job.reason == "as held"  # taken as held: not read
+        stored = {r.job.id: r for r in await store.read.live_jobs()}
+        first = await store.read.job("j0")
+        assert before["j0"].job == held["j0"].job and first is not None and before["j0"].seq == first.seq > 0
+        assert [c.after.job for c in changes] == [stored[i].job for i in ("j0", "j1", "j2")]
+    finally:
+        await store.close()
+
+
+async def test_a_quarantined_row_gets_a_new_version(tmp_path: pathlib.Path) -> None:
+    store = await Store.open(tmp_path / "h.db")
+    try:
+        j = job()
+        await store.write(SubmitOp(j, None))
+        assert await store.write(QuarantineOp(j.id, "test")) == 1
+        row = await store.read.job(j.id)
+        assert row is not None and row.job.state is JobState.FAILED and row.job.version == 1
     finally:
         await store.close()
