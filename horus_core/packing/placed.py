@@ -4,8 +4,9 @@
 An active job's GPUs only change with a new attempt, which is a new version of the job, so a
 pass encodes only the jobs whose version it has not seen (on the same layout). Each job is one
 record of int64s, ``[slot, n, gpu_1 .. gpu_n]`` (-1: a GPU the layout does not have), kept as
-bytes so a pass joins them into one array without a Python step per GPU. It starts over when
-it holds mostly jobs that have gone.
+bytes so a pass joins them into one array without a Python step per GPU. Records are kept per
+slot (with the version they are of), so the look-up is one array comparison; they start over
+when the layout changes (the job table starts a new one when it reuses slots).
 """
 
 from __future__ import annotations
@@ -21,37 +22,51 @@ from horus_core.packing.cluster import ClusterLayout
 
 I64 = NDArray[np.int64]
 _VERSION = operator.attrgetter("version")
-Key = tuple[int, int]  # (table slot, job version)
 
 
 class PlacedGpus:
     def __init__(self) -> None:
         self._layout: ClusterLayout | None = None
-        self._memo: dict[Key, bytes] = {}  # (slot, job version) -> record
+        self._version: I64 = np.full(0, -1, np.int64)  # per table slot: the version its record is of
+        self._record: list[bytes] = []  # per table slot: that record (b"": none)
 
     def records(self, layout: ClusterLayout, active: Sequence[Job], slots: Sequence[int]) -> I64:
         """The active jobs' records (``slots``: each one's table slot, which stands for its id
         while the table keeps it), in order, as one array."""
-        if layout is not self._layout or len(self._memo) > 2 * len(active) + 256:
-            self._layout, self._memo = layout, {}  # start over: layout changed, or stale
-        keys = list(zip(slots, map(_VERSION, active), strict=True))
-        per = list(map(self._memo.get, keys))
-        if None in per:
-            self._encode(per, keys, layout.index, active)
-        out: I64 = np.frombuffer(b"".join(per), np.int64)  # type: ignore[arg-type]
+        if layout is not self._layout:
+            self._layout, self._version, self._record = layout, np.full(0, -1, np.int64), []  # start over
+        at = np.asarray(slots, np.intp)
+        if len(at) and int(at.max()) >= len(self._record):
+            self._grow(int(at.max()) + 1)
+        version = np.fromiter(map(_VERSION, active), np.int64, len(active))
+        miss = np.flatnonzero(self._version[at] != version)
+        if len(miss):
+            self._encode(miss.tolist(), slots, version, layout.index, active)
+        out: I64 = np.frombuffer(b"".join(map(self._record.__getitem__, slots)), np.int64)
         return out
 
+    def _grow(self, size: int) -> None:
+        size = max(size, 2 * len(self._record))
+        self._version = np.concatenate([self._version, np.full(size - len(self._version), -1, np.int64)])
+        self._record += [b""] * (size - len(self._record))
+
     def _encode(
-        self, per: list[bytes | None], keys: list[Key], index: dict[str, int], active: Sequence[Job]
+        self,
+        miss: list[int],
+        slots: Sequence[int],
+        version: I64,
+        index: dict[str, int],
+        active: Sequence[Job],
     ) -> None:
-        """Fill in the records of the jobs not in the memo, all in one array, and remember them."""
-        miss = [i for i, r in enumerate(per) if r is None]
+        """Encode the records of the jobs at ``miss`` (positions in ``active``), all in one
+        array, and remember them by slot at their version."""
         flat: list[int] = []
         bounds = [0]
         for i in miss:
             gpus = active[i].gpus
-            flat += [keys[i][0], len(gpus), *[index.get(u, -1) for u in gpus]]
+            flat += [slots[i], len(gpus), *[index.get(u, -1) for u in gpus]]
             bounds.append(8 * len(flat))
         buf = np.array(flat, np.int64).tobytes()
         for i, lo, hi in zip(miss, bounds[:-1], bounds[1:], strict=True):
-            per[i] = self._memo[keys[i]] = buf[lo:hi]
+            self._record[slots[i]] = buf[lo:hi]
+            self._version[slots[i]] = version[i]
