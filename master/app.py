@@ -25,7 +25,7 @@ from master.config import MAX_MESSAGE_BYTES, MasterConfig
 from master.http.run import HttpSide
 from master.learning.learner import Learner
 from master.loopmon import LoopMonitor, TimedAttempts
-from master.observe.view import ViewSources, measured_speeds
+from master.observe.view import ViewSources
 from master.services.core import Core
 from master.services.events import EventBus, JobEvent
 from master.services.floor import FloorEnforcer
@@ -52,7 +52,7 @@ def scheduler_for(
         min_speed=core.config.min_speed,
         clock=core.clock,
         live=lambda: core.writer.live,
-        measure=lambda active: measured_speeds(core, active),
+        measure=ViewSources(core.store.read, core.registry, core.learner).speeds,
         min_run_s=core.config.min_run_s,
     )
     return Scheduler(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from horus_core.metrics import DEFAULT_QUEUE, GpuSample, JobGpuSample, reason_label
 from horus_core.model import Gpu, Job, JobState
@@ -140,27 +139,6 @@ class ViewSources:
             if rate is not None and ref is not None and ref > 0:
                 out[job.id] = rate / ref
         return out
-
-
-class _HasReader(Protocol):
-    @property
-    def read(self) -> Reader: ...
-
-
-class SpeedParts(Protocol):
-    """The parts :func:`measured_speeds` reads, by name (the master's composition root has them)."""
-
-    @property
-    def store(self) -> _HasReader: ...
-    @property
-    def registry(self) -> NodeRegistry: ...
-    @property
-    def learner(self) -> Learner: ...
-
-
-async def measured_speeds(parts: SpeedParts, active: list[Job]) -> dict[str, float]:
-    """:meth:`ViewSources.speeds` over ``parts`` (master.services.floor reads it too)."""
-    return await ViewSources(parts.store.read, parts.registry, parts.learner).speeds(active)
 
 
 async def gather(src: ViewSources, *, queue: bool = False) -> ClusterView:
