@@ -53,6 +53,9 @@ class _Track:
     fitted_at: int = 0  # history.version of the last fit
     end: float | None = None  # the last fit's convergence step (None: no usable fit)
     settled: bool = False  # the last two fits agreed and fitted well
+    adds: int = 0  # reports taken: what the answers below are cached on
+    _speed: tuple[int, float | None] = (-1, None)  # (adds, speed)
+    left: tuple[int, float | None] = (-1, None)  # (adds, gpu_s_left): kept by RemainingWork
 
     def add(self, step: float, loss: float | None, now: float) -> None:
         if not (math.isfinite(step) and math.isfinite(now)) or step < 0:
@@ -63,9 +66,14 @@ class _Track:
                 self.rates.append(d_step / d_t)
         self.last = (step, now)
         self.history.add(step, loss)
+        self.adds += 1
 
     def speed(self) -> float | None:
-        return statistics.median(self.rates) if len(self.rates) >= MIN_INTERVALS else None
+        """The median of the recent rates (computed once per report: a pass asks every job)."""
+        if self._speed[0] != self.adds:
+            rates = self.rates
+            self._speed = (self.adds, statistics.median(rates) if len(rates) >= MIN_INTERVALS else None)
+        return self._speed[1]
 
     def curve_end(self) -> float | None:
         """The convergence step if the fit is confident (module doc), refitting when due."""
@@ -109,11 +117,16 @@ class RemainingWork:
         track = self.tracks.get(job.id)
         if track is None or track.last is None:
             return None
+        if track.left[0] != track.adds:  # (a job's spec is fixed: its reports decide the answer)
+            track.left = (track.adds, self._left(job, track, track.last[0]))
+        return track.left[1]
+
+    @staticmethod
+    def _left(job: Job, track: _Track, step: float) -> float | None:
         speed = track.speed()
         if speed is None or speed <= 0:
             return None
         target = float(job.spec.total_steps) if job.spec.total_steps > 0 else track.curve_end()
-        step = track.last[0]
         if target is None or step >= target:
             return None
         return (target - step) / speed * max(job.spec.gpus, 1)
