@@ -193,6 +193,7 @@ async def test_preempt_then_reassign(tmp_path: pathlib.Path) -> None:
         await w.barrier()
         assert (await stub.GetJob(cpb.GetJobRequest(job_id=jid))).attempt == 1
         await w.heartbeat(running=())  # stopped: the next attempt may start
+        await w.barrier()  # (handled before the pass: else the pass still hides its GPU, and waits a tick)
         m.core.wakeup.poke()
         assert (await w.recv_kind("assign")).attempt == 2
         assert all(s.nodes[0].name == "n1" for s in policy.seen)
