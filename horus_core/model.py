@@ -168,6 +168,11 @@ class Node:
 _STATE_OF = operator.attrgetter("state")
 
 
+def _ready_gpus(snapshot: ClusterSnapshot) -> tuple[Gpu, ...]:
+    ready = NodeState.READY
+    return tuple(g for n in snapshot.nodes if n.state is ready for g in n.gpus if g.healthy)
+
+
 def _marks(states: list[JobState], state: JobState) -> Iterator[bool]:
     """Whether each of ``states`` is ``state`` (enum members are singletons: identity)."""
     return map(operator.is_, states, repeat(state))
@@ -184,7 +189,6 @@ class ClusterSnapshot:
     nodes: tuple[Node, ...]
     jobs: tuple[Job, ...]
     _by_jobs: dict[str, tuple[Job, ...]] = field(default_factory=dict, compare=False, repr=False)
-    _gpus: list[tuple[Gpu, ...]] = field(default_factory=list, compare=False, repr=False)
     _derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def with_nodes(self, nodes: tuple[Node, ...]) -> ClusterSnapshot:
@@ -200,10 +204,8 @@ class ClusterSnapshot:
         return cast(T, memo[key])
 
     def ready_gpus(self) -> tuple[Gpu, ...]:
-        if not self._gpus:
-            ready = NodeState.READY
-            self._gpus.append(tuple(g for n in self.nodes if n.state is ready for g in n.gpus if g.healthy))
-        return self._gpus[0]
+        """The healthy GPUs of READY nodes, node by node."""
+        return self.derived("ready_gpus", _ready_gpus)
 
     def pending(self) -> tuple[Job, ...]:
         """The jobs in PENDING, in snapshot order."""

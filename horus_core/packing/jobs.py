@@ -16,14 +16,14 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress, repeat
+from itertools import repeat
 
 import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
 from horus_core.interference.signature import JobProfile, profile_from_hints
-from horus_core.model import Job, JobSpec, JobState
+from horus_core.model import ClusterSnapshot, Job, JobSpec
 from horus_core.packing.build import PairFilter, class_speeds
 from horus_core.packing.cluster import Kind
 from horus_core.packing.placed import PlacedGpus
@@ -34,9 +34,8 @@ F64 = NDArray[np.float64]
 B = NDArray[np.bool_]
 Ix = NDArray[np.intp]
 
-_PENDING, _ASSIGNED, _RUNNING = JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING
 _ID, _VERSION = operator.attrgetter("id"), operator.attrgetter("version")
-_STATE, _SUBMITTED = operator.attrgetter("state"), operator.attrgetter("submitted_at")
+_SUBMITTED = operator.attrgetter("submitted_at")
 _INT31 = 1 << 31
 _INT64_MAX = (1 << 63) - 1
 _KNOWN = ("measured", "table")
@@ -161,7 +160,10 @@ class JobTable:
             self.sigs, self._model, self._version = Interner(), model, -1  # drop what is gone
             self._reset(len(self.code))
             self.placed = PlacedGpus()
-        pending, active = _split(jobs) if split is None else split
+        if split is None:
+            view = ClusterSnapshot((), tuple(jobs))
+            split = (view.pending(), view.active())
+        pending, active = split
         seq = [*pending, *active]
         got, missed = self._lookup(seq)
         overwrote = False
@@ -300,17 +302,6 @@ class JobTable:
                 if prof.source not in _KNOWN and prof != own:
                     return True
         return False
-
-
-def _split(jobs: Sequence[Job]) -> tuple[list[Job], list[Job]]:
-    """The pending jobs and the active ones (assigned or running), each in ``jobs``' order."""
-    states = list(map(_STATE, jobs))
-    active = map(
-        operator.or_,
-        map(operator.is_, states, repeat(_RUNNING)),
-        map(operator.is_, states, repeat(_ASSIGNED)),
-    )
-    return list(compress(jobs, map(operator.is_, states, repeat(_PENDING)))), list(compress(jobs, active))
 
 
 def _check_gpus(jobs: list[Job]) -> None:

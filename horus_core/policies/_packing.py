@@ -68,8 +68,8 @@ class Packer:
             pending, active = wide_of(live, layout)
             busy = set(chain.from_iterable(map(_GPUS, live.active)))
             wide, rest = place_wide(snapshot, layout.largest_node, pending, active, busy, self._wide)
-            narrow = None if live.duplicates else narrowed(live, layout)  # ids twice: scan the rest
-            if narrow is not None and not narrow.pending:
+            narrow = narrowed(live, layout)
+            if not narrow.pending:
                 return wide
             around = self.around.layout(rest.nodes)
             packed = self._pack(rest, model, params, refuse_text, order, split_by_gpus=split_by_gpus,
@@ -88,14 +88,9 @@ class Packer:
         *,
         split_by_gpus: bool = False,
         pair_filter: PairFilter | None = None,
-        live: Live | None = None,
-        layout: ClusterLayout | None = None,
+        live: Live,
+        layout: ClusterLayout,
     ) -> list[Action]:
-        if live is None:
-            if not snapshot.pending():
-                return []
-            live = self.jobs.scan(snapshot.jobs, model, (snapshot.pending(), snapshot.active()))
-        layout = layout if layout is not None else self.nodes.layout(snapshot.nodes)
         positions = order(live, layout)
         return self._place(snapshot, live, layout, positions, model, params, refuse_text,
                            split_by_gpus=split_by_gpus, pair_filter=pair_filter)  # fmt: skip
