@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 
@@ -78,7 +78,7 @@ class Attained:
     begun: dict[str, float] = field(default_factory=dict)  # running id -> when that attempt was first seen
     last: float | None = None
     work: RemainingWork | None = None  # None: LAS alone
-    left: dict[str, float] = field(default_factory=dict)  # id -> confident GPU-seconds left
+    left: Mapping[str, float] = field(default_factory=dict)  # id -> confident GPU-seconds left
     bounds: list[float] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -117,15 +117,17 @@ class Attained:
         return {job_id: (attempt, self.begun[job_id]) for job_id, attempt in self.attempts.items()}
 
     @staticmethod
-    def _left(snapshot: ClusterSnapshot, work: RemainingWork) -> dict[str, float]:
-        """Confident GPU-seconds left of the jobs that have progress tracks."""
+    def _left(snapshot: ClusterSnapshot, work: RemainingWork) -> Mapping[str, float]:
+        """Confident GPU-seconds left of the jobs that have progress tracks: worked out for the
+        ids a pass asks about (the queue, the victims), not for every tracked job."""
         tracks = work.tracks
         if not tracks:
             return {}
         if len(tracks) > len(snapshot.jobs):
             work.forget({j.id for j in snapshot.jobs})
-        left = ((j.id, work.gpu_s_left(j)) for j in snapshot.jobs if j.id in tracks)
-        return {i: v for i, v in left if v is not None}
+        left = LeftOnAsk(work, snapshot)
+        work.refit(left.by_id())
+        return left
 
     def restore(
         self, service: Mapping[str, float], running: Mapping[str, tuple[int, float]], now: float
@@ -222,6 +224,38 @@ class Attained:
     def _slice(self, job_id: str) -> float:
         """The minimum run of the job's current attempt (longer for a job stopped before)."""
         return self.min_slice_s * self.slice_growth ** self.stops.get(job_id, 0)
+
+
+class LeftOnAsk(Mapping[str, float]):
+    """``{id: work.gpu_s_left(job)}`` over a snapshot's tracked jobs that have a confident
+    estimate, computed per id when asked (a pass asks about few of them; each track caches its
+    answer per report anyway)."""
+
+    def __init__(self, work: RemainingWork, snapshot: ClusterSnapshot) -> None:
+        self.work, self.snapshot = work, snapshot
+
+    def by_id(self) -> dict[str, Job]:
+        return self.snapshot.derived("jobs_by_id", lambda s: {j.id: j for j in s.jobs})
+
+    def __getitem__(self, job_id: str) -> float:
+        left = self.get(job_id)
+        if left is None:
+            raise KeyError(job_id)
+        return left
+
+    def get(self, job_id: str, default: float | None = None) -> float | None:  # type: ignore[override]
+        job = self.by_id().get(job_id) if job_id in self.work.tracks else None
+        left = None if job is None else self.work.gpu_s_left(job)
+        return default if left is None else left
+
+    def __iter__(self) -> Iterator[str]:
+        return (i for i in self.by_id() if i in self.work.tracks and self.get(i) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:  # (cheap: an id without a track has no estimate)
+        return bool(self.work.tracks)
 
 
 class _Node:

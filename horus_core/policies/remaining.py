@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,11 +76,16 @@ class _Track:
             self._speed = (self.adds, statistics.median(rates) if len(rates) >= MIN_INTERVALS else None)
         return self._speed[1]
 
+    def fit_due(self) -> bool:
+        """Whether :meth:`curve_end` would refit now (enough points, a quarter more since)."""
+        h = self.history
+        due = h.version - self.fitted_at >= max(4, self.fitted_at // 4)
+        return due and len(h.steps) >= max(FIT_POINTS, MIN_POINTS)
+
     def curve_end(self) -> float | None:
         """The convergence step if the fit is confident (module doc), refitting when due."""
         h = self.history
-        due = h.version - self.fitted_at >= max(4, self.fitted_at // 4)
-        if len(h.steps) >= max(FIT_POINTS, MIN_POINTS) and due:
+        if self.fit_due():
             self.fitted_at = h.version
             end = _fit_end(h.steps, h.losses)
             prev, self.end = self.end, end
@@ -102,15 +108,31 @@ def _fit_end(steps: list[float], losses: list[float]) -> float | None:
 
 @dataclass
 class RemainingWork:
-    """Progress tracks by job id; :meth:`gpu_s_left` is the confident estimate or None."""
+    """Progress tracks by job id; :meth:`gpu_s_left` is the confident estimate or None.
+
+    A fit's verdict depends on when it is made (two consecutive fits must agree), and a pass
+    fits each job whose fit is due when it reads the estimates: :meth:`refit` does that for the
+    jobs whose fit came due since (``due``), so a pass need not ask every tracked job."""
 
     tracks: dict[str, _Track] = field(default_factory=dict)
+    due: set[str] = field(default_factory=set)  # ids whose fit came due since the last refit
 
     def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
         track = self.tracks.get(job_id)
         if track is None:
             track = self.tracks[job_id] = _Track()
         track.add(step, loss, now)
+        if track.fit_due():
+            self.due.add(job_id)
+
+    def refit(self, jobs: Mapping[str, Job]) -> None:
+        """Work out the estimate (so the due fit) of each job of ``jobs`` whose fit came due; the
+        others stay due until they are asked about."""
+        if self.due:
+            asked = [jobs[i] for i in self.due if i in jobs]
+            for job in asked:
+                self.gpu_s_left(job)
+            self.due.difference_update(j.id for j in asked)
 
     def gpu_s_left(self, job: Job) -> float | None:
         """GPU-seconds left for ``job`` if the estimate is confident (module doc), else None."""
@@ -135,3 +157,4 @@ class RemainingWork:
         """Drop the tracks of jobs that left (finished)."""
         if len(self.tracks) > len(keep):
             self.tracks = {k: v for k, v in self.tracks.items() if k in keep}
+            self.due &= keep

@@ -114,3 +114,32 @@ def test_levels_in_bulk_are_the_levels_one_by_one() -> None:
     levels = ledger.levels_of(ids).tolist()
     assert levels == [ledger.level(i) for i in ids]
     assert len(set(levels)) > 2  # (the values cover several levels)
+
+
+def test_estimates_worked_out_on_ask_equal_every_job_asked_every_pass() -> None:
+    """A pass asks ``Attained.left`` about a few ids (the queue, the victims); the estimates, fit
+    verdicts included (two consecutive fits must agree), are what asking every tracked job every
+    pass gives: the fits that came due are made in the pass, asked or not."""
+    curves = [LossCurve(0.416, 0.25, 0.3), LossCurve(0.2, 0.5, 0.1), LossCurve(1.0, 0.1, 0.5)]
+    jobs = [
+        pending(f"j{i}", R50, gpus=1 + i % 3, total_steps=0 if i % 2 else 50_000) for i in range(12)
+    ]
+    lazy, eager = Attained(work=RemainingWork()), RemainingWork()
+    rng = np.random.default_rng(5)
+    asked_some = False
+    for n in range(80):
+        now = 60.0 * n
+        for i, job in enumerate(jobs):
+            if rng.random() < 0.8:  # (some jobs skip a report; loss None now and then)
+                step = now * (1.0 + i / 10) * float(rng.uniform(0.9, 1.1))
+                loss = None if rng.random() < 0.1 else curves[i % 3].loss(step)
+                lazy.work.observe_progress(job.id, step, loss, now)  # type: ignore[union-attr]
+                eager.observe_progress(job.id, step, loss, now)
+        lazy.observe(ClusterSnapshot(ONE, tuple(jobs)), now)
+        expected = {j.id: eager.gpu_s_left(j) for j in jobs}  # (the old pass: every job, every time)
+        some = [j.id for j in jobs if rng.random() < 0.2]
+        assert {i: lazy.left.get(i) for i in some} == {i: expected[i] for i in some}
+        asked_some |= any(expected[i] is not None for i in some)
+    final = {j.id: v for j in jobs if (v := eager.gpu_s_left(j)) is not None}
+    assert dict(lazy.left) == final
+    assert asked_some and any(jobs[i].id in final for i in range(1, 12, 2))  # (fits were confident)
