@@ -121,9 +121,7 @@ def test_estimates_worked_out_on_ask_equal_every_job_asked_every_pass() -> None:
     verdicts included (two consecutive fits must agree), are what asking every tracked job every
     pass gives: the fits that came due are made in the pass, asked or not."""
     curves = [LossCurve(0.416, 0.25, 0.3), LossCurve(0.2, 0.5, 0.1), LossCurve(1.0, 0.1, 0.5)]
-    jobs = [
-        pending(f"j{i}", R50, gpus=1 + i % 3, total_steps=0 if i % 2 else 50_000) for i in range(12)
-    ]
+    jobs = [pending(f"j{i}", R50, gpus=1 + i % 3, total_steps=0 if i % 2 else 50_000) for i in range(12)]
     lazy, eager = Attained(work=RemainingWork()), RemainingWork()
     rng = np.random.default_rng(5)
     asked_some = False
