@@ -6,11 +6,11 @@ decision is re-checked against the committed state, however stale the caller's v
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from horus_core import gang
 from horus_core import reasoncodes as rc
+from horus_core.evolve import evolve
 from horus_core.model import JobState
 from master.store.jobs import Transition
 from master.store.rows import JobRow
@@ -19,13 +19,13 @@ FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
 def _set(row: JobRow, now: float, **changes: object) -> JobRow:
-    job = dataclasses.replace(row.job, updated_at=now, **changes)  # type: ignore[arg-type]
-    return dataclasses.replace(row, job=job)
+    job = evolve(row.job, updated_at=now, **changes)
+    return evolve(row, job=job)
 
 
 def _finish(row: JobRow, state: JobState, now: float, reason: str, exit_code: int | None = None) -> JobRow:
     out = _set(row, now, state=state, finished_at=now, reason=reason, exit_code=exit_code, reason_code="")
-    return dataclasses.replace(out, cancel_requested=False)
+    return evolve(out, cancel_requested=False)
 
 
 def assign(
@@ -37,7 +37,7 @@ def assign(
     def fn(row: JobRow) -> JobRow | None:
         if row.job.state is not JobState.PENDING or row.cancel_requested:
             return None
-        job = dataclasses.replace(
+        job = evolve(
             row.job,
             updated_at=now,
             state=JobState.ASSIGNED,
@@ -52,7 +52,7 @@ def assign(
             exit_code=None,
             nodes=gang_nodes,
         )
-        return dataclasses.replace(row, job=job, parts=gang.stored(gang.start(gang_nodes)))
+        return evolve(row, job=job, parts=gang.stored(gang.start(gang_nodes)))
 
     return fn
 
@@ -92,8 +92,8 @@ def set_wait_reason(reason: str, now: float, code: str = "") -> Transition:
         job = row.job
         if job.state is not JobState.PENDING or (job.reason == reason and job.reason_code == code):
             return None
-        job = dataclasses.replace(job, reason=reason, reason_code=code or rc.RESOURCES)
-        return dataclasses.replace(row, job=job)
+        job = evolve(job, reason=reason, reason_code=code or rc.RESOURCES)
+        return evolve(row, job=job)
 
     return fn
 
@@ -106,7 +106,7 @@ def cancel(reason: str, now: float, *, node_lost: bool) -> Transition:
         if job.state is JobState.PENDING or (job.state.active and node_lost):
             return _finish(row, JobState.CANCELLED, now, reason)
         if job.state.active and not row.cancel_requested:
-            return dataclasses.replace(_set(row, now, reason=f"cancelling: {reason}"), cancel_requested=True)
+            return evolve(_set(row, now, reason=f"cancelling: {reason}"), cancel_requested=True)
         return None
 
     return fn

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from horus_core.evolve import evolve
 from horus_core.model import Job, JobSpec
 from master.store.rows import (
     JOB_INSERT_ARITY,
@@ -216,7 +217,7 @@ class TransitionOp(WriteOp[list[Change]]):
             if after is None or after == before:
                 continue
             bumped = as_stored(after.job, before.job.version + 1)
-            after = dataclasses.replace(after, job=bumped)
+            after = evolve(after, job=bumped)
             current[job_id] = after
             changes.append(Change(before, after))
             slot = next((r for r in rounds if job_id not in r), None)

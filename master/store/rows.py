@@ -13,13 +13,13 @@ that must re-take the GIL from a busy event loop waits up to the switch interval
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from horus_core.evolve import evolve
 from horus_core.model import Gpu, Job, JobSpec, JobState, ProfileHints
 
 JOB_JSON = (
@@ -78,7 +78,7 @@ def as_stored(job: Job, version: int | None = None) -> Job:
     so times and the predicted slowdown are rounded to that before they are written (the live
     index then holds exactly what the database reads). ``version``: a new one (else kept)."""
     started, finished = job.started_at, job.finished_at
-    return dataclasses.replace(
+    return evolve(
         job,
         version=job.version if version is None else version,
         submitted_at=_as_read(job.submitted_at),
