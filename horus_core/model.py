@@ -168,9 +168,23 @@ class Node:
 _STATE_OF = operator.attrgetter("state")
 
 
+class _LastNodes:
+    """The last node tuple a snapshot's ready GPUs were worked out for, and its answer: a pass
+    (and a simulator round) usually sees the same nodes as the one before, often the same
+    objects, which ``==`` on the tuples confirms without looking inside them. Keyed on the
+    nodes' value, so a changed node is never answered from it."""
+
+    pair: tuple[tuple[Node, ...], tuple[Gpu, ...]] | None = None  # (one attribute: threads)
+
+
 def _ready_gpus(snapshot: ClusterSnapshot) -> tuple[Gpu, ...]:
+    nodes, memo = snapshot.nodes, _LastNodes.pair
+    if memo is not None and memo[0] == nodes:
+        return memo[1]
     ready = NodeState.READY
-    return tuple(g for n in snapshot.nodes if n.state is ready for g in n.gpus if g.healthy)
+    out = tuple(g for n in nodes if n.state is ready for g in n.gpus if g.healthy)
+    _LastNodes.pair = (nodes, out)
+    return out
 
 
 def _marks(states: list[JobState], state: JobState) -> Iterator[bool]:

@@ -148,11 +148,11 @@ class Attained:
 
     def levels_of(self, ids: Sequence[str]) -> NDArray[np.int64]:
         """:meth:`level` of each id, in bulk (no estimate: ``left`` is inf, the top level)."""
-        served = np.fromiter(map(self.service.get, ids, repeat(0.0)), np.float64, len(ids))
-        bounds = np.asarray(self.bounds, np.float64)
-        las = np.searchsorted(bounds, served, side="right")
+        las = self._las_levels(ids)
         if self.left:
-            las = np.minimum(las, np.searchsorted(bounds, self.left_of(ids), side="right"))
+            las = np.minimum(
+                las, np.searchsorted(np.asarray(self.bounds, np.float64), self.left_of(ids), side="right")
+            )
         return las.astype(np.int64)
 
     def left_of(self, ids: Sequence[str]) -> NDArray[np.float64]:
@@ -208,11 +208,29 @@ class Attained:
         return list(compress(run, map(operator.ge, ran, slices)))
 
     def _top(self, jobs: Sequence[Job]) -> tuple[int, int]:
-        """``max(map(self._class, jobs))`` in bulk (``jobs`` not empty)."""
+        """``max(map(self._class, jobs))`` in bulk (``jobs`` not empty). An estimate only lowers
+        a level, so the jobs of the highest priority are looked at from the highest LAS level
+        down, and only until no LAS level left can beat the best level found: a pass asks the
+        estimate of a few of the running jobs, not of all."""
         first = -np.fromiter(map(_PRIORITY, jobs), np.int64, len(jobs))
         high = int(first.max())
-        levels = self.levels_of(list(map(_ID, jobs)))
-        return (high, int(levels[first == high].max()))
+        ids = [j.id for j in compress(jobs, (first == high).tolist())]
+        las = self._las_levels(ids)
+        if not self.left:
+            return (high, int(las.max()))
+        best, left, bounds = -1, self.left, self.bounds
+        for i in np.argsort(-las, kind="stable").tolist():
+            level = int(las[i])
+            if level <= best:
+                break
+            estimate = left.get(ids[i])
+            best = max(best, level if estimate is None else min(level, bisect.bisect_right(bounds, estimate)))
+        return (high, best)
+
+    def _las_levels(self, ids: Sequence[str]) -> NDArray[np.intp]:
+        """The LAS level of each id (attained service alone)."""
+        served = np.fromiter(map(self.service.get, ids, repeat(0.0)), np.float64, len(ids))
+        return np.searchsorted(np.asarray(self.bounds, np.float64), served, side="right")
 
     def _class(self, job: Job) -> tuple[int, int]:
         return (-job.spec.priority, self.level(job.id))

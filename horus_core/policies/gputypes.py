@@ -23,7 +23,18 @@ from dataclasses import dataclass, field
 
 from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, Preempt, Wait, gpu_type_of
+from horus_core.model import (
+    Action,
+    Assign,
+    ClusterSnapshot,
+    Gpu,
+    Job,
+    JobState,
+    Node,
+    Preempt,
+    Wait,
+    gpu_type_of,
+)
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies.backfill import GangReserve
 
@@ -67,8 +78,19 @@ def cluster_types(snapshot: ClusterSnapshot) -> frozenset[str]:
 
 
 def _present(snapshot: ClusterSnapshot) -> frozenset[str]:
-    named = {(g.gpu_type, g.model) for g in snapshot.ready_gpus()}  # (few distinct: each mapped once)
-    return frozenset(kind or gpu_type_of(model) for kind, model in named)
+    ready, memo = snapshot.ready_gpus(), _LastTypes.pair
+    if memo is not None and memo[0] == ready:  # (usually the very tuple of the last pass: no walk)
+        return memo[1]
+    named = {(g.gpu_type, g.model) for g in ready}  # (few distinct: each mapped once)
+    out = frozenset(kind or gpu_type_of(model) for kind, model in named)
+    _LastTypes.pair = (ready, out)
+    return out
+
+
+class _LastTypes:
+    """The GPU types of the last ready-GPU tuple asked about (see ``model._LastNodes``)."""
+
+    pair: tuple[tuple[Gpu, ...], frozenset[str]] | None = None
 
 
 def allowed_types(

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from horus_core.errors import InvalidArgument
 from horus_core.model import ClusterSnapshot, Job, JobState, Preempt, Wait
@@ -101,3 +103,23 @@ def test_bulk_victim_checks_agree_with_the_per_job_rule(growth: float) -> None:
     assert 0 < len(slow) < len(jobs)
     for group in (jobs, slow, jobs[5:7]):
         assert las._top(group) == max(map(las._class, group))
+
+
+@given(
+    served=st.lists(st.sampled_from([0.0, 0.5, 1.5, 3.0, 6.0, 12.0]), min_size=1, max_size=14),
+    left=st.dictionaries(st.integers(0, 13), st.sampled_from([0.2, 1.5, 3.0, 7.0, 50.0]), max_size=14),
+    priorities=st.lists(st.integers(0, 2), min_size=14, max_size=14),
+)
+def test_the_top_victim_class_with_estimates_is_the_per_job_maximum(
+    served: list[float], left: dict[int, float], priorities: list[int]
+) -> None:
+    """``_top`` looks at estimates only until no LAS level left can beat the best found: the
+    answer is still the maximum of the per-job classes, estimates lowering levels included."""
+    las = Attained()
+    jobs = [
+        replace(running(f"j{i}", R50, (f"g{i}",)), spec=replace(running(f"j{i}", R50, ()).spec, priority=p))
+        for i, p in enumerate(priorities[: len(served)])
+    ]
+    las.service = {f"j{i}": HOUR * s for i, s in enumerate(served)}
+    las.left = {f"j{i}": HOUR * v for i, v in left.items() if i < len(served)}
+    assert las._top(jobs) == max(map(las._class, jobs))
