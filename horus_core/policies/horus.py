@@ -44,6 +44,7 @@ types first, much slower ones only after a bounded wait): 13.1 -> 8.0 h on 2869c
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
@@ -55,6 +56,7 @@ from horus_core.policies._order import las_positions, util_positions
 from horus_core.policies._packing import Ix, Packer
 from horus_core.policies.attained import Attained
 from horus_core.policies.gputypes import HeteroRule, TypeGate
+from horus_core.policies.optimus.history import Report
 from horus_core.policies.reasons import interference_text
 from horus_core.policies.remaining import RemainingWork
 
@@ -112,6 +114,11 @@ class HorusProgressPolicy(HorusPolicy):
         """Progress reports (the live master, the simulator) for the remaining-work estimates."""
         if self.las is not None and self.las.work is not None:
             self.las.work.observe_progress(job_id, step, loss, now)
+
+    def observe_progress_many(self, reports: Iterable[Report]) -> None:
+        """Many reports at once (the simulator's, before each round)."""
+        if self.las is not None and self.las.work is not None:
+            self.las.work.observe_many(reports)
 
 
 def make(model: InterferenceModel | None) -> HorusPolicy:

@@ -15,6 +15,7 @@ stream of small jobs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,7 @@ from horus_core.policies.attained import Attained
 from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.horus import LOOKAHEAD, MIN_GAIN, MIN_SPEED
 from horus_core.policies.kmeans import choose_k
+from horus_core.policies.optimus.history import Report
 from horus_core.policies.reasons import interference_text
 from horus_core.policies.remaining import RemainingWork
 
@@ -101,6 +103,11 @@ class HorusPlusPolicy:
         """Progress reports for the remaining-work estimates (as ``horus``)."""
         if self.las.work is not None:
             self.las.work.observe_progress(job_id, step, loss, now)
+
+    def observe_progress_many(self, reports: Iterable[Report]) -> None:
+        """Many reports at once (the simulator's, before each round)."""
+        if self.las.work is not None:
+            self.las.work.observe_many(reports)
 
 
 def _credit(submitted: NDArray[np.float64], now: float) -> float:

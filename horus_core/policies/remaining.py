@@ -28,14 +28,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from horus_core.model import Job
 from horus_core.policies.optimus.fit import MIN_POINTS, fit_loss_curve
-from horus_core.policies.optimus.history import ProgressHistory
+from horus_core.policies.optimus.history import ProgressHistory, Report
 
 FIT_POINTS = 8  # loss points before a curve's convergence step is trusted
 MAX_RESIDUAL = 0.05  # RMS residual of the fit / mean loss
@@ -124,6 +124,17 @@ class RemainingWork:
         track.add(step, loss, now)
         if track.fit_due():
             self.due.add(job_id)
+
+    def observe_many(self, reports: Iterable[Report]) -> None:
+        """:meth:`observe_progress` of each report, in order."""
+        tracks, due = self.tracks, self.due
+        for job_id, step, loss, now in reports:
+            track = tracks.get(job_id)
+            if track is None:
+                track = tracks[job_id] = _Track()
+            track.add(step, loss, now)
+            if track.fit_due():
+                due.add(job_id)
 
     def refit(self, jobs: Mapping[str, Job]) -> None:
         """Work out the estimate (so the due fit) of each job of ``jobs`` whose fit came due; the

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from horus_core.model import Assign, ClusterSnapshot, Job, Node, Preempt
 from horus_core.policies.base import Policy
 from horus_core.policies.checks import check_actions
-from horus_core.policies.optimus.history import ProgressObserver
+from horus_core.policies.optimus.history import BulkProgressObserver, ProgressObserver, Report
 from horus_core.sim.config import SimConfig, SimResult, Timeline
 from horus_core.sim.elastic import LossReporter, give_curves, make_elastic
 from horus_core.sim.lookup import SimLookup
@@ -226,11 +226,20 @@ class Simulator:
 
     def _report_progress(self, observer: ProgressObserver, t: float) -> None:
         """What the live master hears from running jobs: their step and (elastic) loss."""
-        for view in self.live.values():
-            if view.state.active:
-                job = self.by_id[view.id]
-                job.settle(t, self.config.slow_threshold)
-                observer.observe_progress(job.id, job.done_steps, self.losses.loss(job), t)
+        reports = self._reports(t)
+        if isinstance(observer, BulkProgressObserver):
+            observer.observe_progress_many(reports)
+        else:
+            for job_id, step, loss, at in reports:
+                observer.observe_progress(job_id, step, loss, at)
+
+    def _reports(self, t: float) -> list[Report]:
+        """Every active job settled to ``t``: its (id, step, loss, t)."""
+        by_id, slow, loss, out = self.by_id, self.config.slow_threshold, self.losses.loss, []
+        for job in [by_id[v.id] for v in self.live.values() if v.state.active]:
+            job.settle(t, slow)
+            out.append((job.id, job.done_steps, loss(job), t))
+        return out
 
     def _drop(self, action: object, problem: str) -> None:
         message = f"policy {self.policy.name!r} at t={self.now:.3f}: {action!r} dropped: {problem}"

@@ -19,7 +19,7 @@ from horus_core import reasoncodes as rc
 from horus_core.model import Action, Assign, ClusterSnapshot, JobState, Node, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
-from horus_core.policies.optimus.history import ProgressObserver
+from horus_core.policies.optimus.history import BulkProgressObserver, ProgressObserver
 from horus_core.queues.views import hide_gpus
 from master.clock import Clock
 from master.config import MasterConfig
@@ -166,7 +166,9 @@ class Scheduler:
         if keeper is None:
             return
         seen = keeper.take_observations()
-        if isinstance(self.policy, ProgressObserver):
+        if isinstance(self.policy, BulkProgressObserver):
+            self.policy.observe_progress_many(seen)
+        elif isinstance(self.policy, ProgressObserver):
             for job_id, step, loss, at in seen:
                 self.policy.observe_progress(job_id, step, loss, at)
 

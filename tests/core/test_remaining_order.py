@@ -141,3 +141,24 @@ def test_estimates_worked_out_on_ask_equal_every_job_asked_every_pass() -> None:
     final = {j.id: v for j in jobs if (v := eager.gpu_s_left(j)) is not None}
     assert dict(lazy.left) == final
     assert asked_some and any(jobs[i].id in final for i in range(1, 12, 2))  # (fits were confident)
+
+
+def test_reports_in_bulk_are_the_reports_one_by_one() -> None:
+    """``observe_many`` (the simulator's call before a round) leaves every track, estimate and due
+    fit as the same reports one ``observe_progress`` at a time."""
+    rng = np.random.default_rng(11)
+    curve = LossCurve(0.416, 0.25, 0.3)
+    one, bulk = RemainingWork(), RemainingWork()
+    for n in range(60):
+        reports = [
+            (f"j{i}", float(n * 7 + i), None if rng.random() < 0.3 else curve.loss(n * 7.0 + i), 10.0 * n)
+            for i in range(8)
+            if rng.random() < 0.9
+        ]
+        for report in reports:
+            one.observe_progress(*report)
+        bulk.observe_many(reports)
+        assert bulk.tracks == one.tracks and bulk.due == one.due
+    jobs = [pending(f"j{i}", R50, total_steps=0 if i % 2 else 900) for i in range(8)]
+    assert [bulk.gpu_s_left(j) for j in jobs] == [one.gpu_s_left(j) for j in jobs]
+    assert one.due and any(one.gpu_s_left(j) is not None for j in jobs)

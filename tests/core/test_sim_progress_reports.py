@@ -4,10 +4,12 @@ specs that carry no length, so the remaining-work order learns lengths only from
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from horus_core.interference import default_model
 from horus_core.policies import horus
+from horus_core.policies.optimus.history import Report
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
 
 R50 = "ResNet-50 (batch size 64)"
@@ -19,13 +21,20 @@ def run(**config: Any) -> tuple[Simulator, horus.HorusPolicy, list[tuple[str, fl
     policy = horus.make(default_model())
     heard: list[tuple[str, float | None, int]] = []
     sim = Simulator(JOBS, build_cluster("v100:4"), policy, default_model(), SimConfig(**config))
-    observe = policy.las.work.observe_progress  # type: ignore[union-attr]
+    work = policy.las.work  # type: ignore[union-attr]
+    assert work is not None
+    observe, observe_many = work.observe_progress, work.observe_many
 
     def spy(job_id: str, step: float, loss: float | None, now: float) -> None:
         heard.append((job_id, loss, sim.by_id[job_id].spec.total_steps))
         observe(job_id, step, loss, now)
 
-    policy.las.work.observe_progress = spy  # type: ignore[method-assign,union-attr]
+    def spy_many(reports: Iterable[Report]) -> None:  # (the simulator's reports before a round)
+        reports = list(reports)
+        heard.extend((job_id, loss, sim.by_id[job_id].spec.total_steps) for job_id, _, loss, _ in reports)
+        observe_many(reports)
+
+    work.observe_progress, work.observe_many = spy, spy_many  # type: ignore[method-assign]
     sim.run()
     return sim, policy, heard
 

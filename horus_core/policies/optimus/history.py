@@ -9,6 +9,7 @@ decimation), so the history always spans the job's whole run at an even density.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -21,6 +22,17 @@ class ProgressObserver(Protocol):
     report of a job's step and, where known, its training loss."""
 
     def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None: ...
+
+
+Report = tuple[str, float, float | None, float]  # (job id, step, loss or None, when)
+
+
+@runtime_checkable
+class BulkProgressObserver(Protocol):
+    """A policy that takes many reports in one call (the simulator reports every running job
+    before every round: millions of calls at scale), each as ``observe_progress`` takes it."""
+
+    def observe_progress_many(self, reports: Iterable[Report]) -> None: ...
 
 
 @dataclass(slots=True)
