@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
-from itertools import chain, starmap
-from typing import cast
+from itertools import chain
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,7 +40,7 @@ class Packer:
         self.jobs = JobTable()
         self.nodes = NodeCache()
         self._texts: dict[tuple[object, ...], str] = {}
-        self._waits: dict[tuple[str, tuple[str, str]], Wait] = {}  # last pass's, by (id, (reason, code))
+        self._waits: dict[str, Wait] = {}
         self.around = NodeCache()  # the layout with wide gangs' GPUs hidden (kept apart: both stay cached)
         self._wide = Memo()  # gangs over nodes: their Waits, nodes with their GPUs hidden (_wide)
 
@@ -169,14 +168,15 @@ class Packer:
             [tuple([uuids[d] for d in flat[lo:hi]]) for lo, hi in spans], placement.speed[gang].tolist(),
         ))  # fmt: skip
         failed = np.flatnonzero(node < 0)
-        keys = list(zip(ids[failed].tolist(), texts, strict=True))  # (id, (reason, code))
-        found = list(map(self._waits.get, keys))  # (most are last pass's: looked up in C)
-        for i in [i for i, w in enumerate(found) if w is None]:
-            jid, (text, code) = keys[i]
-            found[i] = Wait(jid, text, code)
-        waits = cast(list[Wait], found)
+        waiting: list[str] = ids[failed].tolist()
+        old, waits = self._waits, []
+        for jid, (text, code) in zip(waiting, texts, strict=True):
+            w = old.get(jid)
+            waits.append(
+                w if w is not None and w.reason is text and w.code == code else Wait(jid, text, code)
+            )
         _put(out, failed, waits)
-        self._waits = dict(zip(keys, waits, strict=True))
+        self._waits = dict(zip(waiting, waits, strict=True))
         return out
 
 
@@ -184,4 +184,5 @@ _NONE = Wait("", "")
 
 
 def _put(out: list[Action], at: NDArray[np.intp], items: Iterable[Action]) -> None:
-    any(starmap(out.__setitem__, zip(at.tolist(), items, strict=True)))  # (out[i] = item, in C)
+    for i, item in zip(at.tolist(), items, strict=True):
+        out[i] = item
