@@ -180,14 +180,17 @@ class Attained:
             return []
         waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
         victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)
-        rooms = [_Node(n, [j for j in snapshot.jobs if j.state.active]) for n in snapshot.nodes]
-        rooms = [r for r in rooms if r.ready]
+        held: dict[str, set[str]] = {}  # GPU uuid -> the active jobs on it (one walk, not one per node)
+        for active in snapshot.active():
+            for uuid in active.gpus:
+                held.setdefault(uuid, set()).add(active.id)
+        rooms = [_Node(n, held) for n in snapshot.nodes if n.state is NodeState.READY]
         out: list[Preempt] = []
         for job in waiting:
             top = self._bar(job)
             best: tuple[int, _Node, list[Job]] | None = None
             for room in rooms:
-                here = [v for v in victims if v.node == room.name and self._class(v) > top]
+                here = [v for v in victims if room.runs(v) and self._class(v) > top]
                 chosen = room.free_for(job.spec.gpus, here)
                 if chosen is not None and (best is None or len(chosen) < best[0]):
                     best = (len(chosen), room, chosen)
@@ -279,15 +282,20 @@ class LeftOnAsk(Mapping[str, float]):
 class _Node:
     """One node's GPUs during :meth:`Attained.preempts`: who holds each, which are kept."""
 
-    def __init__(self, node: Node, active: list[Job]) -> None:
-        self.name, self.ready = node.name, node.state is NodeState.READY
+    def __init__(self, node: Node, held: Mapping[str, set[str]]) -> None:
+        """``held``: GPU uuid -> the active jobs on it, cluster-wide (a gang over nodes holds
+        GPUs here too when its first node is another)."""
+        self.name = node.name
         self.healthy = {g.uuid for g in node.gpus if g.healthy}
-        self.holders: dict[str, set[str]] = {}
-        for job in active:
-            for uuid in job.gpus:
-                if job.node == node.name:
-                    self.holders.setdefault(uuid, set()).add(job.id)
+        self.uuids = {g.uuid for g in node.gpus}
+        self.holders = {uuid: set(held[uuid]) for uuid in self.uuids if uuid in held}
         self.kept: set[str] = set()  # freed (or free) GPUs promised to an earlier waiting job
+
+    def runs(self, job: Job) -> bool:
+        """Whether ``job`` runs on this node alone: a gang over nodes is never a victim (stopping
+        it for one node's room would idle its GPUs on the others, and a wide gang waited for the
+        room of several nodes to start: ``docs/policies.md``), though its GPUs count as held."""
+        return all(uuid in self.uuids for uuid in job.gpus)
 
     def _free(self, gone: set[str]) -> set[str]:
         return {u for u in self.healthy - self.kept if self.holders.get(u, set()) <= gone}

@@ -123,3 +123,25 @@ def test_the_top_victim_class_with_estimates_is_the_per_job_maximum(
     las.service = {f"j{i}": HOUR * s for i, s in enumerate(served)}
     las.left = {f"j{i}": HOUR * v for i, v in left.items() if i < len(served)}
     assert las._top(jobs) == max(map(las._class, jobs))
+
+
+@pytest.mark.parametrize(
+    "gang_nodes", [("n0", "n1"), ()]
+)  # (the master names the nodes; the simulator does not)
+def test_a_gang_over_nodes_holds_its_gpus_on_every_node_and_is_no_victim(gang_nodes: tuple[str, ...]) -> None:
+    """A gang on two nodes holds GPUs on its second node too: a waiting job does not take that
+    node for free room (it used to, and so stopped nobody); it stops a one-node job instead, and
+    never the gang (stopping it would idle its GPUs on the other node)."""
+    las = Attained()
+    cluster = nodes(3, 2)
+    gang = replace(running("gang", R50, ("n0g0", "n0g1", "n1g0"), exclusive=True), nodes=gang_nodes)
+    small = running("small", R50, ("n1g1",), node="n1", exclusive=True)
+    other = running("other", R50, ("n2g0", "n2g1"), node="n2", exclusive=True)
+    new = pending("new", R50, at=10.0, exclusive=True)
+    before = (gang, small, other)
+    las.observe(ClusterSnapshot(cluster, before), 0.0)
+    snap = ClusterSnapshot(cluster, (*before, new))
+    las.observe(snap, 1.5 * HOUR)  # the gang 4.5 GPU-hours, "other" 3: both above the new job
+    las.service["small"] = 0.5 * HOUR  # level 0, as the new job: not a victim for it
+    (act,) = las.preempts(snap, [Wait("new", "no room")], 1.5 * HOUR)
+    assert isinstance(act, Preempt) and act.job_id == "other" and "job new" in act.reason
