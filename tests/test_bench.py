@@ -121,6 +121,7 @@ def test_master_pass_reports_its_phases() -> None:
     (out,) = bench("master_pass.py", "--jobs", "300", "--gpus", "64", "--repeat", "2")
     assert out["bench"] == "master_pass" and out["jobs"] == 300 and out["gpus"] == 64
     assert out["passes"] == 2 and out["first_assigned"] > 0 and out["db_read_ms"] > 0
+    assert out["gc"] == "master"  # (the collector settings horus-master runs with, by default)
     assert all(out[k] >= 0 for k in ("read_ms", "decide_ms", "commit_ms", "cpu_ms"))
     assert out["decide_ms"] + out["commit_ms"] <= out["ms"] + 1.0  # phases within the whole pass
 
