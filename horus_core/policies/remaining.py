@@ -118,15 +118,10 @@ class RemainingWork:
     due: set[str] = field(default_factory=set)  # ids whose fit came due since the last refit
 
     def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
-        track = self.tracks.get(job_id)
-        if track is None:
-            track = self.tracks[job_id] = _Track()
-        track.add(step, loss, now)
-        if track.fit_due():
-            self.due.add(job_id)
+        self.observe_many(((job_id, step, loss, now),))
 
     def observe_many(self, reports: Iterable[Report]) -> None:
-        """:meth:`observe_progress` of each report, in order."""
+        """Take each report (job id, step, loss or None, when), in order."""
         tracks, due = self.tracks, self.due
         for job_id, step, loss, now in reports:
             track = tracks.get(job_id)
