@@ -11,9 +11,11 @@ import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 DEFAULT_GRACE_S = 30.0  # a job's stop grace when its spec says 0
 
@@ -168,23 +170,39 @@ class Node:
 _STATE_OF = operator.attrgetter("state")
 
 
-class _LastNodes:
-    """The last node tuple a snapshot's ready GPUs were worked out for, and its answer: a pass
-    (and a simulator round) usually sees the same nodes as the one before, often the same
-    objects, which ``==`` on the tuples confirms without looking inside them. Keyed on the
-    nodes' value, so a changed node is never answered from it."""
+class LastAnswer(Generic[K, V]):
+    """``fn(key)``, remembered for the last key asked about: a pass (and a simulator round)
+    usually asks about the same nodes as the one before, often the very objects, which ``==``
+    confirms without looking inside them. Keyed on the value, so a changed key is never
+    answered from it; the pair is one attribute, so a thread reads a consistent one."""
 
-    pair: tuple[tuple[Node, ...], tuple[Gpu, ...]] | None = None  # (one attribute: threads)
+    def __init__(self, fn: Callable[[K], V]) -> None:
+        self.fn = fn
+        self.pair: tuple[K, V] | None = None
+
+    def __call__(self, key: K) -> V:
+        pair = self.pair
+        if pair is not None and pair[0] == key:
+            return pair[1]
+        value = self.fn(key)
+        self.pair = (key, value)
+        return value
+
+
+def _ready_of(nodes: tuple[Node, ...]) -> tuple[Gpu, ...]:
+    ready = NodeState.READY
+    return tuple(g for n in nodes if n.state is ready for g in n.gpus if g.healthy)
+
+
+_READY = LastAnswer(_ready_of)
 
 
 def _ready_gpus(snapshot: ClusterSnapshot) -> tuple[Gpu, ...]:
-    nodes, memo = snapshot.nodes, _LastNodes.pair
-    if memo is not None and memo[0] == nodes:
-        return memo[1]
-    ready = NodeState.READY
-    out = tuple(g for n in nodes if n.state is ready for g in n.gpus if g.healthy)
-    _LastNodes.pair = (nodes, out)
-    return out
+    return _READY(snapshot.nodes)
+
+
+def _by_id(snapshot: ClusterSnapshot) -> dict[str, Job]:
+    return {j.id: j for j in snapshot.jobs}
 
 
 def _marks(states: list[JobState], state: JobState) -> Iterator[bool]:
@@ -216,6 +234,10 @@ class ClusterSnapshot:
         if key not in memo:
             memo[key] = fn(self)
         return cast(T, memo[key])
+
+    def by_id(self) -> dict[str, Job]:
+        """The jobs by id (once per snapshot; an id given twice maps to its last job)."""
+        return self.derived("by_id", _by_id)
 
     def ready_gpus(self) -> tuple[Gpu, ...]:
         """The healthy GPUs of READY nodes, node by node."""

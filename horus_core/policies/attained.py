@@ -126,7 +126,7 @@ class Attained:
         if len(tracks) > len(snapshot.jobs):
             work.forget({j.id for j in snapshot.jobs})
         left = LeftOnAsk(work, snapshot)
-        work.refit(left.by_id())
+        work.refit(snapshot.by_id())
         return left
 
     def restore(
@@ -255,9 +255,6 @@ class LeftOnAsk(Mapping[str, float]):
     def __init__(self, work: RemainingWork, snapshot: ClusterSnapshot) -> None:
         self.work, self.snapshot = work, snapshot
 
-    def by_id(self) -> dict[str, Job]:
-        return self.snapshot.derived("jobs_by_id", lambda s: {j.id: j for j in s.jobs})
-
     def __getitem__(self, job_id: str) -> float:
         left = self.get(job_id)
         if left is None:
@@ -265,12 +262,12 @@ class LeftOnAsk(Mapping[str, float]):
         return left
 
     def get(self, job_id: str, default: float | None = None) -> float | None:  # type: ignore[override]
-        job = self.by_id().get(job_id) if job_id in self.work.tracks else None
+        job = self.snapshot.by_id().get(job_id) if job_id in self.work.tracks else None
         left = None if job is None else self.work.gpu_s_left(job)
         return default if left is None else left
 
     def __iter__(self) -> Iterator[str]:
-        return (i for i in self.by_id() if i in self.work.tracks and self.get(i) is not None)
+        return (i for i in self.snapshot.by_id() if i in self.work.tracks and self.get(i) is not None)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

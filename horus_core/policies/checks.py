@@ -67,7 +67,7 @@ class SnapshotLookup:
 
     @cached_property
     def _jobs(self) -> dict[str, Job]:
-        return {j.id: j for j in self.snapshot.jobs}
+        return self.snapshot.by_id()
 
     @cached_property
     def _nodes(self) -> dict[str, dict[str, Gpu]]:

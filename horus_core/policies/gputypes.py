@@ -30,6 +30,7 @@ from horus_core.model import (
     Gpu,
     Job,
     JobState,
+    LastAnswer,
     Node,
     Preempt,
     Wait,
@@ -78,19 +79,15 @@ def cluster_types(snapshot: ClusterSnapshot) -> frozenset[str]:
 
 
 def _present(snapshot: ClusterSnapshot) -> frozenset[str]:
-    ready, memo = snapshot.ready_gpus(), _LastTypes.pair
-    if memo is not None and memo[0] == ready:  # (usually the very tuple of the last pass: no walk)
-        return memo[1]
+    return _TYPES(snapshot.ready_gpus())  # (usually the very tuple of the last pass: no walk)
+
+
+def _types_of(ready: tuple[Gpu, ...]) -> frozenset[str]:
     named = {(g.gpu_type, g.model) for g in ready}  # (few distinct: each mapped once)
-    out = frozenset(kind or gpu_type_of(model) for kind, model in named)
-    _LastTypes.pair = (ready, out)
-    return out
+    return frozenset(kind or gpu_type_of(model) for kind, model in named)
 
 
-class _LastTypes:
-    """The GPU types of the last ready-GPU tuple asked about (see ``model._LastNodes``)."""
-
-    pair: tuple[tuple[Gpu, ...], frozenset[str]] | None = None
+_TYPES = LastAnswer(_types_of)
 
 
 def allowed_types(
