@@ -10,6 +10,7 @@ off, so the renewal is the first event the worker handles after the deadline.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pathlib
 import time
 from collections.abc import AsyncIterator, Callable
@@ -21,6 +22,7 @@ from horus_core.model import JobState
 from horus_core.testing import FakeClock
 from tests.worker.test_worker_agent import FakeMaster
 from worker.agent import Agent, AgentConfig
+from worker.gpu.base import GpuInfo
 from worker.gpu.simulated import FallbackModel, SimulatedProbe, parse_fake_gpus, simulated_gpus
 from worker.runtime.base import AttemptKey, ExitStatus, LaunchRequest, RunningAttempt
 
@@ -72,6 +74,24 @@ async def master() -> AsyncIterator[FakeMaster]:
     await m.stop()
 
 
+@contextlib.asynccontextmanager
+async def running_agent(
+    master: FakeMaster, tmp_path: pathlib.Path
+) -> AsyncIterator[tuple[FakeClock, HeldRuntime, list[GpuInfo], Agent]]:
+    """A worker with one simulated GPU on ``master``: a FakeClock, ticks and watchdog off, the
+    held runtime; shut down after."""
+    clock, runtime = FakeClock(start=5000.0), HeldRuntime()
+    gpus = simulated_gpus("w1", parse_fake_gpus("1"))
+    config = AgentConfig("w1", f"127.0.0.1:{master.port}", tmp_path, poll_s=3600.0, watchdog=False)
+    agent = Agent(config, gpus, SimulatedProbe(gpus, FallbackModel(), noise=0), runtime, clock=clock)
+    task = asyncio.create_task(agent.run())
+    try:
+        yield clock, runtime, gpus, agent
+    finally:
+        agent.request_shutdown()
+        await asyncio.wait_for(task, 20)
+
+
 async def until(cond: Callable[[], bool], what: str, within: float = 10.0) -> None:
     deadline = time.monotonic() + within
     while not cond():
@@ -82,12 +102,7 @@ async def until(cond: Callable[[], bool], what: str, within: float = 10.0) -> No
 async def test_watchdog_kill_then_renewal_then_exit_reports_the_lease_case(
     master: FakeMaster, tmp_path: pathlib.Path
 ) -> None:
-    clock, runtime = FakeClock(start=5000.0), HeldRuntime()
-    gpus = simulated_gpus("w1", parse_fake_gpus("1"))
-    config = AgentConfig("w1", f"127.0.0.1:{master.port}", tmp_path, poll_s=3600.0, watchdog=False)
-    agent = Agent(config, gpus, SimulatedProbe(gpus, FallbackModel(), noise=0), runtime, clock=clock)
-    task = asyncio.create_task(agent.run())
-    try:
+    async with running_agent(master, tmp_path) as (clock, runtime, gpus, agent):
         await master.wait_registered()
         master.assign("job-1", ("train",), [gpus[0].uuid])
         await master.update("job-1", types_pb2.JOB_STATE_RUNNING)
@@ -101,9 +116,6 @@ async def test_watchdog_kill_then_renewal_then_exit_reports_the_lease_case(
         assert final.reason == "lease expired: stopped by the lease watchdog"
         assert types_pb2.JOB_STATE_FAILED not in master.updates("job-1")
         assert killed.stops and killed.stops[0].startswith("lease expired")  # the lapse stopped it too
-    finally:
-        agent.request_shutdown()
-        await asyncio.wait_for(task, 20)
 
 
 async def test_a_heartbeat_after_an_unticked_deadline_says_fenced(
@@ -111,17 +123,9 @@ async def test_a_heartbeat_after_an_unticked_deadline_says_fenced(
 ) -> None:
     """The master places nothing on a fenced worker: a heartbeat sent after the deadline says so
     even when no tick has run since (the worker would refuse the assignment anyway)."""
-    clock, runtime = FakeClock(start=5000.0), HeldRuntime()
-    gpus = simulated_gpus("w1", parse_fake_gpus("1"))
-    config = AgentConfig("w1", f"127.0.0.1:{master.port}", tmp_path, poll_s=3600.0, watchdog=False)
-    agent = Agent(config, gpus, SimulatedProbe(gpus, FallbackModel(), noise=0), runtime, clock=clock)
-    task = asyncio.create_task(agent.run())
-    try:
+    async with running_agent(master, tmp_path) as (clock, _runtime, _gpus, agent):
         await master.wait_registered()
         master.renew = False
         clock.advance(LEASE_S + 1)
         await master.wait_for(lambda m: m.HasField("heartbeat") and m.heartbeat.fenced, within=10.0)
         assert agent.state.fenced
-    finally:
-        agent.request_shutdown()
-        await asyncio.wait_for(task, 20)
