@@ -4,8 +4,6 @@ default), so rank 1 reaches rank 0 at MASTER_ADDR:MASTER_PORT. Skipped without a
 
 from __future__ import annotations
 
-import asyncio
-import os
 import pathlib
 from collections.abc import Iterator
 
@@ -14,27 +12,33 @@ import pytest
 from horus_core import SyncHorusClient
 from horus_core.model import JobSpec, JobState
 from tests.e2e.cluster import LocalCluster
-from tests.e2e.test_docker_e2e import IMAGE, _engine_problem
+from tests.e2e.test_docker_e2e import IMAGE, require_engine
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 
-# rank 0 listens on MASTER_PORT; rank 1 sends its greeting to MASTER_ADDR:MASTER_PORT
-PART = (
-    'echo "NODE_RANK=$NODE_RANK NNODES=$NNODES WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE'
-    ' PET_NPROC_PER_NODE=$PET_NPROC_PER_NODE"; '
-    'if [ "$NODE_RANK" = 0 ]; then nc -l -p "$MASTER_PORT"; else '
-    'for i in $(seq 50); do echo "hello from rank $NODE_RANK" | nc -w 2 "$MASTER_ADDR" "$MASTER_PORT" '
-    "&& exit 0; sleep 0.2; done; exit 1; fi"
+
+def meeting_part(shown: str, tries: int) -> str:
+    """A gang part's shell script: it prints ``shown`` (its env, expanded), then rank 0 listens
+    on MASTER_PORT and rank 1 sends its greeting to MASTER_ADDR:MASTER_PORT (``tries`` times,
+    0.2 s apart, until one gets through)."""
+    return (
+        f'echo "{shown}"; '
+        'if [ "$NODE_RANK" = 0 ]; then nc -l -p "$MASTER_PORT"; else '
+        f'for i in $(seq {tries}); do echo "hello from rank $NODE_RANK" '
+        '| nc -w 2 "$MASTER_ADDR" "$MASTER_PORT" && exit 0; sleep 0.2; done; exit 1; fi'
+    )
+
+
+PART = meeting_part(
+    "NODE_RANK=$NODE_RANK NNODES=$NNODES WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE"
+    " PET_NPROC_PER_NODE=$PET_NPROC_PER_NODE",
+    50,
 )
 
 
 @pytest.fixture
 def gang_cluster(tmp_path: pathlib.Path) -> Iterator[LocalCluster]:
-    problem = asyncio.run(_engine_problem())
-    if problem and os.environ.get("HORUS_REQUIRE_DOCKER"):
-        pytest.fail(problem)
-    if problem:
-        pytest.skip(problem + "; run scripts/docker-test-setup.sh")
+    require_engine()
     c = LocalCluster(tmp_path)
     try:
         c.start_master()

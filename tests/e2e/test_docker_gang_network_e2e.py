@@ -7,7 +7,6 @@ network and removes it after. Skipped without an engine (scripts/docker-test-set
 from __future__ import annotations
 
 import asyncio
-import os
 import pathlib
 import uuid
 from collections.abc import Iterator
@@ -20,17 +19,15 @@ from horus_core import SyncHorusClient
 from horus_core.gang import rendezvous_alias
 from horus_core.model import JobSpec, JobState
 from tests.e2e.cluster import LocalCluster
-from tests.e2e.test_docker_e2e import IMAGE, _engine_problem
+from tests.e2e.test_docker_e2e import IMAGE, require_engine
+from tests.e2e.test_docker_gang_e2e import meeting_part
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 
 # each part prints what it was told; rank 0 listens on MASTER_PORT, rank 1 sends to MASTER_ADDR
-PART = (
-    'echo "NODE_RANK=$NODE_RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR'
-    ' PET_MASTER_ADDR=$PET_MASTER_ADDR"; '
-    'if [ "$NODE_RANK" = 0 ]; then nc -l -p "$MASTER_PORT"; else '
-    'for i in $(seq 100); do echo "hello from rank $NODE_RANK" | nc -w 2 "$MASTER_ADDR" "$MASTER_PORT" '
-    "&& exit 0; sleep 0.2; done; exit 1; fi"
+PART = meeting_part(
+    "NODE_RANK=$NODE_RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR PET_MASTER_ADDR=$PET_MASTER_ADDR",
+    100,
 )
 
 
@@ -47,11 +44,7 @@ async def _network(name: str, create: bool) -> None:
 
 @pytest.fixture
 def gang_network() -> Iterator[str]:
-    problem = asyncio.run(_engine_problem())
-    if problem and os.environ.get("HORUS_REQUIRE_DOCKER"):
-        pytest.fail(problem)
-    if problem:
-        pytest.skip(problem + "; run scripts/docker-test-setup.sh")
+    require_engine()
     name = f"horus-test-{uuid.uuid4().hex[:10]}"
     try:
         asyncio.run(_network(name, create=True))
