@@ -1,7 +1,8 @@
 """The cluster seen from outside: a live master and a simulated worker as real processes, job
 files through ``hctl apply``, the worker's and the master's ``/metrics`` scraped and parsed with
 prometheus-client, and every dashboard page loaded in headless Chromium (DOM checked, screenshots
-saved to docs/img/dashboard-*.png).
+saved as dashboard-*.png in the test's temporary directory, or where ``HORUS_SCREENSHOTS`` says:
+``HORUS_SCREENSHOTS=docs/img`` refreshes the ones the README and docs show).
 
 Without a chromium binary the browser test is skipped, unless HORUS_REQUIRE_BROWSER=1 (CI after
 installing it), where a missing browser fails.
@@ -30,7 +31,6 @@ from master.store import Store
 from master.store.learned import PairMeasurement, RecordRatesOp
 from tests.e2e.cluster import LocalCluster, free_port, workload_cmd
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 TYPES = ("ResNet-18 (batch size 32)", "LM (batch size 5)", "Transformer (batch size 64)")
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
@@ -208,7 +208,8 @@ def test_job_files_metrics_and_dashboard(
     binary = browser()
     if binary is None:
         pytest.skip("no chromium binary (apt-get install chromium); HORUS_REQUIRE_BROWSER=1 makes this fail")
-    check_pages(c, binary, f"http://127.0.0.1:{ports['http']}", gpus, big)
+    shots = pathlib.Path(os.environ.get("HORUS_SCREENSHOTS") or tmp_path)  # (docs/img: the docs' own)
+    check_pages(c, binary, f"http://127.0.0.1:{ports['http']}", gpus, big, shots)
 
 
 def test_missing_browser_fails_only_when_required(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,8 +262,9 @@ def check_master_metrics(c: LocalCluster, port: int, big: str) -> None:
     assert {s.labels["state"]: s.value for s in got["horus_nodes"]}["READY"] == 1
 
 
-def check_pages(c: LocalCluster, binary: str, base: str, gpus: list[dict[str, Any]], big: str) -> None:
-    img = ROOT / "docs" / "img"
+def check_pages(
+    c: LocalCluster, binary: str, base: str, gpus: list[dict[str, Any]], big: str, img: pathlib.Path
+) -> None:
 
     def load(path: str, shot: str) -> Dom:
         chromium(
