@@ -166,6 +166,7 @@ class Master:
             wakeup=wakeup, events=events, queues=self.queues,
         )  # fmt: skip
         self.scheduler = scheduler_for(core, policy, self.plane.check_liveness, service)
+        self.attempts.finals.append(self.scheduler.attempt_stopped)  # (a preempted attempt ended)
         self.policy = policy
         self.http = HttpSide(
             sources=ViewSources(read, reg, learner), live=lambda: writer.live, logs=logs,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 
 from horus_core.gang import is_gang
 from horus_core.model import JobState
@@ -58,6 +59,9 @@ class AttemptHandler:
         self.learner, self.logs = learner, logs
         self.journals = progress  # the jobs' progress journals (issue 12)
         self.service = service  # GPU readings with an Xid or ECC error: quarantine
+        # Told (node, job id, attempt) of each final update from the attempt's node, once it is
+        # applied (the scheduler: a preempted attempt has stopped). Must not block.
+        self.finals: list[Callable[[str, str, int], None]] = []
         self._kills: dict[tuple[str, int], float] = {}
         self._log_nodes: OrderedDict[tuple[str, int], str] = OrderedDict()
         self._log_parts: OrderedDict[tuple[str, int], str] = OrderedDict()  # a gang part's last log
@@ -126,6 +130,9 @@ class AttemptHandler:
             for c in changes:
                 if not (is_gang(c.after.job) and c.after.job.state.active):  # (a gang goes on)
                     await self.learner.attempt_ended(c.before.job, msg.attempt)
+        if state is not JobState.RUNNING:
+            for tell in self.finals:
+                tell(entry.name, msg.job_id, msg.attempt)
         if changes:
             self.wakeup.poke()
 

@@ -250,6 +250,16 @@ class Scheduler:
         todo += [(w.job_id, tr.set_wait_reason(w.reason, now, w.code)) for w in plan.waits]
         return todo
 
+    def attempt_stopped(self, node: str, job_id: str, attempt: int) -> None:
+        """The worker's final update of an attempt (sent once its process has ended): an attempt
+        this scheduler preempted holds its GPUs no longer, so the job's next attempt may be placed
+        now (a pass is asked for), not only after the worker's next heartbeat and the tick."""
+        held = self._stopping.get(job_id)
+        if held is not None and held[:2] == (node, attempt):
+            del self._stopping[job_id]
+            self._stopping_gpus.pop(job_id, None)
+            self.wakeup.poke()
+
     def _prune_stopping(self) -> None:
         """Forget the preempted attempts whose worker no longer reports them running (a heartbeat
         after the Kill without it, or the node LOST, whose lease has run out)."""

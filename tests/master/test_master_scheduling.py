@@ -200,6 +200,34 @@ async def test_preempt_then_reassign(tmp_path: pathlib.Path) -> None:
         await w.close()
 
 
+async def test_a_preempted_attempts_final_update_lets_the_next_one_start_at_once(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The worker's final update of a preempted attempt (sent once its process ended) frees its
+    GPUs for the next attempt at once: no heartbeat, no tick (the fake clock never moves here)."""
+    policy = Phased()
+    async with Master(config(tmp_path), clock=FakeClock(), policy=policy) as m, client_for(m) as stub:
+        w = FakeWorker(m.port, "n1", n_gpus=1)
+        await w.connect()
+        policy.phase = "assign"
+        jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec()))).job.id
+        assert (await w.recv_kind("assign")).attempt == 1
+        policy.phase = "preempt"
+        m.core.wakeup.poke()
+        assert (await w.recv_kind("kill")).job_id == jid
+        policy.phase = "assign"
+        await w.heartbeat(running=((jid, 1),))  # still stopping (checkpointing): held
+        m.core.wakeup.poke()
+        await w.barrier()
+        await m.scheduler.run_once()
+        assert (await stub.GetJob(cpb.GetJobRequest(job_id=jid))).attempt == 1
+        await w.update(jid, 2, pb.JOB_STATE_CANCELLED)  # not the stopping attempt: still held
+        await w.update(jid, 1, pb.JOB_STATE_CANCELLED)  # its end: the job's next attempt starts
+        a = await w.expect("assign", jid)
+        assert a.attempt == 2
+        await w.close()
+
+
 async def test_ticks_follow_the_fake_clock(tmp_path: pathlib.Path) -> None:
     clock = FakeClock()
     async with running_master(tmp_path, clock, node_timeout_s=5.0, lease_s=3.0) as m, client_for(m) as stub:
