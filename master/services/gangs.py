@@ -84,6 +84,19 @@ class GangBook:
                 self.ports.pop(before.id, None)
         return kills
 
+    def part_stopped(self, node: str, job_id: str, attempt: int) -> bool:
+        """The final update of a part on ``node`` (sent once its process ended): that part holds
+        the job's next attempt no longer. True if it did."""
+        waiting = self.stopping.get(job_id, [])
+        left = [w for w in waiting if w[:2] != (node, attempt)]
+        if len(left) == len(waiting):
+            return False
+        if left:
+            self.stopping[job_id] = left
+        else:
+            del self.stopping[job_id]
+        return True
+
     def held(self, job_id: str, registry: NodeRegistry) -> bool:
         """Whether a part of an earlier attempt of the job may still run: its node has not sent
         a heartbeat without it since it was told to stop (a LOST node's lease has run out)."""

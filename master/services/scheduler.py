@@ -253,11 +253,15 @@ class Scheduler:
     def attempt_stopped(self, node: str, job_id: str, attempt: int) -> None:
         """The worker's final update of an attempt (sent once its process has ended): an attempt
         this scheduler preempted holds its GPUs no longer, so the job's next attempt may be placed
-        now (a pass is asked for), not only after the worker's next heartbeat and the tick."""
+        now (a pass is asked for), not only after the worker's next heartbeat and the tick; a
+        part of a gang attempt holds it no longer either."""
+        freed = self.dispatch.gangs.part_stopped(node, job_id, attempt)
         held = self._stopping.get(job_id)
         if held is not None and held[:2] == (node, attempt):
             del self._stopping[job_id]
             self._stopping_gpus.pop(job_id, None)
+            freed = True
+        if freed:
             self.wakeup.poke()
 
     def _prune_stopping(self) -> None:

@@ -116,6 +116,24 @@ async def test_a_failed_part_stops_the_other_and_the_next_attempt_waits_until_it
     assert (pa.job_id, pa.attempt, pb_.attempt) == (job_id, 2, 2)
 
 
+async def test_the_stopped_parts_final_update_lets_the_next_gang_attempt_start(
+    master: Master, stub: cgrpc.HorusServiceAsyncStub, pair: tuple[FakeWorker, FakeWorker]
+) -> None:
+    """The last part's final update (its process ended) frees the next attempt at once: no
+    heartbeat without it, no pass asked for by the test."""
+    a, b = pair
+    job_id, _, _ = await _running(stub, a, b)
+    await b.update(job_id, 1, pb.JOB_STATE_FAILED, exit_code=1)
+    assert (await a.recv_kind("kill")).job_id == job_id
+    await a.heartbeat(running=((job_id, 1),))  # node-a's part still stops
+    await a.barrier()
+    await master.scheduler.run_once()
+    assert (await _job(stub, job_id)).attempt == 1
+    await a.update(job_id, 1, pb.JOB_STATE_CANCELLED)  # ... and now it ended
+    pa, pb_ = await a.expect("assign", job_id), await b.expect("assign", job_id)
+    assert (pa.attempt, pb_.attempt) == (2, 2)
+
+
 async def test_a_lost_node_requeues_the_gang_once_and_kills_the_other_part(
     master: Master, stub: cgrpc.HorusServiceAsyncStub, clock: FakeClock, pair: tuple[FakeWorker, FakeWorker]
 ) -> None:
