@@ -166,8 +166,10 @@ class Attained:
         freed are kept for that job. A job for which no node can be freed enough, or that has
         room already (it waits for another reason), stops nobody."""
         pending = snapshot.pending()
+        if not pending:  # (half the simulator's rounds: a completion, nothing waits)
+            return []
         victims = self._stoppable(snapshot.running(), now)
-        if not pending or not victims:
+        if not victims:
             return []
         # (the usual pass: no waiting job outranks a victim; known before sorting either list,
         # first from a bound on every pending job's class: the highest priority, level 0)
