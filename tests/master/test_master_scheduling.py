@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from master_fakes import WAIT_S, FakeWorker, client_for, config, running_master, spec
 
 from horus_core.gen import client_pb2 as cpb
+from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
 from horus_core.model import (
     Action,
@@ -172,7 +175,12 @@ class Phased:
         return []
 
 
-async def test_preempt_then_reassign(tmp_path: pathlib.Path) -> None:
+@asynccontextmanager
+async def _preempted(
+    tmp_path: pathlib.Path,
+) -> AsyncIterator[tuple[Master, cgrpc.HorusServiceAsyncStub, FakeWorker, Phased, str]]:
+    """A job's attempt 1 on n1, preempted by the policy, its worker still reporting it running
+    (checkpointing): the master holds the next attempt. The policy would place it again."""
     policy = Phased()
     async with Master(config(tmp_path), clock=FakeClock(), policy=policy) as m, client_for(m) as stub:
         w = FakeWorker(m.port, "n1", n_gpus=1)
@@ -191,13 +199,19 @@ async def test_preempt_then_reassign(tmp_path: pathlib.Path) -> None:
         await w.heartbeat(running=((jid, 1),))  # the old attempt still stops: nothing new starts
         m.core.wakeup.poke()
         await w.barrier()
+        await m.scheduler.run_once()
         assert (await stub.GetJob(cpb.GetJobRequest(job_id=jid))).attempt == 1
+        yield m, stub, w, policy, jid
+        await w.close()
+
+
+async def test_preempt_then_reassign(tmp_path: pathlib.Path) -> None:
+    async with _preempted(tmp_path) as (m, _, w, policy, _):
         await w.heartbeat(running=())  # stopped: the next attempt may start
         await w.barrier()  # (handled before the pass: else the pass still hides its GPU, and waits a tick)
         m.core.wakeup.poke()
         assert (await w.recv_kind("assign")).attempt == 2
         assert all(s.nodes[0].name == "n1" for s in policy.seen)
-        await w.close()
 
 
 async def test_a_preempted_attempts_final_update_lets_the_next_one_start_at_once(
@@ -205,27 +219,10 @@ async def test_a_preempted_attempts_final_update_lets_the_next_one_start_at_once
 ) -> None:
     """The worker's final update of a preempted attempt (sent once its process ended) frees its
     GPUs for the next attempt at once: no heartbeat, no tick (the fake clock never moves here)."""
-    policy = Phased()
-    async with Master(config(tmp_path), clock=FakeClock(), policy=policy) as m, client_for(m) as stub:
-        w = FakeWorker(m.port, "n1", n_gpus=1)
-        await w.connect()
-        policy.phase = "assign"
-        jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec()))).job.id
-        assert (await w.recv_kind("assign")).attempt == 1
-        policy.phase = "preempt"
-        m.core.wakeup.poke()
-        assert (await w.recv_kind("kill")).job_id == jid
-        policy.phase = "assign"
-        await w.heartbeat(running=((jid, 1),))  # still stopping (checkpointing): held
-        m.core.wakeup.poke()
-        await w.barrier()
-        await m.scheduler.run_once()
-        assert (await stub.GetJob(cpb.GetJobRequest(job_id=jid))).attempt == 1
+    async with _preempted(tmp_path) as (_, _, w, _, jid):
         await w.update(jid, 2, pb.JOB_STATE_CANCELLED)  # not the stopping attempt: still held
         await w.update(jid, 1, pb.JOB_STATE_CANCELLED)  # its end: the job's next attempt starts
-        a = await w.expect("assign", jid)
-        assert a.attempt == 2
-        await w.close()
+        assert (await w.expect("assign", jid)).attempt == 2
 
 
 async def test_ticks_follow_the_fake_clock(tmp_path: pathlib.Path) -> None:
