@@ -258,8 +258,7 @@ class Scheduler:
         freed = self.dispatch.gangs.part_stopped(node, job_id, attempt)
         held = self._stopping.get(job_id)
         if held is not None and held[:2] == (node, attempt):
-            del self._stopping[job_id]
-            self._stopping_gpus.pop(job_id, None)
+            self._stopped(job_id)
             freed = True
         if freed:
             self.wakeup.poke()
@@ -274,8 +273,12 @@ class Scheduler:
                 or entry.state is NodeState.LOST
                 or (entry.heartbeats > seen and (job_id, attempt) not in entry.running)
             ):
-                del self._stopping[job_id]
-                self._stopping_gpus.pop(job_id, None)
+                self._stopped(job_id)
+
+    def _stopped(self, job_id: str) -> None:
+        """The job's preempted attempt has stopped: its GPUs are offered again."""
+        del self._stopping[job_id]
+        self._stopping_gpus.pop(job_id, None)
 
     def _hide_stopping_gpus(self, nodes: tuple[Node, ...]) -> tuple[Node, ...]:
         """The nodes with the GPUs of still-stopping attempts marked unhealthy for this pass."""

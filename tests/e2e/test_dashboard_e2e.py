@@ -265,7 +265,6 @@ def check_master_metrics(c: LocalCluster, port: int, big: str) -> None:
 def check_pages(
     c: LocalCluster, binary: str, base: str, gpus: list[dict[str, Any]], big: str, img: pathlib.Path
 ) -> None:
-
     def load(path: str, shot: str) -> Dom:
         chromium(
             binary, "--window-size=1280,1100", f"--screenshot={img / f'dashboard-{shot}.png'}", base + path
