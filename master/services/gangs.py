@@ -1,21 +1,20 @@
 """The master's side of multi-node gangs (issue 11): one Assignment per node part, the rendezvous
-port of each live gang, stopping every part when the attempt ends, and holding the next attempt
-until every old part has stopped. The decisions are in :mod:`horus_core.gang`.
+port of each live gang, stopping every part when the attempt ends (each part then holds its GPUs
+and the next attempt until it has stopped: :mod:`master.services.stopping`).
+The decisions are in :mod:`horus_core.gang`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from horus_core import gang
-from horus_core.model import Job, NodeState
+from horus_core.model import Job
 from horus_core.plane import Assignment
 from master.services.nodes import NodeRegistry
+from master.services.stopping import StoppingParts
 from master.store.jobs import Change
-
-log = logging.getLogger(__name__)
 
 DEFAULT_PORTS = (29500, 29999)
 
@@ -24,8 +23,8 @@ DEFAULT_PORTS = (29500, 29999)
 class GangBook:
     ports_range: tuple[int, int] = DEFAULT_PORTS
     ports: dict[str, int] = field(default_factory=dict)  # job id -> port of its live gang attempt
-    # job id -> [(node, attempt, heartbeats of that node when the part was told to stop)]
-    stopping: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
+    # the parts told to stop, single-node attempts' too (the scheduler's preemptions)
+    stopping: StoppingParts = field(default_factory=StoppingParts)
 
     def assignments(self, job: Job, registry: NodeRegistry) -> list[tuple[str, Assignment]]:
         """One Assignment per node of the gang attempt ``job``, in rank order."""
@@ -57,7 +56,8 @@ class GangBook:
     def ended(self, changes: Iterable[Change], registry: NodeRegistry) -> list[tuple[str, str, int, str]]:
         """The parts to stop after ``changes`` committed: ``(node, job id, attempt, reason)`` for
         every part of a gang attempt that is over (or whose job is being cancelled) and has not
-        ended itself; each stopped part holds the job's next attempt until it is seen stopped."""
+        ended itself. Each part of an attempt that is over holds its GPUs, and the job's next
+        attempt, until it is seen stopped (:class:`~master.services.stopping.StoppingParts`)."""
         kills: list[tuple[str, str, int, str]] = []
         for c in changes:
             before, after = c.before.job, c.after.job
@@ -70,50 +70,10 @@ class GangBook:
             parts = gang.parts_of(
                 c.after.parts if after.attempt == before.attempt else c.before.parts, len(before.nodes)
             )
-            for node, part in zip(before.nodes, parts, strict=True):
-                if part.done:
-                    continue
-                kills.append((node, before.id, before.attempt, after.reason or "gang attempt over"))
-                if not over or after.state.terminal:
-                    continue  # no next attempt to hold (yet: a cancelled job has none)
-                entry = registry.get(node)
-                self.stopping.setdefault(before.id, []).append(
-                    (node, before.attempt, entry.heartbeats if entry is not None else 0)
-                )
-            if over:
+            running = [node for node, part in zip(before.nodes, parts, strict=True) if not part.done]
+            reason = after.reason or "gang attempt over"
+            kills += [(node, before.id, before.attempt, reason) for node in running]
+            if over:  # each part told to stop holds its GPUs (and any next attempt) until it stopped
+                self.stopping.add_attempt(before, registry, running)
                 self.ports.pop(before.id, None)
         return kills
-
-    def part_stopped(self, node: str, job_id: str, attempt: int) -> bool:
-        """The final update of a part on ``node`` (sent once its process ended): that part holds
-        the job's next attempt no longer. True if it did."""
-        waiting = self.stopping.get(job_id, [])
-        left = [w for w in waiting if w[:2] != (node, attempt)]
-        if len(left) == len(waiting):
-            return False
-        if left:
-            self.stopping[job_id] = left
-        else:
-            del self.stopping[job_id]
-        return True
-
-    def held(self, job_id: str, registry: NodeRegistry) -> bool:
-        """Whether a part of an earlier attempt of the job may still run: its node has not sent
-        a heartbeat without it since it was told to stop (a LOST node's lease has run out)."""
-        waiting = self.stopping.get(job_id)
-        if waiting is None:
-            return False
-        left = []
-        for node, attempt, seen in waiting:
-            entry = registry.get(node)
-            if entry is None or entry.state is NodeState.LOST:
-                continue
-            if entry.heartbeats > seen and (job_id, attempt) not in entry.running:
-                continue
-            left.append((node, attempt, seen))
-        if left:
-            self.stopping[job_id] = left
-            log.info("assignment of %s held: a part of its last gang attempt is still stopping", job_id)
-            return True
-        del self.stopping[job_id]
-        return False

@@ -99,11 +99,10 @@ class Scheduler:
         self._liveness = liveness
         self._last_idle_note = float("-inf")
         self._pass_lock = asyncio.Lock()  # one pass at a time: a pass's snapshot stays valid
-        # job id -> (node, attempt, heartbeats then): a preempted attempt not yet seen stopped
-        self._stopping: dict[str, tuple[str, int, int]] = {}
-        # job id -> the GPUs its stopping attempt still holds: offered to no one until it stopped,
-        # so a job that preempted it never starts next to a process still checkpointing.
-        self._stopping_gpus: dict[str, tuple[str, ...]] = {}
+        # Parts of attempts told to stop that may still run: their GPUs are offered to no one until
+        # they stopped, so no job starts next to a process still checkpointing (shared with the
+        # gang book, which adds the parts of gang attempts that ended).
+        self.stopping = dispatch.gangs.stopping
         self.passes = 0
         # Called after each pass with its duration (s) and result (the metrics); must not block.
         self.observers: list[Callable[[float, PassResult], None]] = []
@@ -183,7 +182,7 @@ class Scheduler:
                 await self._commit(ClusterSnapshot((), self.writer.live.jobs()), drains)
             return PassResult(skipped=True)
         t0 = time.perf_counter()
-        self._prune_stopping()
+        self.stopping.prune(self.registry)
         nodes = self._hide_stopping_gpus(nodes)
         snapshot = ClusterSnapshot(nodes=nodes, jobs=self.writer.live.jobs())
         t1 = time.perf_counter()
@@ -225,7 +224,7 @@ class Scheduler:
     async def _commit(self, snapshot: ClusterSnapshot, actions: list[Action]) -> tuple[Plan, list[Change]]:
         """Check the actions, apply them in one transaction, dispatch after it."""
         plan = check_actions(snapshot, list(actions), IndexLookup(self.writer.live, snapshot.nodes))
-        plan.assigns = self._not_stopping(plan.assigns)
+        self._hold_stopping(plan)
         todo = self._transitions(plan, self.clock.now(), self.registry.gpu_nodes())
         async with self.lock:
             changes = await self.writer.apply(todo)
@@ -251,49 +250,30 @@ class Scheduler:
         return todo
 
     def attempt_stopped(self, node: str, job_id: str, attempt: int) -> None:
-        """The worker's final update of an attempt (sent once its process has ended): an attempt
-        this scheduler preempted holds its GPUs no longer, so the job's next attempt may be placed
-        now (a pass is asked for), not only after the worker's next heartbeat and the tick; a
-        part of a gang attempt holds it no longer either."""
-        freed = self.dispatch.gangs.part_stopped(node, job_id, attempt)
-        held = self._stopping.get(job_id)
-        if held is not None and held[:2] == (node, attempt):
-            self._stopped(job_id)
-            freed = True
-        if freed:
+        """The worker's final update of an attempt (sent once its process has ended): if this
+        part was told to stop, its GPUs are free and, once every part of the attempt stopped,
+        the job's next attempt may be placed, now (a pass is asked for), not only after the
+        worker's next heartbeat and the tick."""
+        if self.stopping.stopped(node, job_id, attempt):
             self.wakeup.poke()
 
-    def _prune_stopping(self) -> None:
-        """Forget the preempted attempts whose worker no longer reports them running (a heartbeat
-        after the Kill without it, or the node LOST, whose lease has run out)."""
-        for job_id, (node, attempt, seen) in list(self._stopping.items()):
-            entry = self.registry.get(node)
-            if (
-                entry is None
-                or entry.state is NodeState.LOST
-                or (entry.heartbeats > seen and (job_id, attempt) not in entry.running)
-            ):
-                self._stopped(job_id)
-
-    def _stopped(self, job_id: str) -> None:
-        """The job's preempted attempt has stopped: its GPUs are offered again."""
-        del self._stopping[job_id]
-        self._stopping_gpus.pop(job_id, None)
-
     def _hide_stopping_gpus(self, nodes: tuple[Node, ...]) -> tuple[Node, ...]:
-        """The nodes with the GPUs of still-stopping attempts marked unhealthy for this pass."""
-        held = {u for gpus in self._stopping_gpus.values() for u in gpus}
+        """The nodes with the GPUs of still-stopping parts marked unhealthy for this pass."""
+        held = self.stopping.gpus()
         return hide_gpus(nodes, held) if held else nodes
 
-    def _not_stopping(self, assigns: list[Assign]) -> list[Assign]:
-        """Hold the next attempt of a preempted job until its old one stopped: never two attempts
-        at once."""
-        self._prune_stopping()
-        gangs, registry = self.dispatch.gangs, self.registry
-        held = [a for a in assigns if a.job_id in self._stopping or gangs.held(a.job_id, registry)]
-        for a in held:
-            log.info("assignment of %s held: its preempted attempt is still stopping", a.job_id)
-        return [a for a in assigns if a not in held]
+    def _hold_stopping(self, plan: Plan) -> None:
+        """Hold the next attempt of a job until every part of its last one stopped (never two
+        attempts at once), and keep its reason meanwhile: why that attempt ended."""
+        self.stopping.prune(self.registry)
+        stopping = self.stopping.jobs()
+        if not stopping:
+            return
+        for a in plan.assigns:
+            if a.job_id in stopping:
+                log.info("assignment of %s held: its last attempt is still stopping", a.job_id)
+        plan.assigns = [a for a in plan.assigns if a.job_id not in stopping]
+        plan.waits = [w for w in plan.waits if w.job_id not in stopping]
 
     def _dispatch(self, changes: list[Change], assigns: dict[str, Assign]) -> None:
         for c in changes:
@@ -302,9 +282,8 @@ class Scheduler:
                 self.dispatch.assign(after)
             elif before.state.active and after.state is JobState.PENDING:
                 self.dispatch.kill(before.node, before.id, before.attempt, after.reason)
-                entry = self.registry.get(before.node)
-                self._stopping[before.id] = (before.node, before.attempt, entry.heartbeats if entry else 0)
-                self._stopping_gpus[before.id] = before.gpus
+                if not gang.is_gang(before):  # (a gang's parts: the gang book, as it stops them)
+                    self.stopping.add_attempt(before, self.registry)
         dropped = set(assigns) - {c.after.job.id for c in changes if c.after.job.state is JobState.ASSIGNED}
         for job_id in dropped:
             log.info("assignment of %s skipped: the job changed meanwhile", job_id)

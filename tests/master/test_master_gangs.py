@@ -134,6 +134,37 @@ async def test_the_stopped_parts_final_update_lets_the_next_gang_attempt_start(
     assert (pa.attempt, pb_.attempt) == (2, 2)
 
 
+async def test_a_part_still_stopping_holds_its_nodes_gpus_after_the_other_part_ended(
+    master: Master, stub: cgrpc.HorusServiceAsyncStub, pair: tuple[FakeWorker, FakeWorker]
+) -> None:
+    """A cancelled gang whose rank-0 part ended while node-b's part is still stopping: node-a's
+    GPUs are free again, node-b's are offered to no one until that part reports its end."""
+    a, b = pair
+    job_id, _, _ = await _running(stub, a, b)
+    await stub.CancelJob(cpb.CancelJobRequest(job_id=job_id, reason="enough"))
+    await a.expect("kill", job_id)
+    await b.expect("kill", job_id)
+    await a.update(job_id, 1, pb.JOB_STATE_CANCELLED)  # rank 0 ended ...
+    await a.barrier()
+    await b.heartbeat(running=((job_id, 1),))  # ... node-b's part still checkpoints
+    await b.barrier()
+    assert (await _job(stub, job_id)).state == pb.JOB_STATE_CANCELLED
+
+    two = pb.JobSpec(command=["x"], gpus=2)
+    x = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=two))).job.id
+    y = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=two))).job.id
+    await master.scheduler.run_once()
+    placed = await a.expect("assign", x)
+    assert list(placed.gpus) == ["GPU-node-a-0", "GPU-node-a-1"]
+    await b.barrier()
+    assert not [m for m in b.skipped if m.WhichOneof("msg") == "assign"]
+    assert (await _job(stub, y)).state == pb.JOB_STATE_PENDING
+
+    await b.update(job_id, 1, pb.JOB_STATE_CANCELLED)  # node-b's part ended: its GPUs are free
+    placed = await b.expect("assign", y)
+    assert list(placed.gpus) == ["GPU-node-b-0", "GPU-node-b-1"]
+
+
 async def test_a_lost_node_requeues_the_gang_once_and_kills_the_other_part(
     master: Master, stub: cgrpc.HorusServiceAsyncStub, clock: FakeClock, pair: tuple[FakeWorker, FakeWorker]
 ) -> None:
