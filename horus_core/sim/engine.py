@@ -60,6 +60,7 @@ class Simulator:
         self.world = World(nodes, self.rates, self.config.slow_threshold)
         self.by_id = {j.id: j for j in self.jobs}
         self.live: dict[str, Job] = {}  # what policies see: pending and active jobs, arrival order
+        self.running: dict[int, SimJob] = {}  # the active jobs by index (live's order is theirs)
         self.lookup = SimLookup(self.live, self.world)
         self.heap: list[tuple[float, int, int]] = []  # (time, job idx, job version) completions
         self.progress = progress
@@ -195,6 +196,7 @@ class Simulator:
 
     def _complete(self, job: SimJob, t: float) -> None:
         self.world.remove(job, t)
+        del self.running[job.idx]
         job.done_steps = job.steps
         job.status = DONE
         job.finish = t
@@ -234,9 +236,10 @@ class Simulator:
                 observer.observe_progress(job_id, step, loss, at)
 
     def _reports(self, t: float) -> list[Report]:
-        """Every active job settled to ``t``: its (id, step, loss, t)."""
-        by_id, slow, loss, out = self.by_id, self.config.slow_threshold, self.losses.loss, []
-        for job in [by_id[v.id] for v in self.live.values() if v.state.active]:
+        """Every active job settled to ``t``: its (id, step, loss, t), in the snapshot's order
+        (arrival: the jobs' indices)."""
+        running, slow, loss, out = self.running, self.config.slow_threshold, self.losses.loss, []
+        for job in map(running.__getitem__, sorted(running)):
             job.settle(t, slow)
             out.append((job.id, job.done_steps, loss(job), t))
         return out
@@ -265,6 +268,7 @@ class Simulator:
         if job.first_start is None:
             job.first_start = t
         self.world.place(job)
+        self.running[job.idx] = job
         self._set_view(job, job.running_view(t, tuple(action.gpus), action.predicted_slowdown))
         self.pending -= 1
 
@@ -280,6 +284,7 @@ class Simulator:
         self._requeue(job, t, action.reason)
 
     def _requeue(self, job: SimJob, t: float, reason: str) -> None:
+        self.running.pop(job.idx, None)
         job.status = PENDING
         self._set_view(job, job.pending_view(t, reason))
         self.pending += 1
