@@ -6,49 +6,21 @@ HORUS_REQUIRE_DOCKER=1 (CI, after that script) a missing engine is a failure ins
 
 from __future__ import annotations
 
-import asyncio
-import os
 import pathlib
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
 
-import aiodocker
 import pytest
 
 from horus_core import SyncHorusClient
 from horus_core.errors import InvalidArgument
 from horus_core.model import JobSpec, JobState
+from tests.docker_engine import IMAGE, require_engine
 from tests.e2e.cluster import BIN, LocalCluster
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
-IMAGE = os.environ.get("HORUS_TEST_IMAGE", "horus-test-busybox:latest")
-
-
-async def _engine_problem() -> str | None:
-    try:
-        docker = aiodocker.Docker()
-    except Exception as err:
-        return f"no Docker engine ({err})"
-    try:
-        await asyncio.wait_for(docker.version(), timeout=5)
-        await docker.images.inspect(IMAGE)
-    except Exception as err:
-        return f"Docker engine or image {IMAGE} unavailable ({err})"
-    finally:
-        await docker.close()
-    return None
-
-
-def require_engine() -> None:
-    """Skip the test without a usable engine and test image; under HORUS_REQUIRE_DOCKER=1 (CI,
-    after the setup script) fail it instead."""
-    problem = asyncio.run(_engine_problem())
-    if problem and os.environ.get("HORUS_REQUIRE_DOCKER"):
-        pytest.fail(problem)
-    if problem:
-        pytest.skip(problem + "; run scripts/docker-test-setup.sh")
 
 
 @pytest.fixture

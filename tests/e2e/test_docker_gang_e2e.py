@@ -11,8 +11,8 @@ import pytest
 
 from horus_core import SyncHorusClient
 from horus_core.model import JobSpec, JobState
+from tests.docker_engine import IMAGE, require_engine
 from tests.e2e.cluster import LocalCluster
-from tests.e2e.test_docker_e2e import IMAGE, require_engine
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 

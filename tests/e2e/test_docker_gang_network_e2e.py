@@ -18,8 +18,8 @@ from aiodocker.exceptions import DockerError
 from horus_core import SyncHorusClient
 from horus_core.gang import rendezvous_alias
 from horus_core.model import JobSpec, JobState
+from tests.docker_engine import IMAGE, require_engine
 from tests.e2e.cluster import LocalCluster
-from tests.e2e.test_docker_e2e import IMAGE, require_engine
 from tests.e2e.test_docker_gang_e2e import meeting_part
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]

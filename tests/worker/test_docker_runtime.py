@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import pathlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -19,41 +18,18 @@ from aiodocker.exceptions import DockerError
 
 from horus_core.errors import FailedPrecondition
 from horus_core.model import JobSpec, JobState
+from tests.docker_engine import IMAGE, require_engine
 from worker.runtime.base import AttemptKey, LaunchRequest
 from worker.runtime.docker import DockerRuntime
 from worker.runtime.docker_config import MountNotAllowed
 
 pytestmark = pytest.mark.docker
-IMAGE = os.environ.get("HORUS_TEST_IMAGE", "horus-test-busybox:latest")
 GPUS = ("GPU-11111111-2222-3333-4444-555555555555", "GPU-66666666-2222-3333-4444-555555555555")
-
-
-async def _engine_problem() -> str | None:
-    try:
-        docker = aiodocker.Docker()
-    except Exception as err:  # no socket found, bad DOCKER_HOST
-        return f"no Docker engine ({err}); run scripts/docker-test-setup.sh"
-    try:
-        try:
-            await asyncio.wait_for(docker.version(), timeout=5)
-        except Exception as err:
-            return f"the Docker engine does not answer ({err}); run scripts/docker-test-setup.sh"
-        try:
-            await docker.images.inspect(IMAGE)
-        except DockerError as err:
-            return f"test image {IMAGE} missing ({err}); run scripts/docker-test-setup.sh"
-    finally:
-        await docker.close()
-    return None
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _engine() -> Iterator[None]:
-    problem = asyncio.run(_engine_problem())
-    if problem and os.environ.get("HORUS_REQUIRE_DOCKER"):  # CI ran the setup: a skip would hide a fault
-        pytest.fail(problem)
-    if problem:
-        pytest.skip(problem)
+    require_engine()
     yield
 
 

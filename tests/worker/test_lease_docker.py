@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import pathlib
 import signal
 import socket
@@ -18,6 +17,7 @@ import aiodocker
 import pytest
 
 from horus_core.model import JobSpec
+from tests.docker_engine import IMAGE, require_engine
 from tests.e2e.cluster import LocalCluster
 from worker.lease import Watchdog, WatchdogProcess, write_lease
 from worker.runtime import containers
@@ -26,7 +26,6 @@ from worker.runtime.containers import ContainerRecords
 from worker.runtime.docker import DockerAttempt, DockerRuntime
 
 pytestmark = pytest.mark.docker
-IMAGE = os.environ.get("HORUS_TEST_IMAGE", "horus-test-busybox:latest")
 TRAPS_TERM = "trap 'exit 143' TERM; echo ready; while true; do sleep 0.1; done"
 IGNORES_TERM = "trap '' TERM; echo ready; while true; do sleep 0.1; done"
 LEASE_S, KILL_GRACE_S = 1.5, 0.5
@@ -35,23 +34,9 @@ TIMEOUTS = (  # the fault suite's short leases; kill grace derived: min(5, 3 - 1
 )
 
 
-async def _engine_problem() -> str | None:
-    try:
-        async with aiodocker.Docker() as docker:
-            await asyncio.wait_for(docker.version(), timeout=5)
-            await docker.images.inspect(IMAGE)
-    except Exception as err:  # no socket, no answer, no image
-        return f"no usable Docker engine or image {IMAGE} ({err}); run scripts/docker-test-setup.sh"
-    return None
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _engine() -> Iterator[None]:
-    problem = asyncio.run(_engine_problem())
-    if problem and os.environ.get("HORUS_REQUIRE_DOCKER"):
-        pytest.fail(problem)
-    if problem:
-        pytest.skip(problem)
+    require_engine()
     yield
 
 
