@@ -32,6 +32,7 @@ from master.services.session import Session
 from master.store import Store
 from master.store.jobs import Change, Transition
 from master.store.nodes import SetNodeStateOp, UpsertNodeOp
+from master.store.rows import JobRow
 
 log = logging.getLogger(__name__)
 
@@ -278,6 +279,14 @@ class WorkerPlane:
             self._next_ack_check = now + self.config.ack_timeout_s / 8
             await self.take_back_unacknowledged()
 
+    def _assigned_on_connected(self) -> list[JobRow]:
+        """The ASSIGNED jobs with a part on a connected node, from the live index (no read of the
+        database: the check runs every ``ack_timeout_s / 8`` while any assignment is unacknowledged,
+        which in a busy cluster is most of the time)."""
+        live, assigned = self.writer.live, JobState.ASSIGNED
+        rows = (r for e in self.registry.all() if e.connected for r in live.active_on(e.name))
+        return list({r.job.id: r for r in rows if r.job.state is assigned}.values())
+
     async def take_back_unacknowledged(self) -> None:
         """ASSIGNED attempts of connected nodes that no heartbeat listed for ``ack_timeout_s`` since
         their assignment go back to the queue; a Kill fences them in case they arrive after all."""
@@ -286,9 +295,9 @@ class WorkerPlane:
             return  # every attempt sent on a live stream is listed in its heartbeats: nothing to read
         late: list[tuple[str, int, str]] = []
         async with self.lock:
-            for row in await self.store.read.active_jobs():
+            for row in self._assigned_on_connected():
                 job = row.job
-                if job.state is not JobState.ASSIGNED or now - job.updated_at < self.config.ack_timeout_s:
+                if now - job.updated_at < self.config.ack_timeout_s:
                     continue
                 for node in gang.job_nodes(job):  # (a gang: every part must be acknowledged)
                     entry = self.registry.get(node)
