@@ -52,7 +52,7 @@ def scheduler_for(
         min_speed=core.config.min_speed,
         clock=core.clock,
         live=lambda: core.writer.live,
-        measure=ViewSources(core.store.read, core.registry, core.learner).speeds,
+        measure=ViewSources(core.store.read, core.registry, core.learner, lambda: core.writer.live).speeds,
         min_run_s=core.config.min_run_s,
     )
     return Scheduler(
@@ -169,7 +169,7 @@ class Master:
         self.attempts.finals.append(self.scheduler.attempt_stopped)  # (a preempted attempt ended)
         self.policy = policy
         self.http = HttpSide(
-            sources=ViewSources(read, reg, learner), live=lambda: writer.live, logs=logs,
+            sources=ViewSources(read, reg, learner, lambda: writer.live), live=lambda: writer.live, logs=logs,
             position=core.positions_of, events=events, scheduler=self.scheduler, clock=clock,
             heartbeat_s=cfg.heartbeat_s, tokens=self._tokens, monitor=self.monitor,
         )  # fmt: skip

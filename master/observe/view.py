@@ -1,14 +1,16 @@
 """One consistent picture of the cluster for the metrics and the dashboard, gathered at read time.
 
-Reads the node registry (memory), the live jobs (one read query), the learned solo throughputs
-and the learner's latest progress reports (:class:`ViewSources`, the parts it is given); changes
-nothing. The measured speed of a running job
-is its latest samples/s over the solo samples/s learned for its signature on that GPU type.
+Reads the node registry and the live jobs (the master's live-job index: memory), the pending
+jobs counted by reason and the learned solo throughputs (one aggregate query each), and the
+learner's latest progress reports (:class:`ViewSources`, the parts it is given); changes nothing.
+The measured speed of a running job is its latest samples/s over the solo samples/s learned for
+its signature on that GPU type.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from horus_core.metrics import DEFAULT_QUEUE, GpuSample, JobGpuSample, reason_label
@@ -16,6 +18,7 @@ from horus_core.model import Gpu, Job, JobState
 from horus_core.plane import GpuReading, JobGpuReading
 from master.learning.learner import Learner
 from master.services.nodes import NodeEntry, NodeRegistry
+from master.store.live import LiveIndex
 from master.store.reads import Reader
 
 MAX_SOLO_ROWS = 20_000
@@ -116,11 +119,13 @@ def _node_view(entry: NodeEntry, active: list[Job]) -> NodeView:
 
 @dataclass(frozen=True)
 class ViewSources:
-    """What the view reads: the store's reader, the node registry and the learner."""
+    """What the view reads: the store's reader, the node registry, the learner and the live-job
+    index (a callable: the master replaces the index when it loads it at start)."""
 
     read: Reader
     registry: NodeRegistry
     learner: Learner
+    live: Callable[[], LiveIndex]
 
     async def speeds(self, active: list[Job]) -> dict[str, float]:
         """Each running job's measured speed over solo, where both are known."""
@@ -142,20 +147,20 @@ class ViewSources:
 
 
 async def gather(src: ViewSources, *, queue: bool = False) -> ClusterView:
-    """The view; ``queue``: with every pending job (one read of all live jobs), else the pending
-    jobs are only counted by reason (a cheap aggregate: what the metrics and most pages need)."""
-    read = src.read
+    """The view; ``queue``: with every pending job, else the pending jobs are only counted by
+    reason (a cheap aggregate: what the metrics and most pages need). The jobs come from the live
+    index, as a scheduling pass reads them (reading 6,000 active rows from SQLite took ~290 ms)."""
     counts: Counter[str] = Counter()
+    live = src.live().jobs()
+    active = [j for j in live if j.state.active]
     if queue:
-        jobs = [r.job for r in await read.live_jobs()]
-        pending = tuple(j for j in jobs if j.state is JobState.PENDING)
+        jobs = list(live)
+        pending = tuple(j for j in live if j.state is JobState.PENDING)
         counts.update(reason_label(j.reason) for j in pending)
     else:
-        jobs = [r.job for r in await read.active_jobs()]
-        pending = ()
-        for reason, n in await read.pending_by_reason():
+        jobs, pending = active, ()
+        for reason, n in await src.read.pending_by_reason():
             counts[reason_label(reason)] += n
-    active = [j for j in jobs if j.state.active]
     nodes = tuple(_node_view(e, active) for e in src.registry.all())
     speeds = await src.speeds(active)
     return ClusterView(nodes, {j.id: j for j in jobs}, pending, speeds, dict(counts))
