@@ -121,7 +121,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
     @unary
     async def ListGpus(self, request: cpb.ListGpusRequest, context: Ctx) -> cpb.ListGpusResponse:
         who = caller()
-        jobs = [r.job for r in await self.read.active_jobs()]
+        jobs = self.jobs.active()
         mine = None if who is None or who.admin else {j.id for j in jobs if j.spec.owner == who.user}
         return cpb.ListGpusResponse(gpus=gpu_statuses(self.registry.all(), jobs, mine))
 

@@ -139,6 +139,10 @@ class JobService:
         check_job_access(caller, row.job)
         return row
 
+    def active(self) -> list[Job]:
+        """The ASSIGNED and RUNNING jobs, from the live-job index (memory, as a pass reads them)."""
+        return [j for j in self.writer.live.jobs() if j.state.active]
+
     async def get(self, job_id: str, caller: Identity | None) -> Job:
         return (await self._row(job_id, caller)).job
 
