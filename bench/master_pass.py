@@ -56,7 +56,6 @@ from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.scheduler import PassResult, Scheduler
 from master.services.session import Session
 from master.store import Store
-from master.store.jobs import new_job_id
 from master.store.rows import JobRow
 
 
@@ -82,10 +81,13 @@ async def build(tmp: pathlib.Path, gpus: int) -> tuple[Core, Scheduler]:
 async def submit(core: Core, n: int, counts: np.ndarray, types: list[str], rng: np.random.Generator) -> None:
     now = core.clock.now()
     shapes = zip(rng.choice(counts, n).tolist(), rng.integers(0, len(types), n).tolist(), strict=True)
+    # Ids from the run's seed, as new_job_id() draws them: the queue breaks ties by id, so random
+    # ids made each run place different jobs (80 to 130 a pass) and the figures wander with them.
+    ids = [f"{i:012x}" for i in rng.integers(0, 1 << 48, n).tolist()]
     jobs = [
-        Job(new_job_id(), JobSpec(("x",), gpus=g, job_type=types[t]), JobState.PENDING, submitted_at=now,
+        Job(job_id, JobSpec(("x",), gpus=g, job_type=types[t]), JobState.PENDING, submitted_at=now,
             updated_at=now)
-        for g, t in shapes
+        for job_id, (g, t) in zip(ids, shapes, strict=True)
     ]  # fmt: skip
     for lo in range(0, n, 1000):
         await asyncio.gather(*(core.writer.submit(j, None) for j in jobs[lo : lo + 1000]))
