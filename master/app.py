@@ -117,6 +117,9 @@ class Master:
                 log.info("interference model: %d stored observations loaded", learned)
             await self.service.load()  # (before the nodes: they take their cordons from it)
             await self.plane.load()
+            held = core.gangs.stopping.after_restart(core.writer.live.jobs(), core.registry)
+            if held:
+                log.info("%d part(s) of re-queued attempts held until their nodes report them ended", held)
             self.port = await self._serve()
             await self.http.start(*self._listen_http)
         except BaseException:

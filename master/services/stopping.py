@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from horus_core import gang
-from horus_core.model import Job, NodeState
+from horus_core.model import Job, JobState, NodeState
 from master.services.nodes import NodeRegistry
 
 
@@ -48,6 +48,17 @@ class StoppingParts:
         for node, gpus in parts(job, registry):
             if node in wanted:
                 self.add(job.id, node, job.attempt, gpus, registry)
+
+    def after_restart(self, jobs: Iterable[Job], registry: NodeRegistry) -> int:
+        """After the master (re)started, with this book empty: the last attempt of a job that
+        went back to PENDING may still be stopping on its node(s), as far as the master can know.
+        Each such part is held until its node says otherwise once back (a heartbeat without it,
+        or its final update) or is LOST. Returns the parts held."""
+        before = len(self._parts)
+        for job in jobs:
+            if job.state is JobState.PENDING and job.attempt > 0 and job.node:
+                self.add_attempt(job, registry)
+        return len(self._parts) - before
 
     def stopped(self, node: str, job_id: str, attempt: int) -> bool:
         """The final update of ``attempt`` on ``node``: that part holds nothing any more. True

@@ -225,6 +225,39 @@ async def test_a_preempted_attempts_final_update_lets_the_next_one_start_at_once
         assert (await w.expect("assign", jid)).attempt == 2
 
 
+async def test_after_a_restart_a_requeued_attempt_holds_its_job_until_its_node_reports_it_ended(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The master restarts while a preempted attempt still checkpoints on n1. The new master
+    cannot know it has not ended: the job's next attempt waits until n1 is back and reports it
+    gone, though the other node has room (else the job could run twice at once)."""
+    async with _preempted(tmp_path) as (_, _, _, _, jid):
+        pass  # (the master stops with attempt 1 still running on n1)
+    async with running_master(tmp_path) as m, client_for(m) as stub:  # (fifo: any free GPU)
+        n2 = FakeWorker(m.port, "n2", n_gpus=1)
+        await n2.connect()
+        await m.scheduler.run_once()
+        await n2.barrier()
+        assert not [msg for msg in n2.skipped if msg.WhichOneof("msg") == "assign"]
+        assert (await stub.GetJob(cpb.GetJobRequest(job_id=jid))).attempt == 1
+
+        n1 = FakeWorker(m.port, "n1", n_gpus=1)
+        await n1.connect(running=((jid, 1),))  # back, still running it: told to stop again
+        assert (await n1.expect("kill", jid)).attempt == 1
+        await n1.heartbeat(running=((jid, 1),))
+        await n1.barrier()
+        await m.scheduler.run_once()
+        assert (await stub.GetJob(cpb.GetJobRequest(job_id=jid))).attempt == 1
+
+        await n1.heartbeat()  # it ended: the next attempt may start, on either node
+        await n1.barrier()
+        await m.scheduler.run_once()
+        got = await stub.GetJob(cpb.GetJobRequest(job_id=jid))
+        assert (got.state, got.attempt) == (pb.JOB_STATE_ASSIGNED, 2)
+        await n1.close()
+        await n2.close()
+
+
 async def test_ticks_follow_the_fake_clock(tmp_path: pathlib.Path) -> None:
     clock = FakeClock()
     async with running_master(tmp_path, clock, node_timeout_s=5.0, lease_s=3.0) as m, client_for(m) as stub:
