@@ -95,7 +95,7 @@ async def submit(core: Core, n: int, counts: np.ndarray, types: list[str], rng: 
 
 async def finish_some(core: Core, rng: np.random.Generator) -> int:
     """1 % of the active jobs succeed, as their workers would report it."""
-    active = [j for j in core.live.jobs() if j.state.active]
+    active = core.live.active()
     picked = rng.choice(len(active), len(active) // 100, replace=False).tolist() if active else []
     now = core.clock.now()
     todo = []

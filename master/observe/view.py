@@ -151,11 +151,11 @@ async def gather(src: ViewSources, *, queue: bool = False) -> ClusterView:
     reason (a cheap aggregate: what the metrics and most pages need). The jobs come from the live
     index, as a scheduling pass reads them (reading 6,000 active rows from SQLite took ~290 ms)."""
     counts: Counter[str] = Counter()
-    live = src.live().jobs()
-    active = [j for j in live if j.state.active]
+    index = src.live()
+    active = index.active()
     if queue:
-        jobs = list(live)
-        pending = tuple(j for j in live if j.state is JobState.PENDING)
+        jobs = list(index.jobs())
+        pending = tuple(j for j in jobs if j.state is JobState.PENDING)
         counts.update(reason_label(j.reason) for j in pending)
     else:
         jobs, pending = active, ()

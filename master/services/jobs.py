@@ -141,7 +141,7 @@ class JobService:
 
     def active(self) -> list[Job]:
         """The ASSIGNED and RUNNING jobs, from the live-job index (memory, as a pass reads them)."""
-        return [j for j in self.writer.live.jobs() if j.state.active]
+        return self.writer.live.active()
 
     async def get(self, job_id: str, caller: Identity | None) -> Job:
         return (await self._row(job_id, caller)).job

@@ -44,9 +44,9 @@ class StoppingParts:
     def add_attempt(self, job: Job, registry: NodeRegistry, nodes: Iterable[str] | None = None) -> None:
         """Every part of ``job``'s attempt (its one node, or each node of a gang; ``nodes``: only
         those) was just told to stop."""
-        wanted = set(gang.job_nodes(job) if nodes is None else nodes)
+        wanted = None if nodes is None else set(nodes)
         for node, gpus in parts(job, registry):
-            if node in wanted:
+            if wanted is None or node in wanted:
                 self.add(job.id, node, job.attempt, gpus, registry)
 
     def after_restart(self, jobs: Iterable[Job], registry: NodeRegistry) -> int:

@@ -46,6 +46,10 @@ class LiveIndex:
             self._jobs = tuple(self._job.values())
         return self._jobs
 
+    def active(self) -> list[Job]:
+        """The ASSIGNED and RUNNING jobs, in submission order."""
+        return [j for j in self.jobs() if j.state.active]
+
     def rows(self) -> list[JobRow]:
         return list(self._rows.values())
 
