@@ -204,6 +204,10 @@ class TransitionOp(WriteOp[list[Change]]):
     # Rows of (some of) the jobs the caller holds, by id (the master's live index): see held_rows.
     held: Mapping[str, JobRow] = dataclasses.field(default_factory=dict)
 
+    @property
+    def row_count(self) -> int:
+        return len(self.transitions)
+
     def apply(self, conn: sqlite3.Connection) -> list[Change]:
         ids = list(dict.fromkeys(job_id for job_id, _ in self.transitions))
         current = held_rows(conn, ids, self.held)

@@ -26,6 +26,7 @@ from horus_core.errors import Unavailable
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_MANY_ROWS = 32  # an op writing this many rows or more starts without the commit delay
 
 
 class WriteOp(Generic[T]):
@@ -38,6 +39,12 @@ class WriteOp(Generic[T]):
     """
 
     batchable: ClassVar[bool] = False
+
+    @property
+    def row_count(self) -> int:
+        """How many rows the op writes, about (one by default): an op of many rows already
+        shares its fsync among them, so the writer starts it without a commit delay."""
+        return 1
 
     def apply(self, conn: sqlite3.Connection) -> T:
         raise NotImplementedError
@@ -114,10 +121,11 @@ class Writer:
                 first = await self._queue.get()
                 if first is None:
                     return
-                if self._max_batch > 1 and self._last_batch > 1:
+                if self._max_batch > 1 and self._last_batch > 1 and first.op.row_count < _MANY_ROWS:
                     # Several writers are active (the last batch had company): give the requests
                     # on their way a moment to join, so one fsync serves more of them. A lone
-                    # writer never waits (like PostgreSQL's commit_delay with commit_siblings).
+                    # writer never waits (like PostgreSQL's commit_delay with commit_siblings),
+                    # nor does a write of many rows (a scheduling pass's: it holds the pass).
                     await asyncio.sleep(self._commit_delay_s)
                 batch, stop = self._take_batch(first)
                 self._last_batch = len(batch)

@@ -235,3 +235,24 @@ async def test_a_quarantined_row_gets_a_new_version(tmp_path: pathlib.Path) -> N
         assert row is not None and row.job.state is JobState.FAILED and row.job.version == 1
     finally:
         await store.close()
+
+
+async def test_a_write_of_many_rows_starts_without_the_commit_delay(tmp_path: pathlib.Path) -> None:
+    """A scheduling pass's transitions share their fsync already: they do not wait for company
+    (the commit delay is for small writes that arrive together, as submissions do)."""
+    store = await Store.open(tmp_path / "h.db", commit_delay_s=1.0)
+    try:
+        jobs = [job() for _ in range(40)]
+        await asyncio.gather(*(store.write(SubmitOp(j, None)) for j in jobs))  # a batch with company
+        assert store.writer.stats.largest_batch > 1
+        waits = tuple((j.id, tr.set_wait_reason("busy", 2.0)) for j in jobs)
+        pass_write = asyncio.ensure_future(store.write(TransitionOp(waits)))
+        await asyncio.sleep(0.5)
+        assert pass_write.done() and len(pass_write.result()) == 40  # (it did not wait the 1 s)
+        await asyncio.gather(*(store.write(SubmitOp(job(), None)) for _ in range(2)))
+        small = asyncio.ensure_future(store.write(TransitionOp(waits[:1])))
+        await asyncio.sleep(0.2)
+        assert not small.done()  # one row: it waits the delay for others to join
+        assert await small == []  # (that reason is set already)
+    finally:
+        await store.close()
