@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Any, Generic, TypeVar, cast
@@ -205,9 +205,38 @@ def _by_id(snapshot: ClusterSnapshot) -> dict[str, Job]:
     return {j.id: j for j in snapshot.jobs}
 
 
+_SPLIT = ("pending", "active", "running")
+
+
 def _marks(states: list[JobState], state: JobState) -> Iterator[bool]:
     """Whether each of ``states`` is ``state`` (enum members are singletons: identity)."""
     return map(operator.is_, states, repeat(state))
+
+
+@dataclass(frozen=True, slots=True)
+class JobChanges:
+    """The jobs that changed between two snapshots one source handed out in turn (the master's
+    live index: it knows what each commit changed), so a policy's ledgers over the live jobs
+    follow the changes instead of walking every live job each pass.
+
+    ``source`` names the source (a new index has a new name), ``epoch`` this snapshot, ``base``
+    the one it handed out before; ``jobs`` maps each job changed in between to what it is in
+    this snapshot (None: no longer live). Every other job is the very object it was then."""
+
+    source: str
+    base: int
+    epoch: int
+    jobs: Mapping[str, Job | None]
+
+    def since(self, source: str, epoch: int) -> Mapping[str, Job | None] | None:
+        """What changed since the snapshot a consumer last saw (its ``source`` and ``epoch``):
+        nothing if it was this one, :attr:`jobs` if it was the one before, else None (it must
+        look at every job)."""
+        if source != self.source:
+            return None
+        if epoch == self.epoch:
+            return {}
+        return self.jobs if epoch == self.base else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,10 +251,25 @@ class ClusterSnapshot:
     jobs: tuple[Job, ...]
     _by_jobs: dict[str, tuple[Job, ...]] = field(default_factory=dict, compare=False, repr=False)
     _derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    changes: JobChanges | None = field(default=None, compare=False)  # (None: not known)
+
+    @staticmethod
+    def split_as(
+        nodes: tuple[Node, ...],
+        jobs: tuple[Job, ...],
+        split: dict[str, tuple[Job, ...]],
+        changes: JobChanges | None = None,
+    ) -> ClusterSnapshot:
+        """A snapshot whose :meth:`pending`, :meth:`active` and :meth:`running` are ``split``'s
+        (keys ``pending``, ``active``, ``running``): a source that keeps them as its jobs change
+        (the master's live index) hands them over instead of a walk over ``jobs`` per pass. They
+        must be exactly what the snapshot would compute (``jobs`` filtered by state, in order);
+        ``changes``: what changed since the source's last snapshot (:class:`JobChanges`)."""
+        return ClusterSnapshot(nodes, jobs, {k: split[k] for k in _SPLIT}, {}, changes)
 
     def with_nodes(self, nodes: tuple[Node, ...]) -> ClusterSnapshot:
         """The same jobs on ``nodes`` (their job views shared, not recomputed)."""
-        return ClusterSnapshot(nodes, self.jobs, self._by_jobs)
+        return ClusterSnapshot(nodes, self.jobs, self._by_jobs, {}, self.changes)
 
     def derived(self, key: str, fn: Callable[[ClusterSnapshot], T]) -> T:
         """``fn(self)``, computed once per snapshot under ``key`` (a policy layer's view of it;

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 
@@ -51,7 +51,7 @@ from horus_core.model import (
     Wait,
 )
 from horus_core.packing.cluster import gpu_type
-from horus_core.policies.stints import stints
+from horus_core.policies.stints import Stints, stints
 
 WAIT_S = 3600.0  # a gang may become head after this long in the queue
 AGE_S = 24 * 3600.0  # a gang queued this long goes ahead of the policy's order
@@ -91,6 +91,8 @@ class GangReserve:
     _last: list[Action] = field(default_factory=list, repr=False)  # the last pass's actions
     _waiting: dict[str, int] | None = field(default=None, repr=False)
     _views: dict[tuple[int, frozenset[str]], tuple[Node, Node]] = field(default_factory=dict, repr=False)
+    _gangs: dict[str, Job] = field(default_factory=dict, repr=False)  # the pending gangs by id
+    _seen: tuple[str, int] = ("", -1)  # the source and epoch of the last snapshot observed (JobChanges)
 
     def decide(
         self,
@@ -135,27 +137,63 @@ class GangReserve:
 
     def _observe(self, snapshot: ClusterSnapshot, now: float, model: InterferenceModel | None) -> None:
         """Queue stints of pending gangs and attempt starts as first seen; an attempt that
-        ended is credited its steps (no model call per running job and pass). In bulk (C-level
-        maps over the ids): a pass looks at every active job."""
-        active, old = snapshot.active(), self.attempts
-        now_in = stints(active, self.since, old, now)
-        pending = snapshot.pending()
-        gangs = list(compress(pending, map(operator.gt, map(_GPUS, pending), repeat(1))))
-        queue = stints(gangs, self.queued, self.queued_attempt, now)
-        self.queued, self.queued_attempt = queue.since, queue.attempts
-        self.gangs = gangs
-        ended = [i for i in chain(old.keys() - now_in.attempts.keys(), now_in.changed()) if i in old]
+        ended is credited its steps (no model call per running job and pass). The attempts
+        follow the snapshot's changes where it has them for the last snapshot seen (the
+        master's live index), else every active job is looked at, in bulk (C-level maps)."""
+        changes = snapshot.changes
+        delta = changes.since(*self._seen) if changes is not None else None
+        now_in = stints(snapshot.active(), self.since, self.attempts, now) if delta is None else None
+        self._queue(snapshot, now, delta)
+        ended = _ended(self.attempts, now_in, delta)
         if ended and self.last is not None:  # those attempts ended: credit them (the last pass saw them run)
             runs = self.runs  # the last pass's view of each active job
             types = _types(snapshot, {runs[i].node for i in ended})
             for i in ended:
                 done = max(self.last - self.since[i], 0.0) * (_rate(runs[i], types, model) or 0.0)
                 self.steps[i] = self.steps.get(i, 0.0) + done
-        self.runs = dict(zip(now_in.ids, active, strict=True))
-        self.attempts, self.since, self.last = now_in.attempts, now_in.since, now
+        if now_in is not None:
+            self.runs = dict(zip(now_in.ids, snapshot.active(), strict=True))
+            self.attempts, self.since = now_in.attempts, now_in.since
+        else:
+            self._follow(delta or {}, now)
+        self.last = now
+        self._seen = (changes.source, changes.epoch) if changes is not None else ("", -1)
         if len(self.steps) > len(snapshot.jobs):
             present = {j.id for j in snapshot.jobs}
             self.steps = {k: v for k, v in self.steps.items() if k in present}
+
+    def _queue(self, snapshot: ClusterSnapshot, now: float, delta: Mapping[str, Job | None] | None) -> None:
+        """The pending gangs and since when each has queued in its attempt (``delta``: follow
+        the changes; the order of :attr:`gangs` does not matter, :meth:`_head` ranks them)."""
+        if delta is None:
+            pending = snapshot.pending()
+            gangs = list(compress(pending, map(operator.gt, map(_GPUS, pending), repeat(1))))
+            queue = stints(gangs, self.queued, self.queued_attempt, now)
+            self.queued, self.queued_attempt = queue.since, queue.attempts
+            self._gangs = dict(zip(queue.ids, gangs, strict=True))
+        else:
+            for i, job in delta.items():
+                if job is None or job.state is not JobState.PENDING or job.spec.gpus < 2:
+                    self._gangs.pop(i, None)
+                    self.queued.pop(i, None)
+                    self.queued_attempt.pop(i, None)
+                    continue
+                if self.queued_attempt.get(i) != job.attempt:
+                    self.queued[i], self.queued_attempt[i] = now, job.attempt
+                self._gangs[i] = job
+        self.gangs = list(self._gangs.values())
+
+    def _follow(self, delta: Mapping[str, Job | None], now: float) -> None:
+        """The active jobs' ledgers after ``delta`` (what :func:`stints` gives, job by job)."""
+        for i, job in delta.items():
+            if job is None or not job.state.active:
+                self.attempts.pop(i, None)
+                self.since.pop(i, None)
+                self.runs.pop(i, None)
+                continue
+            if self.attempts.get(i) != job.attempt:
+                self.attempts[i], self.since[i] = job.attempt, now
+            self.runs[i] = job
 
     def _head(self, snapshot: ClusterSnapshot, now: float, types_of: TypesOf) -> Job | None:
         old = [j for j in self.gangs if now - self.queued[j.id] >= self.wait_s]
@@ -363,6 +401,19 @@ def free_times(snapshot: ClusterSnapshot, now: float, remaining: Callable[[Job],
         for uuid in job.gpus:
             out[uuid] = max(out.get(uuid, now), end)
     return out
+
+
+def _ended(
+    attempts: dict[str, int], now_in: Stints | None, delta: Mapping[str, Job | None] | None
+) -> list[str]:
+    """The ids whose attempt seen last pass (``attempts``) is over: gone, or in another attempt
+    (seen in every active job: ``now_in``; else in the changes: ``delta``)."""
+    if now_in is not None:
+        return [i for i in chain(attempts.keys() - now_in.attempts.keys(), now_in.changed()) if i in attempts]
+    return [
+        i for i, job in (delta or {}).items()
+        if i in attempts and (job is None or not job.state.active or job.attempt != attempts[i])
+    ]  # fmt: skip
 
 
 def _types(snapshot: ClusterSnapshot, names: set[str] | None = None) -> dict[str, str]:

@@ -184,7 +184,8 @@ class Scheduler:
         t0 = time.perf_counter()
         self.stopping.prune(self.registry)
         nodes = self._hide_stopping_gpus(nodes)
-        snapshot = ClusterSnapshot(nodes=nodes, jobs=self.writer.live.jobs())
+        live = self.writer.live
+        snapshot = ClusterSnapshot.split_as(nodes, live.jobs(), live.split(), live.handout())
         t1 = time.perf_counter()
         actions = await asyncio.to_thread(self._decide, snapshot, now, self._withheld())
         self.positions(rc.QueuePositions(actions, self.writer.live.job))

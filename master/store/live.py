@@ -10,16 +10,81 @@ job that left (finished) is remembered for a while so a late reply cannot bring 
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
+from itertools import chain
 from types import MappingProxyType
+from uuid import uuid4
 
 from horus_core.gang import job_nodes
-from horus_core.model import Job, JobState, Node, NodeState
+from horus_core.model import Job, JobChanges, JobState, Node, NodeState
 from master.store.rows import JobRow
 
 LIVE_STATES = (JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING)
 _GONE_KEPT = 4096  # ids of jobs that left, kept against late replies
+# The split's classes as bits (pending, active, running), and the bits of each live state.
+_CLASS_BITS = (1, 2, 4)
+_CLASSES = {JobState.PENDING: 1, JobState.ASSIGNED: 2, JobState.RUNNING: 2 | 4}
+_RUN = 256  # jobs per run of an _InOrder (between this and twice this, once grown)
+
+
+class _InOrder:
+    """The live jobs in one class of states (pending, active, running), in the index's order,
+    kept as they change (a bisect and an insert into a short run per change), so a pass's split
+    walks no job: chunks of at most ``2 * _RUN`` jobs sorted by arrival number, in order."""
+
+    def __init__(self) -> None:
+        self._at: list[list[int]] = []  # arrival numbers, a run per chunk, ascending throughout
+        self._jobs: list[list[Job]] = []  # the jobs, in the same runs
+        self._tops: list[int] = []  # each run's last arrival number
+        self._tuple: tuple[Job, ...] | None = None
+
+    def put(self, at: int, job: Job, held: bool) -> None:
+        """Job number ``at`` is ``job`` now (``held``: it was in this class already)."""
+        self._tuple = None
+        if held:
+            c = bisect_left(self._tops, at)
+            self._jobs[c][bisect_left(self._at[c], at)] = job
+        else:
+            self._insert(at, job)
+
+    def drop(self, at: int) -> None:
+        """Job number ``at`` left this class."""
+        self._tuple = None
+        self._remove(at)
+
+    def _remove(self, at: int) -> None:
+        c = bisect_left(self._tops, at)
+        run = self._at[c]
+        i = bisect_left(run, at)
+        del run[i], self._jobs[c][i]
+        if run:
+            self._tops[c] = run[-1]
+        else:
+            del self._at[c], self._jobs[c], self._tops[c]
+
+    def _insert(self, at: int, job: Job) -> None:
+        if not self._tops:
+            self._at.append([at])
+            self._jobs.append([job])
+            self._tops.append(at)
+            return
+        c = min(bisect_left(self._tops, at), len(self._tops) - 1)
+        run, jobs = self._at[c], self._jobs[c]
+        i = bisect_left(run, at)
+        run.insert(i, at)
+        jobs.insert(i, job)
+        self._tops[c] = run[-1]
+        if len(run) > 2 * _RUN:  # split the run in two
+            self._at[c : c + 1] = [run[:_RUN], run[_RUN:]]
+            self._jobs[c : c + 1] = [jobs[:_RUN], jobs[_RUN:]]
+            self._tops[c : c + 1] = [run[_RUN - 1], run[-1]]
+
+    def jobs(self) -> tuple[Job, ...]:
+        if self._tuple is None:
+            self._tuple = tuple(chain.from_iterable(self._jobs))
+        return self._tuple
 
 
 class LiveIndex:
@@ -34,6 +99,14 @@ class LiveIndex:
         self._floored: set[str] = set()  # active jobs with a speed floor of their own
         self._gone: OrderedDict[str, int] = OrderedDict()  # id -> version it left with
         self._jobs: tuple[Job, ...] | None = None
+        self._arrival: dict[str, int] = {}  # id -> arrival number (the order of ``_job``)
+        self._arrivals = 0
+        self._split = {"pending": _InOrder(), "active": _InOrder(), "running": _InOrder()}
+        self._classes = tuple(zip(_CLASS_BITS, self._split.values(), strict=True))
+        self._name = f"live-{uuid4().hex}"  # (names this index in the changes it hands out)
+        self._epoch = 0  # the last snapshot's (see handout)
+        self._since: dict[str, None] = {}  # ids changed since that snapshot
+        self._overflow = False  # more changed than kept: the next changes say "look at all"
         self.find = self._job.get  # job id -> the live job (None): the quickest look-up
         self.update(rows)
 
@@ -48,7 +121,21 @@ class LiveIndex:
 
     def active(self) -> list[Job]:
         """The ASSIGNED and RUNNING jobs, in submission order."""
-        return [j for j in self.jobs() if j.state.active]
+        return list(self._split["active"].jobs())
+
+    def split(self) -> dict[str, tuple[Job, ...]]:
+        """The live jobs by class, each in the order of :meth:`jobs`: what
+        :meth:`horus_core.model.ClusterSnapshot.split_as` takes (kept as jobs change)."""
+        return {name: group.jobs() for name, group in self._split.items()}
+
+    def handout(self) -> JobChanges:
+        """The changes since the last call: call it when a snapshot of :meth:`jobs` is taken
+        for a pass (the snapshot carries them: :class:`horus_core.model.JobChanges`)."""
+        base, self._epoch = self._epoch, self._epoch + 1
+        if self._overflow:  # (no pass for long: a consumer looks at every job)
+            base, self._overflow = -1, False
+        jobs, self._since = {i: self._job.get(i) for i in self._since}, {}
+        return JobChanges(self._name, base, self._epoch, jobs)
 
     def rows(self) -> list[JobRow]:
         return list(self._rows.values())
@@ -74,9 +161,14 @@ class LiveIndex:
         if stale or (gone is not None and gone >= job.version):
             return  # older than what is known
         self._jobs = None
+        self._since[job.id] = None
+        if len(self._since) > len(self._job) + _GONE_KEPT:  # (no pass for long: not kept)
+            self._since, self._overflow = {}, True
         if held is not None and held.job.state.active:
             self._unplace(held.job)
-        if job.state in LIVE_STATES:
+        live = job.state in LIVE_STATES
+        self._order(job.id, None if held is None else held.job, job if live else None)
+        if live:
             self._rows[job.id] = row
             self._job[job.id] = job
             if job.state.active:
@@ -92,6 +184,23 @@ class LiveIndex:
         self._gone[job.id] = job.version
         if len(self._gone) > _GONE_KEPT:
             self._gone.popitem(last=False)
+
+    def _order(self, job_id: str, old: Job | None, new: Job | None) -> None:
+        at = self._arrival.get(job_id)
+        if at is None:
+            if new is None:
+                return
+            at = self._arrival[job_id] = self._arrivals
+            self._arrivals += 1
+        was = 0 if old is None else _CLASSES.get(old.state, 0)
+        now = 0 if new is None else _CLASSES.get(new.state, 0)
+        for bit, group in self._classes:
+            if now & bit and new is not None:
+                group.put(at, new, bool(was & bit))
+            elif was & bit:
+                group.drop(at)
+        if new is None:
+            del self._arrival[job_id]
 
     def _unplace(self, job: Job) -> None:
         for node in job_nodes(job):

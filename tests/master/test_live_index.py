@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import pathlib
+import random
 import tempfile
 
 from hypothesis import HealthCheck, settings
@@ -15,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from master_fakes import FakeWorker, config
 
 from horus_core.gen import types_pb2 as pb
-from horus_core.model import Job, JobSpec, JobState
+from horus_core.model import ClusterSnapshot, Job, JobSpec, JobState
 from horus_core.testing import FakeClock
 from master.app import Master
 from master.config import MasterConfig
@@ -128,6 +130,10 @@ class LiveIndexMachine(RuleBasedStateMachine):
         stored = self.runner.run(self.m.store.read.live_jobs())
         assert comparable(self.m.core.live.rows()) == comparable(stored)
         assert self.m.core.live.jobs() == tuple(r.job for r in stored)
+        walked = ClusterSnapshot((), tuple(r.job for r in stored))  # (the snapshot's own split)
+        kept = self.m.core.live.split()
+        assert kept["pending"] == walked.pending() and kept["active"] == walked.active()
+        assert kept["running"] == walked.running()
         active = [r.job for r in stored if r.job.state.active]
         assert {r.job.id for r in self.m.core.live.active_on("n1")} == {j.id for j in active}
         assert self.m.core.live.floored() == any(j.spec.min_speed > 0.0 for j in active)
@@ -192,3 +198,54 @@ def test_the_index_knows_which_running_jobs_share_a_gpu() -> None:
     assert index.sharing() == {"b", "c"}
     index.update([JobRow(Job("c", spec, JobState.SUCCEEDED, attempt=1, node="n1", gpus=("g2",), version=2))])
     assert index.sharing() == set()
+
+
+def test_the_split_keeps_each_class_in_arrival_order_whatever_order_jobs_move_in() -> None:
+    """A job preempted back to the queue goes where it arrived, not to the end; the split is the
+    one a snapshot computes from the index's jobs after every change (what a pass relies on)."""
+    spec = JobSpec(command=("x",))
+
+    def at(jid: str, state: JobState, version: int) -> JobRow:
+        placed = state.active or state is JobState.SUCCEEDED
+        return JobRow(Job(jid, spec, state, attempt=version, node="n1" if placed else "",
+                          gpus=("g0",) if placed else (), version=version))  # fmt: skip
+
+    index = LiveIndex([at(j, JobState.PENDING, 0) for j in "abcde"])
+    steps = [
+        at("d", JobState.ASSIGNED, 1), at("b", JobState.ASSIGNED, 1), at("d", JobState.RUNNING, 2),
+        at("b", JobState.RUNNING, 2), at("a", JobState.ASSIGNED, 1), at("d", JobState.PENDING, 3),
+        at("c", JobState.SUCCEEDED, 1), at("a", JobState.RUNNING, 2), at("f", JobState.PENDING, 0),
+        at("b", JobState.PENDING, 3), at("a", JobState.SUCCEEDED, 3),
+    ]  # fmt: skip
+    for row in steps:
+        index.update([row])
+        walked, kept = ClusterSnapshot((), index.jobs()), index.split()
+        assert kept["pending"] == walked.pending() and kept["active"] == walked.active()
+        assert kept["running"] == walked.running() and index.active() == list(walked.active())
+    assert [j.id for j in index.split()["pending"]] == ["b", "d", "e", "f"]
+
+
+def test_the_split_stays_in_order_through_thousands_of_moves() -> None:
+    """(Enough jobs that each class is kept in many runs, which split as they grow and go as
+    they empty.)"""
+    rng = random.Random(7)
+    spec = JobSpec(command=("x",))
+    index = LiveIndex()
+    jobs: dict[str, Job] = {}
+    for step in range(6000):
+        if not jobs or rng.random() < 0.4:
+            job = Job(f"j{step:05d}", spec, JobState.PENDING)
+        else:
+            old = rng.choice(list(jobs.values()))
+            state = rng.choice([JobState.PENDING, JobState.ASSIGNED, JobState.RUNNING, JobState.SUCCEEDED])
+            job = dataclasses.replace(old, state=state, version=old.version + 1)
+        index.update([JobRow(job)])
+        if job.state is JobState.SUCCEEDED:
+            jobs.pop(job.id)
+        else:
+            jobs[job.id] = job
+        if step % 500 == 499:
+            walked, kept = ClusterSnapshot((), index.jobs()), index.split()
+            assert kept["pending"] == walked.pending() and kept["active"] == walked.active()
+            assert kept["running"] == walked.running() and len(index.jobs()) == len(jobs)
+    assert max(len(g) for g in index.split().values()) > 600  # (more than two runs' worth)
