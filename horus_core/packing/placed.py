@@ -39,7 +39,7 @@ class PlacedGpus:
         if len(at) and int(at.max()) >= len(self._record):
             self._grow(int(at.max()) + 1)
         version = np.fromiter(map(_VERSION, active), np.int64, len(active))
-        miss = np.flatnonzero(self._version[at] != version)
+        miss = np.flatnonzero((self._version[at] != version) | (version == -1))  # (-1: "none" here)
         if len(miss):
             self._encode(miss.tolist(), slots, version, layout.index, active)
         out: I64 = np.frombuffer(b"".join(map(self._record.__getitem__, slots)), np.int64)

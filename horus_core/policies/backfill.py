@@ -51,6 +51,7 @@ from horus_core.model import (
     Wait,
 )
 from horus_core.packing.cluster import gpu_type
+from horus_core.policies._placed import placed_view
 from horus_core.policies.stints import Stints, stints
 
 WAIT_S = 3600.0  # a gang may become head after this long in the queue
@@ -264,7 +265,7 @@ class GangReserve:
         """The gang on its reserved GPUs; the rest is the policy's, with the gang counted."""
         self.held = None
         self.backfilled.clear()
-        placed = dataclasses.replace(head, state=JobState.ASSIGNED, node=res.node, gpus=res.gpus)
+        placed = placed_view(head, res.node, res.gpus)
         view = ClusterSnapshot(snapshot.nodes, tuple(placed if j.id == head.id else j for j in snapshot.jobs))
         rest = [a for a in inner(view, now) if a.job_id != head.id]
         return [Assign(head.id, res.node, res.gpus), *rest]

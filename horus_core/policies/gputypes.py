@@ -29,7 +29,6 @@ from horus_core.model import (
     ClusterSnapshot,
     Gpu,
     Job,
-    JobState,
     LastAnswer,
     Node,
     Preempt,
@@ -37,6 +36,7 @@ from horus_core.model import (
     gpu_type_of,
 )
 from horus_core.packing.cluster import gpu_type
+from horus_core.policies._placed import placed_view
 from horus_core.policies.backfill import GangReserve
 
 FAST_RATIO = 0.9  # a job's own fast types: within 10 % of its best
@@ -292,7 +292,7 @@ def _as_running(jobs: Sequence[Job], actions: Sequence[Action]) -> list[Job]:
     """The jobs this pass assigned, as the next pass must see them: on their GPUs."""
     by_id = {j.id: j for j in jobs}
     return [
-        dataclasses.replace(by_id[a.job_id], state=JobState.ASSIGNED, node=a.node, gpus=a.gpus)
+        placed_view(by_id[a.job_id], a.node, a.gpus)
         for a in actions
         if isinstance(a, Assign) and a.job_id in by_id
     ]

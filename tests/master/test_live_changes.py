@@ -2,7 +2,7 @@
 policy ledgers that follow them instead of walking every live job: after random submissions,
 placements, starts, preemptions, ends, reason changes, passes a policy did not see and index
 rebuilds, a policy fed the changes holds exactly the ledgers of one that looks at every job,
-and decides the same."""
+and both decide what the plain per-job oracle decides."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from horus_core.interference import default_model
 from horus_core.model import ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node
 from horus_core.policies import make_policy
+from horus_core.policies._plain import PlainPacker
 from horus_core.policies.backfill import GangReserve
 from horus_core.policies.gputypes import TypeGate
 from master.store.live import LiveIndex
@@ -83,7 +84,8 @@ class World:
 def test_a_policy_fed_the_changes_keeps_the_ledgers_of_one_that_looks_at_every_job(seed: int) -> None:
     rng = random.Random(seed)
     world = World(rng)
-    fed, walks = make_policy("horus", MODEL), make_policy("horus", MODEL)
+    fed, walks, plain = make_policy("horus", MODEL), make_policy("horus", MODEL), make_policy("horus", MODEL)
+    plain.packer = PlainPacker()  # type: ignore[attr-defined]  # (the per-job oracle)
     now, incremental = 1000.0, 0
     for _ in range(40):
         for _ in range(rng.randint(0, 6)):
@@ -98,7 +100,7 @@ def test_a_policy_fed_the_changes_keeps_the_ledgers_of_one_that_looks_at_every_j
         incremental += changes.since(*fed.gate.reserve._seen) is not None  # type: ignore[union-attr]
         a = fed.decide(ClusterSnapshot.split_as(NODES, jobs, split, changes), now)
         b = walks.decide(ClusterSnapshot(NODES, jobs), now)
-        assert a == b
+        assert a == b == plain.decide(ClusterSnapshot(NODES, jobs), now)
         assert ledgers(fed) == ledgers(walks)
         now += rng.choice([0.0, 30.0, 600.0, 4000.0])
     assert incremental > 0  # (the changes were used, not only the walk)
