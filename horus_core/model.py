@@ -11,7 +11,11 @@ import operator
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -227,6 +231,11 @@ class JobChanges:
     base: int
     epoch: int
     jobs: Mapping[str, Job | None]
+    # Per job of the snapshot's pending() then active() jobs, in that order (None: not given):
+    # its number in the source (given once, never reused) and its version, so a policy's tables
+    # look the jobs up as arrays.
+    numbers: NDArray[np.int64] | None = None
+    versions: NDArray[np.int64] | None = None
 
     def since(self, source: str, epoch: int) -> Mapping[str, Job | None] | None:
         """What changed since the snapshot a consumer last saw (its ``source`` and ``epoch``):

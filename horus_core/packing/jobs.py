@@ -1,7 +1,7 @@
 """What a packing pass needs to know about each live job, cached across passes by job id.
 
 A job's spec never changes, so its packing facts (signature, GPUs, exclusive, priority, known
-work) are computed once per job and kept in flat arrays indexed by a *slot*; a pass looks the
+work, submission time) are computed once per job and kept in flat arrays indexed by a *slot*; a pass looks the
 slot up by job id. The slot also records the job ``version`` its spec was last confirmed at:
 ``(id, version)`` names one state of one job, so a job seen at the same version is not looked
 at again, and one at a new version has its spec compared (equal: the same slot; different:
@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
 from horus_core.interference.signature import JobProfile, profile_from_hints
-from horus_core.model import ClusterSnapshot, Job, JobSpec
+from horus_core.model import ClusterSnapshot, Job, JobChanges, JobSpec
 from horus_core.packing.build import PairFilter, class_speeds
 from horus_core.packing.cluster import Kind
 from horus_core.packing.placed import PlacedGpus
@@ -35,7 +35,6 @@ B = NDArray[np.bool_]
 Ix = NDArray[np.intp]
 
 _ID, _VERSION = operator.attrgetter("id"), operator.attrgetter("version")
-_SUBMITTED = operator.attrgetter("submitted_at")
 _INT31 = 1 << 31
 _INT64_MAX = (1 << 63) - 1
 _KNOWN = ("measured", "table")
@@ -110,7 +109,7 @@ class Live:
 
     @cached_property
     def p_sub(self) -> F64:
-        return np.fromiter(map(_SUBMITTED, self.pending), np.float64, len(self.pending))
+        return self.table.sub[self.p_slot]
 
     @cached_property
     def p_ids(self) -> list[str]:
@@ -134,6 +133,9 @@ class JobTable:
 
     def _reset(self, cap: int) -> None:
         self._slot: dict[str, int] = {}
+        self._source = ""  # the source whose job numbers _by_number maps (JobChanges)
+        self._base = 0  # the number at _by_number[0]
+        self._by_number: Ix = np.full(0, -1, np.intp)  # a job's number there -> its slot (-1: none)
         self.specs: list[JobSpec] = []
         self.seen: I64 = np.full(cap, -1, np.int64)  # per slot: the version its spec was last confirmed at
         self.code: I32 = np.empty(cap, np.int32)  # signature
@@ -143,6 +145,7 @@ class JobTable:
         self.prio: I64 = np.empty(cap, np.int64)
         self.steps: I64 = np.empty(cap, np.int64)
         self.floor: F64 = np.empty(cap, np.float64)  # spec.min_speed
+        self.sub: F64 = np.empty(cap, np.float64)  # the job's submitted_at (confirmed with the spec)
         self.shaped: B = np.empty(cap, np.bool_)  # spec's gang shape asks for 2+ nodes
         self.hint: I32 = np.empty(cap, np.int32)  # job_type + hints (model.profile may register them)
         self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
@@ -153,9 +156,11 @@ class JobTable:
         jobs: Sequence[Job],
         model: InterferenceModel,
         split: tuple[Sequence[Job], Sequence[Job]] | None = None,
+        changes: JobChanges | None = None,
     ) -> Live:
         """The live jobs of a snapshot (``split``: its pending and active jobs, in snapshot
-        order, where the caller has them; else taken from ``jobs``)."""
+        order, where the caller has them; else taken from ``jobs``; ``changes``: the snapshot's,
+        whose numbers and versions of those jobs, where given, look them up as arrays)."""
         if model is not self._model or len(self._slot) > 2 * len(jobs) + 4096:
             self.sigs, self._model, self._version = Interner(), model, -1  # drop what is gone
             self._reset(len(self.code))
@@ -165,7 +170,9 @@ class JobTable:
             split = (view.pending(), view.active())
         pending, active = split
         seq = [*pending, *active]
-        got, missed = self._lookup(seq)
+        numbers = self._numbers(changes, len(seq))
+        versions = changes.versions if changes is not None and numbers is not None else None
+        got, missed = self._lookup(seq, numbers, versions)
         overwrote = False
         if missed:
             _check_gpus(missed)
@@ -173,6 +180,8 @@ class JobTable:
             self._fill(claimed, missed, model)
             new = got < 0
             got[new] = claimed[-got[new] - 1]
+        if numbers is not None:
+            self._by_number[numbers] = got
         p_slot, a_slot = got[: len(pending)], got[len(pending) :]
         live = Live(self, list(pending), p_slot, list(active), a_slot.tolist())
         if overwrote:  # a spec changed under an id: is one id there twice with two specs?
@@ -181,22 +190,54 @@ class JobTable:
         live.profiles = self.profiles(model)
         return live
 
-    def _lookup(self, jobs: list[Job]) -> tuple[Ix, list[Job]]:
+    def _numbers(self, changes: JobChanges | None, n: int) -> I64 | None:
+        """Where the source gives a scan's jobs their numbers: those numbers as positions in
+        :attr:`_by_number` (which maps one source's numbers, from ``_base`` on: another
+        source's are forgotten, and the numbers below the lowest live one are let go as the map
+        moves up). None: look the jobs up by id (no numbers, or numbers too far apart for an
+        array of a size near the live jobs')."""
+        numbers = None if changes is None else changes.numbers
+        if changes is None or numbers is None or len(numbers) != n or n == 0:
+            return None
+        lo, hi = int(numbers.min()), int(numbers.max()) + 1
+        if hi - lo > 8 * n + 65536:
+            return None
+        if changes.source != self._source or lo < self._base:
+            self._source, self._base, self._by_number = changes.source, lo, np.full(0, -1, np.intp)
+        if hi - self._base > len(self._by_number):  # move the map up to ``lo``, and grow it
+            kept = self._by_number[lo - self._base :]
+            grown = np.full(max(2 * (hi - lo), 1024), -1, np.intp)
+            grown[: len(kept)] = kept
+            self._base, self._by_number = lo, grown
+        out: I64 = numbers - self._base
+        return out
+
+    def _lookup(
+        self, jobs: list[Job], numbers: I64 | None = None, versions: I64 | None = None
+    ) -> tuple[Ix, list[Job]]:
         """Each job's slot, and the jobs to claim one for (their slot: -k for the k-th).
 
         A job keeps its slot while its spec stays the same: checked only when its version is
         not the one its slot was last confirmed at (a spec never changes after submission).
-        The lookups run in bulk; only the jobs not confirmed (new, or at a new version) are
-        looked at one by one, in order."""
+        The lookups run in bulk (by the source's numbers of the jobs where given: array reads);
+        only the jobs not confirmed (new, or at a new version) are looked at one by one, in
+        order."""
         n = len(jobs)
-        got = np.fromiter(map(self._slot.get, map(_ID, jobs), repeat(-1)), np.intp, n)
-        version = np.fromiter(map(_VERSION, jobs), np.int64, n)
+        if numbers is not None and versions is not None:
+            got, version = self._by_number[numbers], versions
+        else:
+            got = np.fromiter(map(self._slot.get, map(_ID, jobs), repeat(-1)), np.intp, n)
+            version = np.fromiter(map(_VERSION, jobs), np.int64, n)
         missed: list[Job] = []  # new ids, or a different spec under a known id
         stale = np.flatnonzero((got < 0) | (self.seen[got] != version)) if n else got
         for i in stale.tolist():
             job, s = jobs[i], int(got[i])
+            if s < 0 and numbers is not None:  # (a number not seen yet: the id may have a slot)
+                s = self._slot.get(job.id, -1)
+                got[i] = s
             spec = self.specs[s] if s >= 0 else None
-            if spec is not None and (spec is job.spec or spec == job.spec):
+            same = spec is not None and (spec is job.spec or spec == job.spec)
+            if same and self.sub[s] == job.submitted_at:
                 self.seen[s] = job.version
             else:
                 missed.append(job)
@@ -231,7 +272,8 @@ class JobTable:
         return claimed, overwrote
 
     def _grow(self) -> None:
-        for name in ("code", "tcode", "gpus", "excl", "prio", "steps", "floor", "hint", "shaped", "seen"):
+        columns = ("code", "tcode", "gpus", "excl", "prio", "steps", "floor", "sub", "hint", "shaped", "seen")
+        for name in columns:
             old = getattr(self, name)
             new = np.empty(2 * len(old), old.dtype)
             new[: len(old)] = old
@@ -255,6 +297,7 @@ class JobTable:
         self.steps[at] = _int64([sp.total_steps for sp in specs])
         self.excl[at] = [sp.exclusive for sp in specs]
         self.floor[at] = [sp.min_speed for sp in specs]
+        self.sub[at] = [j.submitted_at for j in missed]
         self.shaped[at] = [sp.nodes > 1 or 0 < sp.gpus_per_node < sp.gpus for sp in specs]
 
     def speeds(

@@ -59,7 +59,7 @@ class Packer:
         in queue order (``order``)."""
         if not snapshot.pending():
             return []
-        live = self.jobs.scan(snapshot.jobs, model, (snapshot.pending(), snapshot.active()))
+        live = self.jobs.scan(snapshot.jobs, model, (snapshot.pending(), snapshot.active()), snapshot.changes)
         if live.duplicates:
             self.jobs = JobTable()  # forget what the refused snapshot left behind
             raise ValueError("the snapshot lists one job id twice with two different specs")

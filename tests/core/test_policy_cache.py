@@ -21,6 +21,7 @@ from horus_core.model import (
     ClusterSnapshot,
     Gpu,
     Job,
+    JobChanges,
     JobSpec,
     JobState,
     Node,
@@ -340,6 +341,21 @@ def test_an_old_job_object_after_its_spec_changed_keeps_its_own_spec() -> None:
             assert all(len(x.gpus) == snap.jobs[1].spec.gpus for x in got if isinstance(x, Assign)), name
 
 
+def test_the_queue_orders_by_the_submission_time_of_the_job_version_it_sees() -> None:
+    """The job table keeps each job's submission time with its spec (confirmed at each new
+    version): a job handed again at a new version with another time is ordered by that time."""
+    nodes = (Node("n0", (Gpu("g0", "n0", 0, "V100", 16160, "v100"),)),)
+    spec = JobSpec(("x",), gpus=1, job_type=GAVEL[0], exclusive=True)  # (one job fits)
+    a, b = (Job(i, spec, JobState.PENDING, submitted_at=t) for i, t in (("a", 1.0), ("b", 2.0)))
+    later = replace(a, submitted_at=3.0, version=1)
+    for name in ("fifo", "horus-util"):
+        policy = make_policy(name)
+        first = policy.decide(ClusterSnapshot(nodes, (a, b)), 5.0)
+        again = policy.decide(ClusterSnapshot(nodes, (later, b)), 5.0)
+        assert [x.job_id for x in first if isinstance(x, Assign)] == ["a"], name
+        assert [x.job_id for x in again if isinstance(x, Assign)] == ["b"], name
+
+
 def test_one_id_twice_with_two_specs_is_refused_and_changes_nothing() -> None:
     gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(4))
     one = Job("x", JobSpec(("x",), gpus=1, job_type=GAVEL[0]), JobState.PENDING)
@@ -380,3 +396,33 @@ def test_numbers_beyond_the_arrays_order_by_their_saturated_value_or_are_refused
     with pytest.raises(ValueError, match="asks for 2147483648 GPUs"):
         policy.decide(ClusterSnapshot(snap.nodes, (*jobs, huge)), 1.0)
     assert policy.decide(snap, 1.0) == make_policy(name).decide(snap, 1.0)
+
+
+def test_the_job_table_looks_jobs_up_by_the_sources_numbers_as_they_move_up() -> None:
+    """The live index numbers its jobs (JobChanges.numbers): the table maps them to slots in an
+    array that moves up as old numbers leave, and looks jobs up by id while the numbers are too
+    far apart (one job queued since long ago among many later ones)."""
+    model = default_model()
+    table, specs = JobTable(), [JobSpec(("x",), gpus=2, job_type=GAVEL[0])]
+    live: dict[int, Job] = {}
+    by_id_steps = 0
+    for step in range(45):
+        for k in range(step * 3000, step * 3000 + 100):  # 100 new jobs; the oldest leave
+            live[k] = Job(f"j{k}", specs[0], JobState.PENDING, version=1)  # (alike: a wrong slot shows)
+        for k in sorted(live)[1:-300]:
+            del live[k]
+        if step == 20:
+            live[0] = replace(live[0], version=9)  # a new version of the long-queued job
+        if step == 30:
+            del live[0]  # it started: the numbers are close again
+        numbers = sorted(live)
+        jobs = [live[k] for k in numbers]
+        versions = np.array([j.version for j in jobs], np.int64)
+        changes = JobChanges("idx", step, step + 1, {}, np.array(numbers, np.int64), versions)
+        by_id_steps += table._numbers(changes, len(jobs)) is None
+        got = table.scan(jobs, model, (jobs, []), changes)
+        assert [table.specs[s] for s in got.p_slot.tolist()] == [j.spec for j in jobs]
+        assert table.seen[got.p_slot].tolist() == versions.tolist()
+        assert [table._slot[j.id] for j in jobs] == got.p_slot.tolist()
+        assert len(table._by_number) <= 2 * (8 * len(jobs) + 65536)
+    assert 0 < by_id_steps < 45 and table._base > 0  # (both ways taken; the map moved up)
