@@ -52,7 +52,7 @@ from horus_core.model import (
 )
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies._placed import placed_view
-from horus_core.policies.stints import Stints, stints
+from horus_core.policies.stints import Stints, follow, stints
 
 WAIT_S = 3600.0  # a gang may become head after this long in the queue
 AGE_S = 24 * 3600.0  # a gang queued this long goes ahead of the policy's order
@@ -156,7 +156,7 @@ class GangReserve:
             self.runs = dict(zip(now_in.ids, snapshot.active(), strict=True))
             self.attempts, self.since = now_in.attempts, now_in.since
         else:
-            self._follow(delta or {}, now)
+            follow(delta or {}, _active, self.since, self.attempts, self.runs, now)
         self.last = now
         self._seen = (changes.source, changes.epoch) if changes is not None else ("", -1)
         if len(self.steps) > len(snapshot.jobs):
@@ -173,28 +173,8 @@ class GangReserve:
             self.queued, self.queued_attempt = queue.since, queue.attempts
             self._gangs = dict(zip(queue.ids, gangs, strict=True))
         else:
-            for i, job in delta.items():
-                if job is None or job.state is not JobState.PENDING or job.spec.gpus < 2:
-                    self._gangs.pop(i, None)
-                    self.queued.pop(i, None)
-                    self.queued_attempt.pop(i, None)
-                    continue
-                if self.queued_attempt.get(i) != job.attempt:
-                    self.queued[i], self.queued_attempt[i] = now, job.attempt
-                self._gangs[i] = job
+            follow(delta, _pending_gang, self.queued, self.queued_attempt, self._gangs, now)
         self.gangs = list(self._gangs.values())
-
-    def _follow(self, delta: Mapping[str, Job | None], now: float) -> None:
-        """The active jobs' ledgers after ``delta`` (what :func:`stints` gives, job by job)."""
-        for i, job in delta.items():
-            if job is None or not job.state.active:
-                self.attempts.pop(i, None)
-                self.since.pop(i, None)
-                self.runs.pop(i, None)
-                continue
-            if self.attempts.get(i) != job.attempt:
-                self.attempts[i], self.since[i] = job.attempt, now
-            self.runs[i] = job
 
     def _head(self, snapshot: ClusterSnapshot, now: float, types_of: TypesOf) -> Job | None:
         old = [j for j in self.gangs if now - self.queued[j.id] >= self.wait_s]
@@ -402,6 +382,14 @@ def free_times(snapshot: ClusterSnapshot, now: float, remaining: Callable[[Job],
         for uuid in job.gpus:
             out[uuid] = max(out.get(uuid, now), end)
     return out
+
+
+def _active(job: Job) -> bool:
+    return job.state.active
+
+
+def _pending_gang(job: Job) -> bool:
+    return job.state is JobState.PENDING and job.spec.gpus > 1
 
 
 def _ended(

@@ -8,7 +8,7 @@ the ids: no Python step for a job seen before in the same attempt.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 
@@ -41,3 +41,25 @@ def stints(jobs: Sequence[Job], since: dict[str, float], attempts: dict[str, int
     out = dict(zip(ids, map(since.get, ids, repeat(now)), strict=True))
     out.update(zip(compress(ids, map(operator.not_, same)), repeat(now)))
     return Stints(out, dict(zip(ids, tries, strict=True)), ids, same)
+
+
+def follow(
+    changed: Mapping[str, Job | None],
+    keep: Callable[[Job], bool],
+    since: dict[str, float],
+    attempts: dict[str, int],
+    views: dict[str, Job],
+    now: float,
+) -> None:
+    """:func:`stints` job by job, in place: the ledger (``since``, ``attempts``, and ``views``,
+    each kept job as last seen) after the jobs ``changed`` since the last pass (None: gone).
+    A job ``keep`` refuses leaves it; one new or in a new attempt starts its stint now."""
+    for i, job in changed.items():
+        if job is None or not keep(job):
+            since.pop(i, None)
+            attempts.pop(i, None)
+            views.pop(i, None)
+            continue
+        if attempts.get(i) != job.attempt:
+            attempts[i], since[i] = job.attempt, now
+        views[i] = job
