@@ -170,9 +170,8 @@ class JobTable:
             split = (view.pending(), view.active())
         pending, active = split
         seq = [*pending, *active]
-        numbers = self._numbers(changes, len(seq))
-        versions = changes.versions if changes is not None and numbers is not None else None
-        got, missed = self._lookup(seq, numbers, versions)
+        given = self._numbers(changes, len(seq))
+        got, missed = self._lookup(seq, given)
         overwrote = False
         if missed:
             _check_gpus(missed)
@@ -180,8 +179,8 @@ class JobTable:
             self._fill(claimed, missed, model)
             new = got < 0
             got[new] = claimed[-got[new] - 1]
-        if numbers is not None:
-            self._by_number[numbers] = got
+        if given is not None:
+            self._by_number[given[0]] = got
         p_slot, a_slot = got[: len(pending)], got[len(pending) :]
         live = Live(self, list(pending), p_slot, list(active), a_slot.tolist())
         if overwrote:  # a spec changed under an id: is one id there twice with two specs?
@@ -190,14 +189,16 @@ class JobTable:
         live.profiles = self.profiles(model)
         return live
 
-    def _numbers(self, changes: JobChanges | None, n: int) -> I64 | None:
-        """Where the source gives a scan's jobs their numbers: those numbers as positions in
-        :attr:`_by_number` (which maps one source's numbers, from ``_base`` on: another
-        source's are forgotten, and the numbers below the lowest live one are let go as the map
-        moves up). None: look the jobs up by id (no numbers, or numbers too far apart for an
-        array of a size near the live jobs')."""
-        numbers = None if changes is None else changes.numbers
-        if changes is None or numbers is None or len(numbers) != n or n == 0:
+    def _numbers(self, changes: JobChanges | None, n: int) -> tuple[I64, I64] | None:
+        """Where the source gives a scan's jobs their numbers and versions: the numbers as
+        positions in :attr:`_by_number` (which maps one source's numbers, from ``_base`` on:
+        another source's are forgotten, and the numbers below the lowest live one are let go as
+        the map moves up), and the versions. None: look the jobs up by id (not given, or numbers
+        too far apart for an array of a size near the live jobs')."""
+        if changes is None or changes.numbers is None or changes.versions is None:
+            return None
+        numbers = changes.numbers
+        if len(numbers) != n or n == 0:
             return None
         lo, hi = int(numbers.min()), int(numbers.max()) + 1
         if hi - lo > 8 * n + 65536:
@@ -210,11 +211,9 @@ class JobTable:
             grown[: len(kept)] = kept
             self._base, self._by_number = lo, grown
         out: I64 = numbers - self._base
-        return out
+        return out, changes.versions
 
-    def _lookup(
-        self, jobs: list[Job], numbers: I64 | None = None, versions: I64 | None = None
-    ) -> tuple[Ix, list[Job]]:
+    def _lookup(self, jobs: list[Job], given: tuple[I64, I64] | None = None) -> tuple[Ix, list[Job]]:
         """Each job's slot, and the jobs to claim one for (their slot: -k for the k-th).
 
         A job keeps its slot while its spec stays the same: checked only when its version is
@@ -223,8 +222,8 @@ class JobTable:
         only the jobs not confirmed (new, or at a new version) are looked at one by one, in
         order."""
         n = len(jobs)
-        if numbers is not None and versions is not None:
-            got, version = self._by_number[numbers], versions
+        if given is not None:
+            got, version = self._by_number[given[0]], given[1]
         else:
             got = np.fromiter(map(self._slot.get, map(_ID, jobs), repeat(-1)), np.intp, n)
             version = np.fromiter(map(_VERSION, jobs), np.int64, n)
@@ -232,7 +231,7 @@ class JobTable:
         stale = np.flatnonzero((got < 0) | (self.seen[got] != version)) if n else got
         for i in stale.tolist():
             job, s = jobs[i], int(got[i])
-            if s < 0 and numbers is not None:  # (a number not seen yet: the id may have a slot)
+            if s < 0 and given is not None:  # (a number not seen yet: the id may have a slot)
                 s = self._slot.get(job.id, -1)
                 got[i] = s
             spec = self.specs[s] if s >= 0 else None
