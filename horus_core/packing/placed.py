@@ -22,24 +22,27 @@ from horus_core.packing.cluster import ClusterLayout
 
 I64 = NDArray[np.int64]
 _VERSION = operator.attrgetter("version")
+# "No record" for a slot: a value no job version takes (stored ones count up from 0, the views a
+# pass places count down from -2: horus_core/policies/_placed.py), so none reads a missing record.
+_NONE = np.iinfo(np.int64).min
 
 
 class PlacedGpus:
     def __init__(self) -> None:
         self._layout: ClusterLayout | None = None
-        self._version: I64 = np.full(0, -1, np.int64)  # per table slot: the version its record is of
+        self._version: I64 = np.full(0, _NONE, np.int64)  # per table slot: the version its record is of
         self._record: list[bytes] = []  # per table slot: that record (b"": none)
 
     def records(self, layout: ClusterLayout, active: Sequence[Job], slots: Sequence[int]) -> I64:
         """The active jobs' records (``slots``: each one's table slot, which stands for its id
         while the table keeps it), in order, as one array."""
         if layout is not self._layout:
-            self._layout, self._version, self._record = layout, np.full(0, -1, np.int64), []  # start over
+            self._layout, self._version, self._record = layout, np.full(0, _NONE, np.int64), []  # start over
         at = np.asarray(slots, np.intp)
         if len(at) and int(at.max()) >= len(self._record):
             self._grow(int(at.max()) + 1)
         version = np.fromiter(map(_VERSION, active), np.int64, len(active))
-        miss = np.flatnonzero((self._version[at] != version) | (version == -1))  # (-1: "none" here)
+        miss = np.flatnonzero(self._version[at] != version)
         if len(miss):
             self._encode(miss.tolist(), slots, version, layout.index, active)
         out: I64 = np.frombuffer(b"".join(map(self._record.__getitem__, slots)), np.int64)
@@ -47,7 +50,7 @@ class PlacedGpus:
 
     def _grow(self, size: int) -> None:
         size = max(size, 2 * len(self._record))
-        self._version = np.concatenate([self._version, np.full(size - len(self._version), -1, np.int64)])
+        self._version = np.concatenate([self._version, np.full(size - len(self._version), _NONE, np.int64)])
         self._record += [b""] * (size - len(self._record))
 
     def _encode(

@@ -5,7 +5,7 @@ its reservation, the jobs an earlier type tier assigned): ASSIGNED on its GPUs.
 job's GPUs are kept per version). Such a view is not a state the store ever gave the job, and
 two passes may place the same job version on different GPUs, so each view gets a version of
 its own, negative (a stored version is never negative) and never given twice, from -2 down
-(-1 is what the caches hold for "none": :mod:`horus_core.packing.placed`, the job table).
+(-1 is what the job table's slots hold for "none").
 """
 
 from __future__ import annotations
