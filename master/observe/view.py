@@ -154,8 +154,7 @@ async def gather(src: ViewSources, *, queue: bool = False) -> ClusterView:
     index = src.live()
     active = index.active()
     if queue:
-        jobs = list(index.jobs())
-        pending = tuple(j for j in jobs if j.state is JobState.PENDING)
+        jobs, pending = list(index.jobs()), index.split()["pending"]
         counts.update(reason_label(j.reason) for j in pending)
     else:
         jobs, pending = active, ()
