@@ -44,8 +44,11 @@ types first, much slower ones only after a bounded wait): 13.1 -> 8.0 h on 2869c
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, ClusterSnapshot
@@ -119,6 +122,17 @@ class HorusProgressPolicy(HorusPolicy):
         """Many reports at once (the simulator's, before each round)."""
         if self.las is not None and self.las.work is not None:
             self.las.work.observe_many(reports)
+
+    def observe_progress_columns(
+        self,
+        ids: Sequence[str],
+        steps: NDArray[np.float64],
+        losses: Sequence[float | None] | None,
+        now: float,
+    ) -> None:
+        """A round of reports as columns (the simulator's, before each round)."""
+        if self.las is not None and self.las.work is not None:
+            self.las.work.observe_columns(ids, steps, losses, now)
 
 
 def make(model: InterferenceModel | None) -> HorusPolicy:

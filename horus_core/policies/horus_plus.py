@@ -15,7 +15,7 @@ stream of small jobs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -108,6 +108,17 @@ class HorusPlusPolicy:
         """Many reports at once (the simulator's, before each round)."""
         if self.las.work is not None:
             self.las.work.observe_many(reports)
+
+    def observe_progress_columns(
+        self,
+        ids: Sequence[str],
+        steps: NDArray[np.float64],
+        losses: Sequence[float | None] | None,
+        now: float,
+    ) -> None:
+        """A round of reports as columns (the simulator's, before each round)."""
+        if self.las.work is not None:
+            self.las.work.observe_columns(ids, steps, losses, now)
 
 
 def _credit(submitted: NDArray[np.float64], now: float) -> float:

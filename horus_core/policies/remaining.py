@@ -14,10 +14,12 @@ the same step and loss). Nothing else about a job's length is used. An estimate 
   step moved by at most :data:`MAX_DRIFT` since the previous fit (the extrapolation has settled:
   early on, when the points cover a small part of the curve, consecutive fits disagree). A job
   past its estimated end is not confident (it outlived the estimate).
-- **Speed.** The median steps/s over the last :data:`RATE_INTERVALS` intervals between
-  consecutive reports, needing at least :data:`MIN_INTERVALS` with progress (an interval that
-  spans a wait between attempts is an outlier the median ignores; one where the step went back,
-  a restart from a checkpoint, is dropped).
+- **Speed.** The median steps/s over the last
+  :data:`~horus_core.policies.reported.RATE_INTERVALS` intervals between consecutive reports
+  (kept as columns, :mod:`horus_core.policies.reported`), needing at least
+  :data:`MIN_INTERVALS` with progress (an interval that spans a wait between attempts is an
+  outlier the median ignores; one where the step went back, a restart from a checkpoint, is
+  dropped).
 
 Remaining work = steps left / steps/s x the job's GPUs. The fit is redone only when the kept loss
 points grew by a quarter (at least 4 new), so each job is fitted O(log reports) times.
@@ -27,60 +29,67 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 
 from horus_core.model import Job
 from horus_core.policies.optimus.fit import MIN_POINTS, fit_loss_curve
 from horus_core.policies.optimus.history import ProgressHistory, Report
+from horus_core.policies.reported import Reported
 
 FIT_POINTS = 8  # loss points before a curve's convergence step is trusted
 MAX_RESIDUAL = 0.05  # RMS residual of the fit / mean loss
 MAX_DRIFT = 0.10  # relative change of the convergence step between consecutive fits
-RATE_INTERVALS = 8  # the last report intervals whose median gives steps/s
 MIN_INTERVALS = 3  # intervals with progress needed for a speed
+_FITTABLE = max(FIT_POINTS, MIN_POINTS)  # loss points a fit needs
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Track:
-    """One job's reports: the loss history, recent speeds, and the last fit's verdict."""
+    """One job's reports: its row of :class:`Reported` (last report, recent speeds), the loss
+    history, and the last fit's verdict."""
 
+    reports: Reported
+    row: int
     history: ProgressHistory = field(default_factory=ProgressHistory)
-    rates: deque[float] = field(default_factory=lambda: deque(maxlen=RATE_INTERVALS))
-    last: tuple[float, float] | None = None  # (step, time) of the latest report
     fitted_at: int = 0  # history.version of the last fit
     end: float | None = None  # the last fit's convergence step (None: no usable fit)
     settled: bool = False  # the last two fits agreed and fitted well
-    adds: int = 0  # reports taken: what the answers below are cached on
     _speed: tuple[int, float | None] = (-1, None)  # (adds, speed)
     left: tuple[int, float | None] = (-1, None)  # (adds, gpu_s_left): kept by RemainingWork
 
-    def add(self, step: float, loss: float | None, now: float) -> None:
-        if not (math.isfinite(step) and math.isfinite(now)) or step < 0:
-            return
-        if self.last is not None:
-            d_step, d_t = step - self.last[0], now - self.last[1]
-            if d_t > 0 and d_step > 0:
-                self.rates.append(d_step / d_t)
-        self.last = (step, now)
-        self.history.add(step, loss)
-        self.adds += 1
+    @property
+    def adds(self) -> int:
+        """Reports taken: what the answers below are cached on."""
+        return int(self.reports.adds[self.row])
+
+    @property
+    def last(self) -> tuple[float, float] | None:
+        """(step, time) of the latest report."""
+        return self.reports.last(self.row)
+
+    def state(self) -> tuple[object, ...]:
+        """Everything the reports left (two tracks fed the same reports have the same)."""
+        rates = self.reports.rates(self.row)
+        h = self.history
+        return (self.last, rates, self.adds, h.steps, h.losses, h.version, self.fitted_at, self.end)
 
     def speed(self) -> float | None:
         """The median of the recent rates (computed once per report: a pass asks every job)."""
-        if self._speed[0] != self.adds:
-            rates = self.rates
-            self._speed = (self.adds, statistics.median(rates) if len(rates) >= MIN_INTERVALS else None)
+        adds = self.adds
+        if self._speed[0] != adds:
+            rates = self.reports.rates(self.row)
+            self._speed = (adds, statistics.median(rates) if len(rates) >= MIN_INTERVALS else None)
         return self._speed[1]
 
     def fit_due(self) -> bool:
         """Whether :meth:`curve_end` would refit now (enough points, a quarter more since)."""
         h = self.history
         due = h.version - self.fitted_at >= max(4, self.fitted_at // 4)
-        return due and len(h.steps) >= max(FIT_POINTS, MIN_POINTS)
+        return due and len(h.steps) >= _FITTABLE
 
     def curve_end(self) -> float | None:
         """The convergence step if the fit is confident (module doc), refitting when due."""
@@ -116,20 +125,61 @@ class RemainingWork:
 
     tracks: dict[str, _Track] = field(default_factory=dict)
     due: set[str] = field(default_factory=set)  # ids whose fit came due since the last refit
+    reports: Reported = field(default_factory=Reported, repr=False)
+    fittable: set[str] = field(default_factory=set, repr=False)  # ids with enough loss points
 
     def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
         self.observe_many(((job_id, step, loss, now),))
 
     def observe_many(self, reports: Iterable[Report]) -> None:
         """Take each report (job id, step, loss or None, when), in order."""
-        tracks, due = self.tracks, self.due
         for job_id, step, loss, now in reports:
-            track = tracks.get(job_id)
-            if track is None:
-                track = tracks[job_id] = _Track()
-            track.add(step, loss, now)
-            if track.fit_due():
-                due.add(job_id)
+            track = self._track(job_id)
+            self._took(job_id, track, step, loss, self.reports.add(track.row, step, now))
+
+    def observe_columns(
+        self,
+        ids: Sequence[str],
+        steps: NDArray[np.float64],
+        losses: Sequence[float | None] | None,
+        now: float,
+    ) -> None:
+        """One report per job of ``ids`` (distinct), all made at ``now``: the step of each and
+        its loss (``losses`` None: no job reported one). The same as :meth:`observe_many` of
+        those reports, in bulk."""
+        if not ids:
+            return
+        rows = self._rows(ids)
+        kept = self.reports.add_many(rows, steps, now)
+        if losses is None and not self.fittable:
+            return
+        took, step_of = kept.tolist(), steps.tolist()
+        for i, job_id in enumerate(ids):
+            loss = None if losses is None else losses[i]
+            self._took(job_id, self.tracks[job_id], step_of[i], loss, took[i])
+
+    def _took(self, job_id: str, track: _Track, step: float, loss: float | None, kept: bool) -> None:
+        """The rest of a report: its loss point (if kept), and whether the job's fit came due."""
+        if kept and loss is not None:
+            track.history.add(step, loss)
+            if len(track.history.steps) >= _FITTABLE:
+                self.fittable.add(job_id)
+        if job_id in self.fittable and track.fit_due():
+            self.due.add(job_id)
+
+    def _track(self, job_id: str) -> _Track:
+        track = self.tracks.get(job_id)
+        if track is None:
+            track = self.tracks[job_id] = _Track(self.reports, self.reports.take())
+        return track
+
+    def _rows(self, ids: Sequence[str]) -> NDArray[np.intp]:
+        """The report rows of ``ids``, tracks made for the new ones."""
+        tracks = self.tracks
+        if len(tracks) < len(ids) or not all(map(tracks.__contains__, ids)):
+            for job_id in ids:
+                self._track(job_id)
+        return np.fromiter((t.row for t in map(tracks.__getitem__, ids)), np.intp, len(ids))
 
     def refit(self, jobs: Mapping[str, Job]) -> None:
         """Work out the estimate (so the due fit) of each job of ``jobs`` whose fit came due; the
@@ -160,7 +210,10 @@ class RemainingWork:
         return (target - step) / speed * max(job.spec.gpus, 1)
 
     def forget(self, keep: set[str]) -> None:
-        """Drop the tracks of jobs that left (finished)."""
+        """Drop the tracks of jobs that left (finished); their report rows are given again."""
         if len(self.tracks) > len(keep):
+            gone = [t.row for k, t in self.tracks.items() if k not in keep]
             self.tracks = {k: v for k, v in self.tracks.items() if k in keep}
             self.due &= keep
+            self.fittable &= keep
+            self.reports.free(gone)

@@ -19,11 +19,19 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
+from itertools import repeat
+
+import numpy as np
 
 from horus_core.model import Assign, ClusterSnapshot, Job, Node, Preempt
 from horus_core.policies.base import Policy
 from horus_core.policies.checks import check_actions
-from horus_core.policies.optimus.history import BulkProgressObserver, ProgressObserver, Report
+from horus_core.policies.optimus.history import (
+    BulkProgressObserver,
+    ColumnProgressObserver,
+    ProgressObserver,
+    Report,
+)
 from horus_core.sim.config import SimConfig, SimResult, Timeline
 from horus_core.sim.elastic import LossReporter, give_curves, make_elastic
 from horus_core.sim.lookup import SimLookup
@@ -56,6 +64,7 @@ class Simulator:
         self.rates = RateCache(model)
         prepared = prepare_jobs(trace, nodes, self.rates, self.config.min_speed)
         self.jobs = prepared.jobs
+        self.cols = prepared.cols
         self.warnings = tuple(prepared.warnings)
         self.world = World(nodes, self.rates, self.config.slow_threshold)
         self.by_id = {j.id: j for j in self.jobs}
@@ -84,6 +93,8 @@ class Simulator:
             extrapolated=prepared.extrapolated,
         )
         self.observer = policy if isinstance(policy, ProgressObserver) else None
+        self.bulk = policy if isinstance(policy, BulkProgressObserver) else None
+        self.columns = policy if isinstance(policy, ColumnProgressObserver) else None
         self.losses = LossReporter(self.config.elastic_seed)
         self.counters["resizes"] = 0
         self.counters["spread_starts"] = 0
@@ -92,6 +103,8 @@ class Simulator:
         if self.config.loss_curves or self.config.hide_total_steps:
             cfg = self.config
             give_curves(self.jobs, cfg.elastic_seed, cfg.loss_curves, cfg.hide_total_steps)
+        self.curves = any(j.curve is not None for j in self.jobs)  # whether any job reports a loss
+        self.ids = [j.id for j in self.jobs]
 
     def _make_elastic(self, nodes: Sequence[Node]) -> int:
         cfg = self.config
@@ -227,22 +240,21 @@ class Simulator:
             self.deferred = follow if self.deferred is None else min(self.deferred, follow)
 
     def _report_progress(self, observer: ProgressObserver, t: float) -> None:
-        """What the live master hears from running jobs: their step and (elastic) loss."""
-        reports = self._reports(t)
-        if isinstance(observer, BulkProgressObserver):
-            observer.observe_progress_many(reports)
+        """What the live master hears from running jobs: their step and (elastic) loss, every
+        active job settled to ``t``, in the snapshot's order (arrival: the jobs' indices)."""
+        order = sorted(self.running)
+        steps = self.cols.settle_many(np.array(order, np.intp), t, self.config.slow_threshold)
+        ids = list(map(self.ids.__getitem__, order))
+        losses = list(map(self.losses.loss, map(self.jobs.__getitem__, order))) if self.curves else None
+        if self.columns is not None:
+            self.columns.observe_progress_columns(ids, steps, losses, t)
+            return
+        reports: list[Report] = list(zip(ids, steps.tolist(), losses or repeat(None), repeat(t)))
+        if self.bulk is not None:
+            self.bulk.observe_progress_many(reports)
         else:
             for job_id, step, loss, at in reports:
                 observer.observe_progress(job_id, step, loss, at)
-
-    def _reports(self, t: float) -> list[Report]:
-        """Every active job settled to ``t``: its (id, step, loss, t), in the snapshot's order
-        (arrival: the jobs' indices)."""
-        running, slow, loss, out = self.running, self.config.slow_threshold, self.losses.loss, []
-        for job in map(running.__getitem__, sorted(running)):
-            job.settle(t, slow)
-            out.append((job.id, job.done_steps, loss(job), t))
-        return out
 
     def _drop(self, action: object, problem: str) -> None:
         message = f"policy {self.policy.name!r} at t={self.now:.3f}: {action!r} dropped: {problem}"

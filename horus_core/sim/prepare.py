@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from horus_core.errors import InvalidArgument
 from horus_core.model import JobSpec, Node
+from horus_core.sim.columns import JobColumns
 from horus_core.sim.rates import RateCache
 from horus_core.sim.scaling import extrapolate
 from horus_core.sim.state import SimJob
@@ -32,6 +33,7 @@ _COUNTS = (1, 2, 4, 8, 16, 32, 64)
 @dataclass(slots=True)
 class Prepared:
     jobs: list[SimJob]
+    cols: JobColumns  # the jobs' running totals (row = index)
     capped_cluster: int = 0
     capped_measured: int = 0
     extrapolated: int = 0
@@ -50,7 +52,7 @@ def prepare_jobs(
     per_type = Counter(g.gpu_type for n in nodes for g in n.gpus)
     biggest = max(per_type.values())
     width = max(6, len(str(len(trace))))
-    out = Prepared(jobs=[])
+    out = Prepared(jobs=[], cols=JobColumns(len(trace)))
     ordered = sorted(range(len(trace)), key=lambda i: trace[i].arrival_s)
     for idx, pos in enumerate(ordered):
         tj = trace[pos]
@@ -77,7 +79,9 @@ def prepare_jobs(
         )
         job_id = f"j{idx:0{width}d}"
         signature = rates.model.signature(spec)
-        out.jobs.append(SimJob(idx, job_id, spec, signature, tj.arrival_s, float(tj.total_steps), solo))
+        out.jobs.append(
+            SimJob(idx, job_id, spec, signature, tj.arrival_s, float(tj.total_steps), solo, out.cols)
+        )
     if out.capped_cluster:
         out.warnings.append(
             f"{out.capped_cluster} job(s) asked for more than {biggest} GPUs: capped to the cluster's size"

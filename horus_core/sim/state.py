@@ -5,10 +5,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+from numpy.typing import NDArray
+
 from horus_core.model import Job, JobSpec, JobState
 from horus_core.policies.optimus.fit import LossCurve
+from horus_core.sim.columns import JobColumns
 
 FUTURE, PENDING, ACTIVE, DONE = 0, 1, 2, 3
+
+
+class _Column:
+    """A :class:`SimJob` attribute kept in its row of a :class:`JobColumns` column."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, job: SimJob, owner: object = None) -> float:
+        column: NDArray[np.float64] = getattr(job.cols, self.name)
+        return float(column[job.idx])
+
+    def __set__(self, job: SimJob, value: float) -> None:
+        column: NDArray[np.float64] = getattr(job.cols, self.name)
+        column[job.idx] = value
 
 
 @dataclass(slots=True, eq=False)
@@ -22,11 +41,8 @@ class SimJob:
     arrival: float
     steps: float
     solo: dict[str, float]
+    cols: JobColumns  # its running totals: row ``idx`` (the attributes below)
     status: int = FUTURE
-    done_steps: float = 0.0
-    rate: float = 0.0  # steps/s now
-    speed: float = 0.0  # normalised speed now (rate / solo on its GPU type)
-    last: float = 0.0  # time up to which done_steps and the stats below are settled
     gpus: tuple[int, ...] = ()  # GPU indices of the current (or last) attempt
     resume_from: tuple[int, ...] = ()  # GPUs it was preempted from, until it restarts
     node: str = ""
@@ -35,10 +51,6 @@ class SimJob:
     started_at: float = -1.0  # start of the current attempt
     first_start: float | None = None
     finish: float | None = None
-    run_s: float = 0.0  # time holding GPUs
-    speed_s: float = 0.0  # integral of the normalised speed over run time
-    slow_s: float = 0.0  # run time spent below the slow threshold
-    min_speed: float = math.inf
     preemptions: int = 0
     evictions: int = 0
     view: Job | None = field(default=None, repr=False)  # the frozen Job policies see
@@ -50,17 +62,19 @@ class SimJob:
     cross: float = 1.0
     nodes: int = 1
 
+    # Views of the job's row of ``cols``:
+    done_steps = _Column("done")
+    rate = _Column("rate")  # steps/s now
+    speed = _Column("speed")  # normalised speed now (rate / solo on its GPU type)
+    last = _Column("last")  # time up to which done_steps and the stats below are settled
+    run_s = _Column("run_s")  # time holding GPUs
+    speed_s = _Column("speed_s")  # integral of the normalised speed over run time
+    slow_s = _Column("slow_s")  # run time spent below the slow threshold
+    min_speed = _Column("min_speed")
+
     def settle(self, now: float, slow_threshold: float) -> None:
         """Account for the time since ``last`` at the current rate."""
-        dt = now - self.last
-        if dt > 0 and self.status == ACTIVE:
-            self.done_steps += self.rate * dt
-            self.run_s += dt
-            self.speed_s += self.speed * dt
-            if self.speed < slow_threshold:
-                self.slow_s += dt
-            self.min_speed = min(self.min_speed, self.speed)
-        self.last = now
+        self.cols.settle(self.idx, self.status == ACTIVE, now, slow_threshold)
 
     def pending_view(self, now: float, reason: str = "") -> Job:
         prev = self.view

@@ -4,8 +4,11 @@ specs that carry no length, so the remaining-work order learns lengths only from
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from horus_core.interference import default_model
 from horus_core.policies import horus
@@ -23,7 +26,7 @@ def run(**config: Any) -> tuple[Simulator, horus.HorusPolicy, list[tuple[str, fl
     sim = Simulator(JOBS, build_cluster("v100:4"), policy, default_model(), SimConfig(**config))
     work = policy.las.work  # type: ignore[union-attr]
     assert work is not None
-    observe, observe_many = work.observe_progress, work.observe_many
+    observe, observe_many, observe_columns = work.observe_progress, work.observe_many, work.observe_columns
 
     def spy(job_id: str, step: float, loss: float | None, now: float) -> None:
         heard.append((job_id, loss, sim.by_id[job_id].spec.total_steps))
@@ -34,7 +37,15 @@ def run(**config: Any) -> tuple[Simulator, horus.HorusPolicy, list[tuple[str, fl
         heard.extend((job_id, loss, sim.by_id[job_id].spec.total_steps) for job_id, _, loss, _ in reports)
         observe_many(reports)
 
+    def spy_columns(
+        ids: Sequence[str], steps: NDArray[np.float64], losses: Sequence[float | None] | None, now: float
+    ) -> None:  # (the same, as columns)
+        heard.extend((job_id, None if losses is None else losses[i], sim.by_id[job_id].spec.total_steps)
+                     for i, job_id in enumerate(ids))  # fmt: skip
+        observe_columns(ids, steps, losses, now)
+
     work.observe_progress, work.observe_many = spy, spy_many  # type: ignore[method-assign]
+    work.observe_columns = spy_columns  # type: ignore[method-assign]
     sim.run()
     return sim, policy, heard
 

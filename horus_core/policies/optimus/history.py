@@ -9,9 +9,12 @@ decimation), so the history always spans the job's whole run at an even density.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
 
 HISTORY_CAP = 256
 
@@ -33,6 +36,21 @@ class BulkProgressObserver(Protocol):
     before every round: millions of calls at scale), each as ``observe_progress`` takes it."""
 
     def observe_progress_many(self, reports: Iterable[Report]) -> None: ...
+
+
+@runtime_checkable
+class ColumnProgressObserver(Protocol):
+    """A policy that takes one round of reports as columns: each job of ``ids`` (distinct) at
+    ``steps`` and, unless ``losses`` is None, that loss, all at ``now``; the same as
+    ``observe_progress_many`` of those reports (the simulator, before every round)."""
+
+    def observe_progress_columns(
+        self,
+        ids: Sequence[str],
+        steps: NDArray[np.float64],
+        losses: Sequence[float | None] | None,
+        now: float,
+    ) -> None: ...
 
 
 @dataclass(slots=True)

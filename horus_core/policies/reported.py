@@ -1,0 +1,105 @@
+"""Each tracked job's latest progress report and recent speeds, as columns (one row per job).
+
+:class:`~horus_core.policies.remaining.RemainingWork` keeps its per-job report state here so a
+round of reports from every running job (the simulator: before every round, hundreds of jobs,
+millions of reports in a run) is a few array operations rather than a Python call per job. A
+row holds the last report's step and time, the number of reports taken, and a ring of the
+steps/s of the last :data:`RATE_INTERVALS` intervals between consecutive reports that made
+progress. One report at a time (the live master's) updates the same row; both ways do the same
+floating-point operations in the same order, so they leave the same values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+RATE_INTERVALS = 8  # the last report intervals whose median gives steps/s
+_START = 64
+
+
+class Reported:
+    """Rows of report state; :meth:`take` gives a row, :meth:`free` returns it."""
+
+    def __init__(self) -> None:
+        self.step = np.zeros(_START)  # the last report's step
+        self.at = np.zeros(_START)  # and its time
+        self.seen = np.zeros(_START, np.bool_)  # whether the row has had a report
+        self.adds = np.zeros(_START, np.int64)  # reports taken
+        self.ring = np.zeros((_START, RATE_INTERVALS))  # recent steps/s, oldest overwritten
+        self.count = np.zeros(_START, np.int64)  # rates in the ring (at most RATE_INTERVALS)
+        self.pos = np.zeros(_START, np.int64)  # where the next rate goes
+        self._free: list[int] = []
+        self._used = 0
+
+    def take(self) -> int:
+        """A fresh row (no report yet)."""
+        if self._free:
+            return self._free.pop()
+        if self._used == len(self.adds):
+            self._grow()
+        self._used += 1
+        return self._used - 1
+
+    def free(self, rows: list[int]) -> None:
+        """Rows whose jobs left: cleared, to be given again."""
+        self.seen[rows] = False
+        self.adds[rows] = self.count[rows] = self.pos[rows] = 0
+        self._free.extend(rows)
+
+    def _grow(self) -> None:
+        n = len(self.adds)
+        for name in ("step", "at", "seen", "adds", "ring", "count", "pos"):
+            old = getattr(self, name)
+            new = np.zeros((2 * n, *old.shape[1:]), old.dtype)
+            new[:n] = old
+            setattr(self, name, new)
+
+    def add(self, row: int, step: float, now: float) -> bool:
+        """One report; False (and nothing kept) for a step that is not finite and >= 0 or a time
+        that is not finite."""
+        if not (math.isfinite(step) and math.isfinite(now)) or step < 0:
+            return False
+        if self.seen[row]:
+            d_step, d_t = step - float(self.step[row]), now - float(self.at[row])
+            if d_t > 0 and d_step > 0:
+                pos = int(self.pos[row])
+                self.ring[row, pos] = d_step / d_t
+                self.pos[row] = (pos + 1) % RATE_INTERVALS
+                self.count[row] = min(int(self.count[row]) + 1, RATE_INTERVALS)
+        self.step[row], self.at[row], self.seen[row] = step, now, True
+        self.adds[row] += 1
+        return True
+
+    def add_many(self, rows: NDArray[np.intp], steps: NDArray[np.float64], now: float) -> NDArray[np.bool_]:
+        """One report per row (rows distinct), all made at ``now``: :meth:`add` for each, in
+        bulk. Returns which reports were kept."""
+        kept = np.isfinite(steps) & (steps >= 0) & math.isfinite(now)
+        if not kept.all():
+            rows, steps = rows[kept], steps[kept]
+        d_step = steps - self.step[rows]
+        d_t = now - self.at[rows]
+        grew = self.seen[rows] & (d_t > 0) & (d_step > 0)
+        if grew.any():
+            up = rows[grew]
+            pos = self.pos[up]
+            self.ring[up, pos] = d_step[grew] / d_t[grew]
+            self.pos[up] = (pos + 1) % RATE_INTERVALS
+            self.count[up] = np.minimum(self.count[up] + 1, RATE_INTERVALS)
+        self.step[rows] = steps
+        self.at[rows] = now
+        self.seen[rows] = True
+        self.adds[rows] += 1
+        return kept
+
+    def rates(self, row: int) -> list[float]:
+        """The recent steps/s of ``row`` (at most RATE_INTERVALS), in ring order (callers take
+        the median)."""
+        rates: list[float] = self.ring[row, : int(self.count[row])].tolist()
+        return rates
+
+    def last(self, row: int) -> tuple[float, float] | None:
+        """(step, time) of the row's latest report, or None before the first."""
+        return (float(self.step[row]), float(self.at[row])) if self.seen[row] else None

@@ -1,0 +1,153 @@
+"""Reports and running totals kept as columns (``horus_core/policies/reported.py``,
+``horus_core/sim/columns.py``): a round done in bulk leaves exactly, to the bit, what the same
+reports or settles one at a time leave, and a simulation reporting as columns runs exactly as one
+reporting tuple by tuple."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from horus_core.interference import default_model
+from horus_core.model import Action, ClusterSnapshot
+from horus_core.policies import horus
+from horus_core.policies.optimus.fit import LossCurve
+from horus_core.policies.optimus.history import Report
+from horus_core.policies.remaining import RemainingWork
+from horus_core.sim import SimConfig, Simulator, build_cluster, generate_synthetic, parse_synthetic
+from horus_core.sim.columns import JobColumns
+from horus_core.testing import pending
+
+R50 = "ResNet-50 (batch size 64)"
+CURVE = LossCurve(0.416, 0.25, 0.3)
+
+
+def odd_step(rng: np.random.Generator, base: float) -> float:
+    """Mostly a step ahead of ``base``; now and then one that goes back, stays, or is not a step."""
+    roll = rng.random()
+    if roll < 0.04:
+        return float(rng.choice([math.nan, math.inf, -1.0]))
+    if roll < 0.1:
+        return base * float(rng.uniform(0.5, 1.0))  # (a restart from a checkpoint, or no progress)
+    return base + float(rng.exponential(50.0))
+
+
+def test_a_round_of_reports_as_columns_is_the_same_reports_one_by_one() -> None:
+    """Jobs come and go (their rows are freed and given again, and the columns grow past their
+    first size); some reports are dropped as invalid; losses come for some rounds. Every
+    track, estimate and due fit stays the same as the tuple-by-tuple path's."""
+    rng = np.random.default_rng(5)
+    one, cols = RemainingWork(), RemainingWork()
+    steps: dict[str, float] = {}
+    live = [f"j{i}" for i in range(40)]
+    born = len(live)
+    for n in range(120):
+        now = 30.0 * n if rng.random() > 0.02 else math.nan
+        if rng.random() < 0.3:  # a job leaves, two arrive
+            live.remove(live[int(rng.integers(len(live)))])
+            live += [f"j{born}", f"j{born + 1}"]
+            born += 2
+        ids = [i for i in live if rng.random() < 0.9]
+        values = np.array([odd_step(rng, steps.get(i, 0.0)) for i in ids])
+        steps.update((i, v) for i, v in zip(ids, values.tolist(), strict=True) if math.isfinite(v) and v >= 0)
+        with_loss = n % 3 == 0
+        losses = (
+            [None if rng.random() < 0.2 else CURVE.loss(s) for s in values.tolist()] if with_loss else None
+        )
+        one.observe_many(
+            zip(ids, values.tolist(), losses or [None] * len(ids), [now] * len(ids), strict=True)
+        )
+        cols.observe_columns(ids, values, losses, now)
+        if n % 10 == 9:
+            for work in (one, cols):
+                work.forget(set(live))
+        assert {k: t.state() for k, t in cols.tracks.items()} == {k: t.state() for k, t in one.tracks.items()}
+        assert cols.due == one.due
+    assert len(cols.reports.adds) > 64  # (the columns grew)
+    jobs = [pending(i, R50, total_steps=0 if k % 2 else 90_000) for k, i in enumerate(live)]
+    left = [cols.gpu_s_left(j) for j in jobs]
+    assert left == [one.gpu_s_left(j) for j in jobs]
+    assert any(v is not None for v in left) and one.due  # (estimates and fits were made)
+
+
+def test_running_totals_settled_in_bulk_are_the_totals_settled_one_by_one() -> None:
+    rng = np.random.default_rng(3)
+    n = 50
+    one, bulk = JobColumns(n), JobColumns(n)
+    for cols in (one, bulk):
+        cols.rate[:] = np.random.default_rng(1).uniform(0.0, 20.0, n)
+        cols.speed[:] = np.random.default_rng(2).uniform(0.2, 1.0, n)
+    now = 0.0
+    for _ in range(200):
+        now += float(rng.exponential(100.0))
+        rows = np.flatnonzero(rng.random(n) < 0.7).astype(np.intp)
+        late = rows[rng.random(len(rows)) < 0.1]  # (some rows were settled past now: dt < 0)
+        for cols in (one, bulk):
+            cols.last[late] = now + 5.0
+        for i in rows.tolist():
+            one.settle(i, True, now, 0.5)
+        done = bulk.settle_many(rows, now, 0.5)
+        assert done.tolist() == one.done[rows].tolist()
+        changed = rows[rng.random(len(rows)) < 0.2]  # (a co-runner came or went)
+        for cols in (one, bulk):
+            cols.speed[changed] = np.random.default_rng(len(changed)).uniform(0.2, 1.0, len(changed))
+            cols.rate[changed] = cols.speed[changed] * 10.0
+    for name in ("done", "run_s", "speed_s", "slow_s", "min_speed", "last"):
+        assert getattr(bulk, name).tolist() == getattr(one, name).tolist(), name
+    assert (one.slow_s > 0).any() and (one.slow_s < one.run_s).any()
+
+
+class TupleReports:
+    """``horus`` that takes reports only as tuples (the path before the columns), and keeps
+    what it heard."""
+
+    def __init__(self) -> None:
+        self.inner = horus.make(default_model())
+        self.name = self.inner.name
+        self.heard: list[Report] = []
+
+    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
+        self.heard.append((job_id, step, loss, now))
+        self.inner.observe_progress(job_id, step, loss, now)
+
+    def observe_progress_many(self, reports: Iterable[Report]) -> None:
+        reports = list(reports)
+        self.heard += reports
+        self.inner.observe_progress_many(reports)
+
+    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+        return self.inner.decide(snapshot, now)
+
+
+class ColumnReports(TupleReports):
+    """The same, taking each round's reports as columns."""
+
+    def observe_progress_columns(
+        self,
+        ids: Sequence[str],
+        steps: NDArray[np.float64],
+        losses: Sequence[float | None] | None,
+        now: float,
+    ) -> None:
+        self.heard += zip(ids, steps.tolist(), losses or [None] * len(ids), [now] * len(ids), strict=True)
+        self.inner.observe_progress_columns(ids, steps, losses, now)
+
+
+def test_a_simulation_reporting_as_columns_runs_as_one_reporting_tuples() -> None:
+    """The same reports, to the bit, and the same run, with and without loss curves."""
+    trace = generate_synthetic(
+        parse_synthetic("synthetic:jobs=40,rate=40,seed=2"), default_model().solo_throughput
+    )
+    runs = []
+    for curves in (False, True):
+        for policy in (TupleReports(), ColumnReports()):
+            config = SimConfig(loss_curves=curves, hide_total_steps=curves, timeline=False)
+            sim = Simulator(trace, build_cluster("v100:4"), policy, default_model(), config)
+            assert (sim.columns is None) == (type(policy) is TupleReports)
+            runs.append((policy.heard, sim.run().records))
+    assert len(runs[0][0]) > 500 and runs[0] == runs[1]
+    assert any(loss is not None for _, _, loss, _ in runs[2][0]) and runs[2] == runs[3]
+    assert runs[0][1] != runs[2][1]  # (lengths from loss curves alone order the queue differently)
