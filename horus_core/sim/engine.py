@@ -19,11 +19,11 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
-from itertools import repeat
+from itertools import count, repeat
 
 import numpy as np
 
-from horus_core.model import Assign, ClusterSnapshot, Job, Node, Preempt
+from horus_core.model import Assign, ClusterSnapshot, Job, JobChanges, Node, Preempt
 from horus_core.policies.base import Policy
 from horus_core.policies.checks import check_actions
 from horus_core.policies.optimus.history import (
@@ -46,6 +46,7 @@ Progress = Callable[[int, int], None]  # (jobs finished, jobs in the trace)
 # Periodic rounds stop after this many in a row with no GPU in use and no arrival to come (a
 # queue nothing can ever start, e.g. a gang larger than any node that a policy will not shrink).
 STALL_ROUNDS = 10
+_SOURCES = count()  # (each simulator names the changes it hands out: policies tell runs apart)
 MAX_DROP_NOTES = 5
 
 
@@ -103,6 +104,8 @@ class Simulator:
         if self.config.loss_curves or self.config.hide_total_steps:
             cfg = self.config
             give_curves(self.jobs, cfg.elastic_seed, cfg.loss_curves, cfg.hide_total_steps)
+        self.changed: dict[str, Job | None] = {}  # live jobs changed since the last round's snapshot
+        self.source, self.epoch = f"sim-{next(_SOURCES)}", 0  # (names the changes handed out)
         self.curves = any(j.curve is not None for j in self.jobs)  # whether any job reports a loss
         self.ids = [j.id for j in self.jobs]
 
@@ -214,13 +217,13 @@ class Simulator:
         job.status = DONE
         job.finish = t
         del self.live[job.id]
-        job.view = None
+        self.changed[job.id] = job.view = None
         self.finished += 1
 
     def _round(self, t: float) -> None:
         if self.observer is not None:
             self._report_progress(self.observer, t)
-        snapshot = ClusterSnapshot(self.world.nodes, tuple(self.live.values()))
+        snapshot = ClusterSnapshot(self.world.nodes, tuple(self.live.values()), changes=self._handout())
         started = time.perf_counter()
         actions = self.policy.decide(snapshot, t)
         self.decide_s.append(time.perf_counter() - started)
@@ -238,6 +241,13 @@ class Simulator:
             # The master re-plans when a stopped attempt reports its end (its tick is 1 s).
             follow = t + self.config.poke_s
             self.deferred = follow if self.deferred is None else min(self.deferred, follow)
+
+    def _handout(self) -> JobChanges:
+        """The live jobs changed since the last round's snapshot, as the master's live index hands
+        them out (policies' ledgers follow them instead of walking every live job)."""
+        base, self.epoch = self.epoch, self.epoch + 1
+        changed, self.changed = self.changed, {}
+        return JobChanges(self.source, base, self.epoch, changed)
 
     def _report_progress(self, observer: ProgressObserver, t: float) -> None:
         """What the live master hears from running jobs: their step and (elastic) loss, every
@@ -302,8 +312,7 @@ class Simulator:
         self.pending += 1
 
     def _set_view(self, job: SimJob, view: Job) -> None:
-        job.view = view
-        self.live[job.id] = view
+        self.changed[job.id] = self.live[job.id] = job.view = view
 
     def _refresh(self, t: float) -> None:
         changed, evicted = self.world.refresh(t)
