@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from horus_core.errors import InvalidArgument
 from horus_core.model import Action, ClusterSnapshot, Job, JobState, Node, NodeState, Preempt, Wait
 from horus_core.policies.remaining import RemainingWork
-from horus_core.policies.stints import stints
+from horus_core.policies.stints import follow, stints
 
 # One GPU-hour (the scale of a short job), doubling like a multi-level feedback queue: levels
 # end at 1, 2, 4 and 8 GPU-hours; beyond that FIFO, so long gangs are served in arrival order.
@@ -80,6 +80,9 @@ class Attained:
     work: RemainingWork | None = None  # None: LAS alone
     left: Mapping[str, float] = field(default_factory=dict)  # id -> confident GPU-seconds left
     bounds: list[float] = field(init=False)
+    _seen: tuple[str, int] = ("", -1)  # the source and epoch of the last snapshot observed (JobChanges)
+    _views: dict[str, Job] = field(default_factory=dict, repr=False)  # running id -> as last seen
+    _width: dict[str, int] = field(default_factory=dict, repr=False)  # running id -> its GPUs
 
     def __post_init__(self) -> None:
         self.bounds = thresholds(self.base_gpu_s, self.factor, self.levels)
@@ -89,27 +92,59 @@ class Attained:
 
     def observe(self, snapshot: ClusterSnapshot, now: float) -> None:
         """Credit every running job with its GPU-seconds since the last pass (an attempt first
-        seen now: nothing yet). In bulk (C-level maps over the ids): a pass looks at every
-        running job."""
+        seen now: nothing yet). The running attempts follow the snapshot's changes where it has
+        them for the last snapshot seen (the master's live index, the simulator), else every
+        running job is looked at; the credit runs in bulk (C-level maps over the ids)."""
         last = now if self.last is None or now < self.last else self.last
-        run = snapshot.running()
-        seen = stints(run, self.begun, self.attempts, now)
-        self.attempts, self.begun = seen.attempts, seen.since
+        changes = snapshot.changes
+        delta = changes.since(*self._seen) if changes is not None else None
+        kept = self._walk(snapshot, now) if delta is None else self._follow(delta, now)
         if now > last:  # (an attempt seen before was first seen by ``last``: credited the whole span)
-            service, span = self.service, now - last
-            old = seen.kept()
-            gained = map(operator.mul, map(len, map(_GPUS, compress(run, seen.same))), repeat(span))
+            service, span, width = self.service, now - last, self._width
+            gained = map(operator.mul, map(width.__getitem__, kept), repeat(span))
             service.update(
-                zip(old, map(operator.add, map(service.get, old, repeat(0.0)), gained), strict=True)
+                zip(kept, map(operator.add, map(service.get, kept, repeat(0.0)), gained), strict=True)
             )
-        n = len(snapshot.jobs)
-        present = {j.id for j in snapshot.jobs} if max(len(self.service), len(self.stops)) > n else None
-        if present is not None:
+        self._seen = (changes.source, changes.epoch) if changes is not None else ("", -1)
+        if delta is not None:  # (the jobs that left)
+            gone = [i for i, job in delta.items() if job is None]
+            for book in (self.service, self.stops):
+                for i in gone:
+                    book.pop(i, None)
+        elif max(len(self.service), len(self.stops)) > len(snapshot.jobs):
+            present = {j.id for j in snapshot.jobs}
             self.service = {k: v for k, v in self.service.items() if k in present}
             self.stops = {k: v for k, v in self.stops.items() if k in present}
         self.last = now
         if self.work is not None:
-            self.left = self._left(snapshot, self.work)
+            self.left = self._left(snapshot, self.work, delta)
+
+    def _walk(self, snapshot: ClusterSnapshot, now: float) -> list[str]:
+        """The running attempts from every running job; returns the ids seen before in the same
+        attempt (in the snapshot's order)."""
+        run = snapshot.running()
+        seen = stints(run, self.begun, self.attempts, now)
+        self.attempts, self.begun = seen.attempts, seen.since
+        self._width = dict(zip(seen.ids, map(len, map(_GPUS, run)), strict=True))
+        return seen.kept()
+
+    def _follow(self, delta: Mapping[str, Job | None], now: float) -> list[str]:
+        """The running attempts after the jobs changed since the last pass; returns the ids seen
+        before in the same attempt."""
+        fresh = {
+            i
+            for i, job in delta.items()
+            if job is not None and job.state is _RUNNING and self.attempts.get(i) != job.attempt
+        }
+        follow(delta, _runs, self.begun, self.attempts, self._views, now)
+        width = self._width
+        for i in delta:
+            job = self._views.get(i)
+            if job is None:
+                width.pop(i, None)
+            else:
+                width[i] = len(job.gpus)
+        return [i for i in self.attempts if i not in fresh] if fresh else list(self.attempts)
 
     @property
     def since(self) -> dict[str, tuple[int, float]]:
@@ -117,14 +152,18 @@ class Attained:
         return {job_id: (attempt, self.begun[job_id]) for job_id, attempt in self.attempts.items()}
 
     @staticmethod
-    def _left(snapshot: ClusterSnapshot, work: RemainingWork) -> Mapping[str, float]:
+    def _left(
+        snapshot: ClusterSnapshot, work: RemainingWork, delta: Mapping[str, Job | None] | None
+    ) -> Mapping[str, float]:
         """Confident GPU-seconds left of the jobs that have progress tracks: worked out for the
-        ids a pass asks about (the queue, the victims), not for every tracked job."""
-        tracks = work.tracks
-        if not tracks:
-            return {}
-        if len(tracks) > len(snapshot.jobs):
+        ids a pass asks about (the queue, the victims), not for every tracked job. The tracks of
+        jobs that left are dropped (``delta``: those the changes name)."""
+        if delta is not None:
+            work.drop([i for i, job in delta.items() if job is None])
+        elif len(work.tracks) > len(snapshot.jobs):
             work.forget({j.id for j in snapshot.jobs})
+        if not work.tracks:
+            return {}
         left = LeftOnAsk(work, snapshot)
         work.refit(snapshot.by_id())
         return left
@@ -137,7 +176,7 @@ class Attained:
         self.service = {k: v for k, v in service.items() if v > 0}
         self.attempts = {job_id: attempt for job_id, (attempt, _) in running.items()}
         self.begun = {job_id: at for job_id, (_, at) in running.items()}
-        self.last = now
+        self.last, self._seen = now, ("", -1)  # (the next pass looks at every running job)
 
     def level(self, job_id: str) -> int:
         """The level of the job's attained service, or of its confident remaining work where that
@@ -247,6 +286,10 @@ class Attained:
     def _slice(self, job_id: str) -> float:
         """The minimum run of the job's current attempt (longer for a job stopped before)."""
         return self.min_slice_s * self.slice_growth ** self.stops.get(job_id, 0)
+
+
+def _runs(job: Job | None) -> bool:
+    return job is not None and job.state is _RUNNING
 
 
 class LeftOnAsk(Mapping[str, float]):

@@ -31,6 +31,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 from numpy.typing import NDArray
@@ -208,6 +209,14 @@ class RemainingWork:
         if target is None or step >= target:
             return None
         return (target - step) / speed * max(job.spec.gpus, 1)
+
+    def drop(self, gone: list[str]) -> None:
+        """Drop the tracks of ``gone`` (jobs that left); their report rows are given again."""
+        rows = [t.row for t in map(self.tracks.pop, gone, repeat(None)) if t is not None]
+        if rows:
+            self.due.difference_update(gone)
+            self.fittable.difference_update(gone)
+            self.reports.free(rows)
 
     def forget(self, keep: set[str]) -> None:
         """Drop the tracks of jobs that left (finished); their report rows are given again."""
