@@ -165,7 +165,8 @@ class Attained:
         if not work.tracks:
             return {}
         left = LeftOnAsk(work, snapshot)
-        work.refit(snapshot.by_id())
+        if work.due:
+            work.refit(snapshot.by_id())
         return left
 
     def restore(

@@ -28,6 +28,7 @@ points grew by a quarter (at least 4 new), so each job is fitted O(log reports) 
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ MAX_RESIDUAL = 0.05  # RMS residual of the fit / mean loss
 MAX_DRIFT = 0.10  # relative change of the convergence step between consecutive fits
 MIN_INTERVALS = 3  # intervals with progress needed for a speed
 _FITTABLE = max(FIT_POINTS, MIN_POINTS)  # loss points a fit needs
+_ROW = operator.attrgetter("row")
 
 
 @dataclass(slots=True, eq=False)
@@ -176,11 +178,10 @@ class RemainingWork:
 
     def _rows(self, ids: Sequence[str]) -> NDArray[np.intp]:
         """The report rows of ``ids``, tracks made for the new ones."""
-        tracks = self.tracks
-        if len(tracks) < len(ids) or not all(map(tracks.__contains__, ids)):
-            for job_id in ids:
-                self._track(job_id)
-        return np.fromiter((t.row for t in map(tracks.__getitem__, ids)), np.intp, len(ids))
+        found = list(map(self.tracks.get, ids))
+        if None in found:
+            found = [t if t is not None else self._track(i) for i, t in zip(ids, found, strict=True)]
+        return np.fromiter(map(_ROW, found), np.intp, len(ids))
 
     def refit(self, jobs: Mapping[str, Job]) -> None:
         """Work out the estimate (so the due fit) of each job of ``jobs`` whose fit came due; the
