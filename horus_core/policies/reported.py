@@ -43,6 +43,11 @@ class Reported:
         self._used += 1
         return self._used - 1
 
+    @property
+    def held(self) -> int:
+        """Rows given and not freed."""
+        return self._used - len(self._free)
+
     def free(self, rows: list[int]) -> None:
         """Rows whose jobs left: cleared, to be given again."""
         self.seen[rows] = False
