@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -80,23 +81,11 @@ class Reported:
 
     def add_many(self, rows: NDArray[np.intp], steps: NDArray[np.float64], now: float) -> NDArray[np.bool_]:
         """One report per row (rows distinct), all made at ``now``: :meth:`add` for each, in
-        bulk. Returns which reports were kept."""
-        kept = np.isfinite(steps) & (steps >= 0) & math.isfinite(now)
-        if not kept.all():
-            rows, steps = rows[kept], steps[kept]
-        d_step = steps - self.step[rows]
-        d_t = now - self.at[rows]
-        grew = self.seen[rows] & (d_t > 0) & (d_step > 0)
-        if grew.any():
-            up = rows[grew]
-            pos = self.pos[up]
-            self.ring[up, pos] = d_step[grew] / d_t[grew]
-            self.pos[up] = (pos + 1) % RATE_INTERVALS
-            self.count[up] = np.minimum(self.count[up] + 1, RATE_INTERVALS)
-        self.step[rows] = steps
-        self.at[rows] = now
-        self.seen[rows] = True
-        self.adds[rows] += 1
+        bulk (one compiled loop). Returns which reports were kept."""
+        kept = np.empty(len(rows), np.bool_)
+        _add_rows(
+            rows, steps, now, self.step, self.at, self.seen, self.adds, self.ring, self.count, self.pos, kept
+        )
         return kept
 
     def rates(self, row: int) -> list[float]:
@@ -108,3 +97,27 @@ class Reported:
     def last(self, row: int) -> tuple[float, float] | None:
         """(step, time) of the row's latest report, or None before the first."""
         return (float(self.step[row]), float(self.at[row])) if self.seen[row] else None
+
+
+@numba.njit(cache=True)
+def _add_rows(
+    rows: NDArray[np.intp], steps: NDArray[np.float64], now: float, step: NDArray[np.float64],
+    at: NDArray[np.float64], seen: NDArray[np.bool_], adds: NDArray[np.int64], ring: NDArray[np.float64],
+    count: NDArray[np.int64], pos: NDArray[np.int64], kept: NDArray[np.bool_],
+) -> None:  # fmt: skip
+    """:meth:`Reported.add` for each row, as one loop (the same operations, in the same order)."""
+    now_ok = math.isfinite(now)
+    for k in range(rows.shape[0]):
+        s, r = steps[k], rows[k]
+        kept[k] = now_ok and math.isfinite(s) and s >= 0
+        if not kept[k]:
+            continue
+        if seen[r]:
+            d_step, d_t = s - step[r], now - at[r]
+            if d_t > 0 and d_step > 0:
+                p = pos[r]
+                ring[r, p] = d_step / d_t
+                pos[r] = (p + 1) % RATE_INTERVALS
+                count[r] = min(count[r] + 1, RATE_INTERVALS)
+        step[r], at[r], seen[r] = s, now, True
+        adds[r] += 1
