@@ -44,11 +44,7 @@ types first, much slower ones only after a bounded wait): 13.1 -> 8.0 h on 2869c
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
-from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, ClusterSnapshot
@@ -59,9 +55,8 @@ from horus_core.policies._order import las_positions, util_positions
 from horus_core.policies._packing import Ix, Packer
 from horus_core.policies.attained import Attained
 from horus_core.policies.gputypes import HeteroRule, TypeGate
-from horus_core.policies.optimus.history import Report
 from horus_core.policies.reasons import interference_text
-from horus_core.policies.remaining import RemainingWork
+from horus_core.policies.remaining import HearsProgress, RemainingWork
 
 MIN_SPEED = 0.3
 MIN_GAIN = 0.15
@@ -109,30 +104,12 @@ class HorusPolicy:
 
 
 @dataclass
-class HorusProgressPolicy(HorusPolicy):
+class HorusProgressPolicy(HorusPolicy, HearsProgress):
     """``horus`` hearing progress reports (a ProgressObserver; the other variants are not, so the
     simulator does not report to them)."""
 
-    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
-        """Progress reports (the live master, the simulator) for the remaining-work estimates."""
-        if self.las is not None and self.las.work is not None:
-            self.las.work.observe_progress(job_id, step, loss, now)
-
-    def observe_progress_many(self, reports: Iterable[Report]) -> None:
-        """Many reports at once (the simulator's, before each round)."""
-        if self.las is not None and self.las.work is not None:
-            self.las.work.observe_many(reports)
-
-    def observe_progress_columns(
-        self,
-        ids: Sequence[str],
-        steps: NDArray[np.float64],
-        losses: Sequence[float | None] | None,
-        now: float,
-    ) -> None:
-        """A round of reports as columns (the simulator's, before each round)."""
-        if self.las is not None and self.las.work is not None:
-            self.las.work.observe_columns(ids, steps, losses, now)
+    def progress_work(self) -> RemainingWork | None:
+        return self.las.work if self.las is not None else None
 
 
 def make(model: InterferenceModel | None) -> HorusPolicy:

@@ -15,7 +15,6 @@ stream of small jobs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,9 +30,8 @@ from horus_core.policies.attained import Attained
 from horus_core.policies.gputypes import HeteroRule, TypeGate
 from horus_core.policies.horus import LOOKAHEAD, MIN_GAIN, MIN_SPEED
 from horus_core.policies.kmeans import choose_k
-from horus_core.policies.optimus.history import Report
 from horus_core.policies.reasons import interference_text
-from horus_core.policies.remaining import RemainingWork
+from horus_core.policies.remaining import HearsProgress, RemainingWork
 
 # Hysteresis against thrashing (docs/evaluation.md §11): a job stopped k times for a waiting one
 # runs 6 min x 1.5^k before it may be stopped again (8,314 -> 1,199 preemptions on 2869ce_cap).
@@ -41,7 +39,7 @@ SLICE_GROWTH = 1.5
 
 
 @dataclass
-class HorusPlusPolicy:
+class HorusPlusPolicy(HearsProgress):
     model: InterferenceModel
     name: str = "horus+"
     min_speed: float = MIN_SPEED
@@ -99,26 +97,9 @@ class HorusPlusPolicy:
         left = self.las.left_of(live.p_ids) if self.las.work is not None else None
         return np.concatenate([las_positions(live, levels, m, left) for m in members])
 
-    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
-        """Progress reports for the remaining-work estimates (as ``horus``)."""
-        if self.las.work is not None:
-            self.las.work.observe_progress(job_id, step, loss, now)
-
-    def observe_progress_many(self, reports: Iterable[Report]) -> None:
-        """Many reports at once (the simulator's, before each round)."""
-        if self.las.work is not None:
-            self.las.work.observe_many(reports)
-
-    def observe_progress_columns(
-        self,
-        ids: Sequence[str],
-        steps: NDArray[np.float64],
-        losses: Sequence[float | None] | None,
-        now: float,
-    ) -> None:
-        """A round of reports as columns (the simulator's, before each round)."""
-        if self.las.work is not None:
-            self.las.work.observe_columns(ids, steps, losses, now)
+    def progress_work(self) -> RemainingWork | None:
+        """Progress reports go to the remaining-work estimates (as ``horus``)."""
+        return self.las.work
 
 
 def _credit(submitted: NDArray[np.float64], now: float) -> float:

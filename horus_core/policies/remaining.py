@@ -227,3 +227,34 @@ class RemainingWork:
             self.due &= keep
             self.fittable &= keep
             self.reports.free(gone)
+
+
+class HearsProgress:
+    """The progress-report calls (:class:`~horus_core.policies.optimus.history.ProgressObserver`
+    and its bulk forms) of a policy whose remaining-work estimates hear them (``horus``,
+    ``horus+``): each hands the reports to the tracks of :meth:`progress_work`."""
+
+    def progress_work(self) -> RemainingWork | None:
+        """The estimates that hear the reports (None: none)."""
+        raise NotImplementedError
+
+    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
+        """One report (the live master, the simulator)."""
+        if (work := self.progress_work()) is not None:
+            work.observe_progress(job_id, step, loss, now)
+
+    def observe_progress_many(self, reports: Iterable[Report]) -> None:
+        """Many reports at once (the master's, before each pass)."""
+        if (work := self.progress_work()) is not None:
+            work.observe_many(reports)
+
+    def observe_progress_columns(
+        self,
+        ids: Sequence[str],
+        steps: NDArray[np.float64],
+        losses: Sequence[float | None] | None,
+        now: float,
+    ) -> None:
+        """A round of reports as columns (the simulator's, before each round)."""
+        if (work := self.progress_work()) is not None:
+            work.observe_columns(ids, steps, losses, now)
