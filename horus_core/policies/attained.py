@@ -82,7 +82,6 @@ class Attained:
     bounds: list[float] = field(init=False)
     _seen: tuple[str, int] = ("", -1)  # the source and epoch of the last snapshot observed (JobChanges)
     _views: dict[str, Job] = field(default_factory=dict, repr=False)  # running id -> as last seen
-    _width: dict[str, int] = field(default_factory=dict, repr=False)  # running id -> its GPUs
 
     def __post_init__(self) -> None:
         self.bounds = thresholds(self.base_gpu_s, self.factor, self.levels)
@@ -100,14 +99,14 @@ class Attained:
         delta = changes.since(*self._seen) if changes is not None else None
         kept = self._walk(snapshot, now) if delta is None else self._follow(delta, now)
         if now > last:  # (an attempt seen before was first seen by ``last``: credited the whole span)
-            service, span, width = self.service, now - last, self._width
-            gained = map(operator.mul, map(width.__getitem__, kept), repeat(span))
+            service, span, views = self.service, now - last, self._views
+            gained = map(operator.mul, map(len, map(_GPUS, map(views.__getitem__, kept))), repeat(span))
             service.update(
                 zip(kept, map(operator.add, map(service.get, kept, repeat(0.0)), gained), strict=True)
             )
         self._seen = (changes.source, changes.epoch) if changes is not None else ("", -1)
-        if delta is not None:  # (the jobs that left)
-            gone = [i for i, job in delta.items() if job is None]
+        gone = None if delta is None else [i for i, job in delta.items() if job is None]
+        if gone is not None:  # (the jobs that left)
             for book in (self.service, self.stops):
                 for i in gone:
                     book.pop(i, None)
@@ -117,7 +116,7 @@ class Attained:
             self.stops = {k: v for k, v in self.stops.items() if k in present}
         self.last = now
         if self.work is not None:
-            self.left = self._left(snapshot, self.work, delta)
+            self.left = self._left(snapshot, self.work, gone)
 
     def _walk(self, snapshot: ClusterSnapshot, now: float) -> list[str]:
         """The running attempts from every running job; returns the ids seen before in the same
@@ -125,26 +124,14 @@ class Attained:
         run = snapshot.running()
         seen = stints(run, self.begun, self.attempts, now)
         self.attempts, self.begun = seen.attempts, seen.since
-        self._width = dict(zip(seen.ids, map(len, map(_GPUS, run)), strict=True))
+        self._views = dict(zip(seen.ids, run, strict=True))
         return seen.kept()
 
     def _follow(self, delta: Mapping[str, Job | None], now: float) -> list[str]:
         """The running attempts after the jobs changed since the last pass; returns the ids seen
         before in the same attempt."""
-        fresh = {
-            i
-            for i, job in delta.items()
-            if job is not None and job.state is _RUNNING and self.attempts.get(i) != job.attempt
-        }
-        follow(delta, _runs, self.begun, self.attempts, self._views, now)
-        width = self._width
-        for i in delta:
-            job = self._views.get(i)
-            if job is None:
-                width.pop(i, None)
-            else:
-                width[i] = len(job.gpus)
-        return [i for i in self.attempts if i not in fresh] if fresh else list(self.attempts)
+        started = follow(delta, _runs, self.begun, self.attempts, self._views, now)
+        return [i for i in self.attempts if i not in started] if started else list(self.attempts)
 
     @property
     def since(self) -> dict[str, tuple[int, float]]:
@@ -152,14 +139,12 @@ class Attained:
         return {job_id: (attempt, self.begun[job_id]) for job_id, attempt in self.attempts.items()}
 
     @staticmethod
-    def _left(
-        snapshot: ClusterSnapshot, work: RemainingWork, delta: Mapping[str, Job | None] | None
-    ) -> Mapping[str, float]:
+    def _left(snapshot: ClusterSnapshot, work: RemainingWork, gone: list[str] | None) -> Mapping[str, float]:
         """Confident GPU-seconds left of the jobs that have progress tracks: worked out for the
         ids a pass asks about (the queue, the victims), not for every tracked job. The tracks of
-        jobs that left are dropped (``delta``: those the changes name)."""
-        if delta is not None:
-            work.drop([i for i, job in delta.items() if job is None])
+        jobs that left are dropped (``gone``: those the changes name; None: not known)."""
+        if gone is not None:
+            work.drop(gone)
         elif len(work.tracks) > len(snapshot.jobs):
             work.forget({j.id for j in snapshot.jobs})
         if not work.tracks:

@@ -50,10 +50,12 @@ def follow(
     attempts: dict[str, int],
     views: dict[str, Job],
     now: float,
-) -> None:
+) -> set[str]:
     """:func:`stints` job by job, in place: the ledger (``since``, ``attempts``, and ``views``,
     each kept job as last seen) after the jobs ``changed`` since the last pass (None: gone).
-    A job ``keep`` refuses leaves it; one new or in a new attempt starts its stint now."""
+    A job ``keep`` refuses leaves it; one new or in a new attempt starts its stint now. Returns
+    the ids whose stint started now."""
+    started: set[str] = set()
     for i, job in changed.items():
         if job is None or not keep(job):
             since.pop(i, None)
@@ -62,4 +64,6 @@ def follow(
             continue
         if attempts.get(i) != job.attempt:
             attempts[i], since[i] = job.attempt, now
+            started.add(i)
         views[i] = job
+    return started
