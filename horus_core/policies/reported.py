@@ -5,8 +5,8 @@ round of reports from every running job (the simulator: before every round, hund
 millions of reports in a run) is a few array operations rather than a Python call per job. A
 row holds the last report's step and time, the number of reports taken, and a ring of the
 steps/s of the last :data:`RATE_INTERVALS` intervals between consecutive reports that made
-progress. One report at a time (the live master's) updates the same row; both ways do the same
-floating-point operations in the same order, so they leave the same values.
+progress. One report at a time (the live master's) updates the same row by the same compiled
+rule (``_add_row``), so both ways leave the same values.
 """
 
 from __future__ import annotations
@@ -66,18 +66,11 @@ class Reported:
     def add(self, row: int, step: float, now: float) -> bool:
         """One report; False (and nothing kept) for a step that is not finite and >= 0 or a time
         that is not finite."""
-        if not (math.isfinite(step) and math.isfinite(now)) or step < 0:
-            return False
-        if self.seen[row]:
-            d_step, d_t = step - float(self.step[row]), now - float(self.at[row])
-            if d_t > 0 and d_step > 0:
-                pos = int(self.pos[row])
-                self.ring[row, pos] = d_step / d_t
-                self.pos[row] = (pos + 1) % RATE_INTERVALS
-                self.count[row] = min(int(self.count[row]) + 1, RATE_INTERVALS)
-        self.step[row], self.at[row], self.seen[row] = step, now, True
-        self.adds[row] += 1
-        return True
+        return bool(
+            _add_row(
+                row, step, now, self.step, self.at, self.seen, self.adds, self.ring, self.count, self.pos
+            )
+        )
 
     def add_many(self, rows: NDArray[np.intp], steps: NDArray[np.float64], now: float) -> NDArray[np.bool_]:
         """One report per row (rows distinct), all made at ``now``: :meth:`add` for each, in
@@ -100,24 +93,32 @@ class Reported:
 
 
 @numba.njit(cache=True)
+def _add_row(
+    r: int, s: float, now: float, step: NDArray[np.float64], at: NDArray[np.float64],
+    seen: NDArray[np.bool_], adds: NDArray[np.int64], ring: NDArray[np.float64],
+    count: NDArray[np.int64], pos: NDArray[np.int64],
+) -> bool:  # fmt: skip
+    """:meth:`Reported.add`: one report of row ``r`` (the one rule, for one report or many)."""
+    if not (math.isfinite(now) and math.isfinite(s) and s >= 0):
+        return False
+    if seen[r]:
+        d_step, d_t = s - step[r], now - at[r]
+        if d_t > 0 and d_step > 0:
+            p = pos[r]
+            ring[r, p] = d_step / d_t
+            pos[r] = (p + 1) % RATE_INTERVALS
+            count[r] = min(count[r] + 1, RATE_INTERVALS)
+    step[r], at[r], seen[r] = s, now, True
+    adds[r] += 1
+    return True
+
+
+@numba.njit(cache=True)
 def _add_rows(
     rows: NDArray[np.intp], steps: NDArray[np.float64], now: float, step: NDArray[np.float64],
     at: NDArray[np.float64], seen: NDArray[np.bool_], adds: NDArray[np.int64], ring: NDArray[np.float64],
     count: NDArray[np.int64], pos: NDArray[np.int64], kept: NDArray[np.bool_],
 ) -> None:  # fmt: skip
-    """:meth:`Reported.add` for each row, as one loop (the same operations, in the same order)."""
-    now_ok = math.isfinite(now)
+    """:func:`_add_row` for each row, as one loop."""
     for k in range(rows.shape[0]):
-        s, r = steps[k], rows[k]
-        kept[k] = now_ok and math.isfinite(s) and s >= 0
-        if not kept[k]:
-            continue
-        if seen[r]:
-            d_step, d_t = s - step[r], now - at[r]
-            if d_t > 0 and d_step > 0:
-                p = pos[r]
-                ring[r, p] = d_step / d_t
-                pos[r] = (p + 1) % RATE_INTERVALS
-                count[r] = min(count[r] + 1, RATE_INTERVALS)
-        step[r], at[r], seen[r] = s, now, True
-        adds[r] += 1
+        kept[k] = _add_row(rows[k], steps[k], now, step, at, seen, adds, ring, count, pos)
