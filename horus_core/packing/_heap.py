@@ -7,16 +7,17 @@ class for good (its resident set only grows during a pass), so stale entries are
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
+
+from horus_core.jit import helper
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
 KEY, LEFT, RIGHT = 0, 1, 2
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def merge(a: int, b: int, heap: I32) -> int:
     """Top-down skew-heap merge of the heaps rooted at a and b (-1 = empty); returns the root."""
     if a < 0:
@@ -38,7 +39,7 @@ def merge(a: int, b: int, heap: I32) -> int:
         a = nxt
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def push(root: int, item: int, ctr: I64, slot: int, heap: I32) -> int:
     """Add ``item`` to the heap at ``root``; ``ctr[slot]`` counts the pool entries used."""
     node = ctr[slot]
@@ -49,7 +50,7 @@ def push(root: int, item: int, ctr: I64, slot: int, heap: I32) -> int:
     return merge(root, node, heap)
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def clean_top(root: int, cls: int, heap: I32, class_of: I32) -> tuple[int, int]:
     """Drop stale entries: (new root, smallest item still in class ``cls`` or -1)."""
     while root >= 0 and class_of[heap[root, KEY]] != cls:

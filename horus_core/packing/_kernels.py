@@ -14,6 +14,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from horus_core.jit import helper
 from horus_core.packing import _heap
 from horus_core.packing._nodes import best_gang, node_move, node_pick
 from horus_core.packing._state import (
@@ -52,7 +53,7 @@ B = NDArray[np.bool_]
 MEMO_LIMIT = 1 << 22  # memo entries (job classes x state classes) before keeping one row only
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def gpu_cost(mode: int, mem: int, peak: float, cap: int, used: int, util: float, n: int) -> float:
     """DESIGN §4.2 (MODE_HORUS) or the free memory left (MODE_BINPACK); lower is better."""
     if mode == MODE_HORUS:
@@ -63,7 +64,7 @@ def gpu_cost(mode: int, mem: int, peak: float, cap: int, used: int, util: float,
     return (cap - used - mem) / cap
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def gpu_stage(
     s: F64, floor: F64, min_speed: float, min_gain: float, t: int, k: int, n: int, r0: int, r1: int
 ) -> int:
@@ -96,7 +97,7 @@ def gpu_stage(
     return ST_OK
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def score_classes(
     ci: I32, cused: I64, cutil: F64, act: I32, ctr: I64, mtag: I32, mstage: I8, mcost: F64,
     kind_cap: I64, cls_mem: I64, cls_peak: F64, speed: F64, floor: F64, mode: int, min_speed: float,
@@ -139,7 +140,7 @@ def score_classes(
     return top, best_gpu
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def final_speed(gi: I32, speed: F64, t: int, gpus: I32) -> float:
     """Worst over the job's GPUs of the product of its speeds next to everyone else there."""
     worst = 1.0
@@ -166,10 +167,12 @@ def gpu_tables(
     n_gpus = gpu_kind.shape[0]
     gi = np.zeros((n_gpus, 8), np.int32)
     for node in range(node_start.shape[0] - 1):
-        gi[node_start[node] : node_start[node + 1], G_NODE] = node
+        for gpu in range(node_start[node], node_start[node + 1]):  # (element by element: a slice
+            gi[gpu, G_NODE] = node  # is a view, with its reference count kept per row)
     for gpu in range(n_gpus):
         gi[gpu, G_KIND], gi[gpu, G_NRES], gi[gpu, G_EXCL] = gpu_kind[gpu], gpu_nres[gpu], gpu_excl[gpu]
-        gi[gpu, G_RES : G_RES + 3] = gpu_res[gpu]
+        for i in range(3):
+            gi[gpu, G_RES + i] = gpu_res[gpu, i]
     hsize = 4
     while hsize < 2 * n_classes:
         hsize *= 2

@@ -12,10 +12,10 @@ Arrays: ``nci[nc] = (width, open, idle, count, heap root, active pos)``, ``nsig[
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from horus_core.jit import helper
 from horus_core.packing import _heap
 from horus_core.packing._state import C_KIND, C_N
 from horus_core.packing.codes import MODE_HORUS, ST_OK
@@ -29,7 +29,7 @@ W, OPEN, IDLE, COUNT, ROOT, POS = 0, 1, 2, 3, 4, 5
 A_ACT, A_CLASSES, A_POOL = 0, 1, 4
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def new_node_class(
     sig: I32, width: int, h: int, ci: I32, cused: I64, kind_cap: I64, mode: int,
     nci: I32, nsig: I32, nnb: F64, nctr: I64,
@@ -59,7 +59,7 @@ def new_node_class(
     return int(nc)
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def node_move(
     node: int, lo: int, hi: int, gcls: I32, ci: I32, cused: I64, kind_cap: I64, mode: int,
     nci: I32, nsig: I32, nnb: F64, ncls: I32, nact: I32, nctr: I64, nheap: I32,
@@ -114,7 +114,7 @@ def node_move(
         nctr[A_ACT] += 1
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def class_pick(nsig: I32, nc: int, width: int, cst: I8, ccost: F64, g: int, buf: F64) -> tuple[int, float]:
     """(feasible GPUs, summed cost of the g cheapest, added cheapest first) of a node class."""
     found = 0
@@ -137,7 +137,7 @@ def class_pick(nsig: I32, nc: int, width: int, cst: I8, ccost: F64, g: int, buf:
     return found, total
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def node_pick(gcls: I32, cst: I8, ccost: F64, g: int, lo: int, hi: int, buf_cost: F64, out: I32) -> None:
     """The g cheapest feasible GPUs in [lo, hi) by (cost, index) into out."""
     found = 0
@@ -158,7 +158,7 @@ def node_pick(gcls: I32, cst: I8, ccost: F64, g: int, lo: int, hi: int, buf_cost
         found += 1
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def best_gang(
     nci: I32, nsig: I32, nnb: F64, nact: I32, nctr: I64, nheap: I32, ncls: I32,
     cst: I8, ccost: F64, g: int, exclusive: bool, own: float, buf: F64,

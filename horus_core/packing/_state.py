@@ -12,10 +12,10 @@ reference-count update per access in Numba); helpers are inlined into the kernel
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from horus_core.jit import helper
 from horus_core.packing import _heap
 
 I32 = NDArray[np.int32]
@@ -30,7 +30,7 @@ C_KIND, C_N, C_R0, C_R1, C_COUNT, C_ROOT, C_POS = 0, 1, 2, 3, 4, 5, 6
 K_ACT, K_CLASSES, K_BLOCKED, K_STRIDE, K_POOL = 0, 1, 2, 3, 4
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def find_class(
     ci: I32, cused: I64, cutil: F64, hkeys: I64, hvals: I32, ctr: I64,
     cls_mem: I64, cls_util: F64, kind: int, r0: int, r1: int, n: int,
@@ -63,7 +63,7 @@ def find_class(
     return int(c)
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def join_class(gcls: I32, ci: I32, heap: I32, act: I32, ctr: I64, gpu: int, c: int) -> None:
     gcls[gpu] = c
     ci[c, C_ROOT] = _heap.push(ci[c, C_ROOT], gpu, ctr, K_POOL, heap)
@@ -75,7 +75,7 @@ def join_class(gcls: I32, ci: I32, heap: I32, act: I32, ctr: I64, gpu: int, c: i
         ctr[K_ACT] = pos + 1
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def leave_class(gcls: I32, ci: I32, act: I32, ctr: I64, gpu: int) -> None:
     c = gcls[gpu]
     gcls[gpu] = -1
@@ -90,7 +90,7 @@ def leave_class(gcls: I32, ci: I32, act: I32, ctr: I64, gpu: int) -> None:
         ctr[K_ACT] = last
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def settle(
     gi: I32, gcls: I32, ci: I32, cused: I64, cutil: F64, heap: I32, hkeys: I64, hvals: I32, act: I32,
     ctr: I64, cls_mem: I64, cls_util: F64, max_per_gpu: int, gpu: int,
@@ -110,7 +110,7 @@ def settle(
     join_class(gcls, ci, heap, act, ctr, gpu, c)
 
 
-@numba.njit(cache=True, inline="always")
+@helper
 def add_job(
     gi: I32, gcls: I32, ci: I32, cused: I64, cutil: F64, heap: I32, hkeys: I64, hvals: I32, act: I32,
     ctr: I64, cls_mem: I64, cls_util: F64, max_per_gpu: int, gpu: int, job_cls: int, exclusive: bool,

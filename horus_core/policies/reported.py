@@ -17,6 +17,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from horus_core.jit import helper
+
 RATE_INTERVALS = 8  # the last report intervals whose median gives steps/s
 _START = 64
 
@@ -92,7 +94,7 @@ class Reported:
         return (float(self.step[row]), float(self.at[row])) if self.seen[row] else None
 
 
-@numba.njit(cache=True)
+@helper
 def _add_row(
     r: int, s: float, now: float, step: NDArray[np.float64], at: NDArray[np.float64],
     seen: NDArray[np.bool_], adds: NDArray[np.int64], ring: NDArray[np.float64],
