@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import types
-from numba.typed import Dict
 from numpy.typing import NDArray
+
+from horus_core.jit import helper
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -18,16 +18,24 @@ SHIFT = 1 << 32  # class key = signature code * SHIFT + (GPUs + BIAS when split 
 BIAS = 1 << 31
 
 
-@numba.njit(cache=True, inline="always")
-def _class(seen: Dict, keys: I64, n_cls: int, code: int, gpus: int, split: bool) -> tuple[int, int]:
-    """The class of (signature code, GPUs when split), numbered on first sight; and the count."""
+@helper
+def _class(
+    hkeys: I64, hvals: I64, keys: I64, n_cls: int, code: int, gpus: int, split: bool
+) -> tuple[int, int]:
+    """The class of (signature code, GPUs when split), numbered on first sight; and the count.
+    ``hkeys``/``hvals``: an open-addressing table of the keys seen (-1: free), a power of 2
+    larger than the count can grow."""
     key = code * SHIFT + ((gpus + BIAS) if split else BIAS)
-    c = seen.get(key, -1)
-    if c < 0:
-        c = seen[key] = n_cls
-        keys[n_cls] = key
-        n_cls += 1
-    return c, n_cls
+    mask = hkeys.shape[0] - 1
+    mixed = key ^ (key >> 29)  # (the code sits above bit 32: fold it into the low bits)
+    h = ((mixed * 2654435761) >> 11) & mask
+    while hkeys[h] != -1:
+        if hkeys[h] == key:
+            return int(hvals[h]), n_cls
+        h = (h + 1) & mask
+    hkeys[h], hvals[h] = key, n_cls
+    keys[n_cls] = key
+    return n_cls, n_cls + 1
 
 
 @numba.njit(cache=True, nogil=True)  # the master's loop runs meanwhile
@@ -36,8 +44,11 @@ def classes_and_residents(
 ) -> tuple[I64, I32, I32, I32, B]:
     """Returns (class keys in class order, the queue's classes, per GPU: residents (at most 3
     counted), their classes [gpus, 3], an exclusive job there)."""
-    seen = Dict.empty(key_type=types.int64, value_type=types.int64)
     keys = np.empty(n_act + q_slot.shape[0], np.int64)
+    size = 4
+    while size < 2 * keys.shape[0]:
+        size *= 2
+    hkeys, hvals = np.full(size, -1, np.int64), np.empty(size, np.int64)
     n_cls = 0
     nres = np.zeros(n_gpus, np.int32)
     res = np.full((n_gpus, 3), -1, np.int32)
@@ -54,7 +65,7 @@ def classes_and_residents(
                 break
         if not ready:
             continue
-        c, n_cls = _class(seen, keys, n_cls, code[slot], gpus[slot], split)
+        c, n_cls = _class(hkeys, hvals, keys, n_cls, code[slot], gpus[slot], split)
         for k in range(first, pos):
             g = rec[k]
             if g >= 0:
@@ -65,5 +76,5 @@ def classes_and_residents(
                     ex[g] = True
     job_cls = np.empty(q_slot.shape[0], np.int32)
     for i in range(q_slot.shape[0]):
-        job_cls[i], n_cls = _class(seen, keys, n_cls, code[q_slot[i]], gpus[q_slot[i]], split)
+        job_cls[i], n_cls = _class(hkeys, hvals, keys, n_cls, code[q_slot[i]], gpus[q_slot[i]], split)
     return keys[:n_cls].copy(), job_cls, nres, res, ex
