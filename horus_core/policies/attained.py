@@ -244,16 +244,16 @@ class Attained:
         estimate of a few of the running jobs, not of all."""
         first = -np.fromiter(map(_PRIORITY, jobs), np.int64, len(jobs))
         high = int(first.max())
-        ids = [j.id for j in compress(jobs, (first == high).tolist())]
-        las = self._las_levels(ids)
+        tops = list(compress(jobs, (first == high).tolist()))
+        las = self._las_levels([j.id for j in tops])
         if not self.left:
             return (high, int(las.max()))
-        best, left, bounds = -1, self.left, self.bounds
+        best, bounds = -1, self.bounds
         for i in np.argsort(-las, kind="stable").tolist():
             level = int(las[i])
             if level <= best:
                 break
-            estimate = left.get(ids[i])
+            estimate = self._estimate(tops[i])
             best = max(best, level if estimate is None else min(level, bisect.bisect_right(bounds, estimate)))
         return (high, best)
 
@@ -261,6 +261,11 @@ class Attained:
         """The LAS level of each id (attained service alone)."""
         served = np.fromiter(map(self.service.get, ids, repeat(0.0)), np.float64, len(ids))
         return np.searchsorted(np.asarray(self.bounds, np.float64), served, side="right")
+
+    def _estimate(self, job: Job) -> float | None:
+        """``self.left.get(job.id)`` for a job at hand (not looked up by its id again)."""
+        left = self.left
+        return left.of(job) if isinstance(left, LeftOnAsk) else left.get(job.id)
 
     def _class(self, job: Job) -> tuple[int, int]:
         return (-job.spec.priority, self.level(job.id))
@@ -296,6 +301,10 @@ class LeftOnAsk(Mapping[str, float]):
         job = self.snapshot.by_id().get(job_id) if job_id in self.work.tracks else None
         left = None if job is None else self.work.gpu_s_left(job)
         return default if left is None else left
+
+    def of(self, job: Job) -> float | None:
+        """:meth:`get` of a job of the snapshot at hand."""
+        return self.work.gpu_s_left(job) if job.id in self.work.tracks else None
 
     def __iter__(self) -> Iterator[str]:
         return (i for i in self.snapshot.by_id() if i in self.work.tracks and self.get(i) is not None)

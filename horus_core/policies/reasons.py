@@ -65,20 +65,26 @@ _CODES = (
 
 
 def _category(code: NDArray[np.int32], gpus: NDArray[np.int64], largest_node: int) -> NDArray[np.int64]:
-    """Which branch of :func:`wait_reason` each job's sentence comes from (0..6)."""
-    cat = np.select(
-        [code == codes.R_NO_GPUS, gpus > largest_node, code == codes.R_LOOKAHEAD, code == codes.R_GANG,
-         code == codes.R_FULL, code == codes.R_MEMORY],
-        [0, 1, 2, 3, 4, 5],
-        6,
-    )  # fmt: skip
-    return cat.astype(np.int64)
+    """Which branch of :func:`wait_reason` each job's sentence comes from (0..6): the first
+    rule that holds, in this order (written last to first, each over what the later ones wrote)."""
+    cat = np.full(len(code), 6, np.int64)
+    cat[code == codes.R_MEMORY] = 5
+    cat[code == codes.R_FULL] = 4
+    cat[code == codes.R_GANG] = 3
+    cat[code == codes.R_LOOKAHEAD] = 2
+    cat[gpus > largest_node] = 1
+    cat[code == codes.R_NO_GPUS] = 0
+    return cat
+
+
+_CODE_NAMES = np.array(_CODES, dtype=object)
 
 
 def wait_codes(code: NDArray[np.int32], gpus: NDArray[np.int32], largest_node: int) -> list[str]:
     """:func:`wait_code` for many jobs at once (arrays aligned per job)."""
-    names = np.array(_CODES, dtype=object)
-    out: list[str] = names[_category(code, gpus.astype(np.int64), largest_node)].tolist()
+    if not len(code):
+        return []
+    out: list[str] = _CODE_NAMES[_category(code, gpus.astype(np.int64), largest_node)].tolist()
     return out
 
 
