@@ -42,12 +42,18 @@ def merge(a: int, b: int, heap: I32) -> int:
 @helper
 def push(root: int, item: int, ctr: I64, slot: int, heap: I32) -> int:
     """Add ``item`` to the heap at ``root``; ``ctr[slot]`` counts the pool entries used."""
+    return merge(root, entry(item, ctr, slot, heap), heap)
+
+
+@helper
+def entry(item: int, ctr: I64, slot: int, heap: I32) -> int:
+    """A pool entry holding ``item`` alone (a heap of one)."""
     node = ctr[slot]
     ctr[slot] = node + 1
     heap[node, KEY] = item
     heap[node, LEFT] = -1
     heap[node, RIGHT] = -1
-    return merge(root, node, heap)
+    return int(node)
 
 
 @helper

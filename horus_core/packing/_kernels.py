@@ -32,7 +32,8 @@ from horus_core.packing._state import (
     K_BLOCKED,
     K_STRIDE,
     add_job,
-    settle,
+    class_of,
+    join_in_order,
 )
 from horus_core.packing.codes import (
     MODE_HORUS,
@@ -244,8 +245,11 @@ def place_kernel(
         np.empty(rows * n_cls),
     )
     cst, ccost = np.zeros(n_cls, np.int8), np.zeros(n_cls)
+    tail = np.empty(n_cls, np.int32)
     for gpu in range(n_gpus):
-        settle(gi, gcls, ci, cused, cutil, heap, hkeys, hvals, act, ctr, cls_mem, cls_util, max_per_gpu, gpu)
+        c = class_of(gi, ci, cused, cutil, hkeys, hvals, ctr, cls_mem, cls_util, max_per_gpu, gpu)
+        if c >= 0:
+            join_in_order(gcls, ci, heap, act, ctr, gpu, c, tail)
     widest = 1
     for node in range(n_nodes):
         widest = max(widest, node_start[node + 1] - node_start[node])

@@ -65,8 +65,28 @@ def find_class(
 
 @helper
 def join_class(gcls: I32, ci: I32, heap: I32, act: I32, ctr: I64, gpu: int, c: int) -> None:
-    gcls[gpu] = c
     ci[c, C_ROOT] = _heap.push(ci[c, C_ROOT], gpu, ctr, K_POOL, heap)
+    _counted(gcls, ci, act, ctr, gpu, c)
+
+
+@helper
+def join_in_order(gcls: I32, ci: I32, heap: I32, act: I32, ctr: I64, gpu: int, c: int, tail: I32) -> None:
+    """:func:`join_class` for GPUs that come in ascending order (a pass's first settling): the
+    GPU is hung below the class's last one (``tail``) as its left child, so each class's heap is
+    a chain, in order (heap-ordered, and cheap to merge into later: no right children), with no
+    merge per GPU."""
+    entry = _heap.entry(gpu, ctr, K_POOL, heap)
+    if ci[c, C_ROOT] < 0:
+        ci[c, C_ROOT] = entry
+    else:
+        heap[tail[c], _heap.LEFT] = entry
+    tail[c] = entry
+    _counted(gcls, ci, act, ctr, gpu, c)
+
+
+@helper
+def _counted(gcls: I32, ci: I32, act: I32, ctr: I64, gpu: int, c: int) -> None:
+    gcls[gpu] = c
     ci[c, C_COUNT] += 1
     if ci[c, C_COUNT] == 1:
         pos = ctr[K_ACT]
@@ -96,18 +116,28 @@ def settle(
     ctr: I64, cls_mem: I64, cls_util: F64, max_per_gpu: int, gpu: int,
 ) -> None:  # fmt: skip
     """Put a GPU that is in no class into the class its residents say (or count it blocked)."""
+    c = class_of(gi, ci, cused, cutil, hkeys, hvals, ctr, cls_mem, cls_util, max_per_gpu, gpu)
+    if c >= 0:
+        join_class(gcls, ci, heap, act, ctr, gpu, c)
+
+
+@helper
+def class_of(
+    gi: I32, ci: I32, cused: I64, cutil: F64, hkeys: I64, hvals: I32, ctr: I64, cls_mem: I64,
+    cls_util: F64, max_per_gpu: int, gpu: int,
+) -> int:  # fmt: skip
+    """The class a GPU's residents say, or -1 (counted blocked): full, or an exclusive job."""
     n = gi[gpu, G_NRES]
     if gi[gpu, G_EXCL] != 0 or n >= max_per_gpu:
         ctr[K_BLOCKED] += 1
-        return
+        return -1
     r0, r1 = -1, -1
     if n == 1:
         r0 = gi[gpu, G_RES]
     elif n == 2:
         r0 = min(gi[gpu, G_RES], gi[gpu, G_RES + 1])
         r1 = max(gi[gpu, G_RES], gi[gpu, G_RES + 1])
-    c = find_class(ci, cused, cutil, hkeys, hvals, ctr, cls_mem, cls_util, gi[gpu, G_KIND], r0, r1, n)
-    join_class(gcls, ci, heap, act, ctr, gpu, c)
+    return find_class(ci, cused, cutil, hkeys, hvals, ctr, cls_mem, cls_util, gi[gpu, G_KIND], r0, r1, n)
 
 
 @helper
