@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.jit import helper
+from horus_core.packing._hash import slot_of
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -26,13 +27,9 @@ def _class(
     ``hkeys``/``hvals``: an open-addressing table of the keys seen (-1: free), a power of 2
     larger than the count can grow."""
     key = code * SHIFT + ((gpus + BIAS) if split else BIAS)
-    mask = hkeys.shape[0] - 1
-    mixed = key ^ (key >> 29)  # (the code sits above bit 32: fold it into the low bits)
-    h = ((mixed * 2654435761) >> 11) & mask
-    while hkeys[h] != -1:
-        if hkeys[h] == key:
-            return int(hvals[h]), n_cls
-        h = (h + 1) & mask
+    h = slot_of(hkeys, key)
+    if hkeys[h] == key:
+        return int(hvals[h]), n_cls
     hkeys[h], hvals[h] = key, n_cls
     keys[n_cls] = key
     return n_cls, n_cls + 1

@@ -7,7 +7,7 @@ keep their GPUs in a skew heap (smallest index first) and, while non-empty, sit 
 GPUs that are full or run an exclusive job belong to no class (``gcls[gpu] == -1``).
 
 The state is a handful of plain arrays passed explicitly (a tuple of arrays would cost a
-reference-count update per access in Numba); helpers are inlined into the kernel.
+reference-count update per access in Numba); helpers are compiled as :mod:`horus_core.jit` says.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from horus_core.jit import helper
 from horus_core.packing import _heap
+from horus_core.packing._hash import slot_of
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
@@ -38,12 +39,9 @@ def find_class(
     """The class of (kind, residents r0 <= r1, -1 = none); created when first needed."""
     width = cls_mem.shape[0] + 1
     key = (kind * width + r0 + 1) * width + r1 + 1
-    mask = hkeys.shape[0] - 1
-    h = ((key * 2654435761) >> 7) & mask
-    while hkeys[h] != -1:
-        if hkeys[h] == key:
-            return int(hvals[h])
-        h = (h + 1) & mask
+    h = slot_of(hkeys, key)
+    if hkeys[h] == key:
+        return int(hvals[h])
     c = ctr[K_CLASSES]
     ctr[K_CLASSES] = c + 1
     hkeys[h] = key
