@@ -44,8 +44,11 @@ class SteppedContainer:
         yield "hello\n"
         await self.exited.wait()
 
-    def log(self, **_: Any) -> AsyncIterator[str]:
-        return self._lines()
+    async def _all(self) -> list[str]:
+        return ["hello\n"]
+
+    def log(self, *, follow: bool = False, **_: Any) -> Any:
+        return self._lines() if follow else self._all()
 
     async def wait(self) -> dict[str, int]:
         await self.exited.wait()

@@ -5,6 +5,10 @@ else, so it knows how much of the engine's log it has copied: after a break in t
 engine's log is read again from the start and that many bytes are skipped. A restarted worker that
 re-attaches takes the file's size as that count, so the file should hold only this attempt's
 container output. (If the engine rotated the log away, the skip can lose or repeat some output.)
+
+The engine can end a follow just before a stopped container's last lines (moby/moby#43860), so
+once the follow ends the whole log is read once more, without following, and what the follow
+missed is appended.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import pathlib
+from collections.abc import AsyncIterator, Iterable
 from typing import BinaryIO
 
 from aiodocker.containers import DockerContainer
@@ -29,7 +34,8 @@ class LogPump:
         self.written = 0  # bytes of the engine's log in the file
 
     async def run(self) -> None:
-        """Follow the log until the container stops (the engine then ends the stream)."""
+        """Follow the log until the container stops (the engine then ends the stream), then
+        catch up with what the follow missed."""
         file = await asyncio.to_thread(self._open)
         try:
             for attempt in range(_MAX_RETRIES):
@@ -51,9 +57,13 @@ class LogPump:
         return file
 
     async def _follow(self, file: BinaryIO) -> None:
+        await self._copy(file, self._container.log(stdout=True, stderr=True, follow=True, timeout=None))
+        await self._copy(file, _each(await self._container.log(stdout=True, stderr=True, follow=False)))
+
+    async def _copy(self, file: BinaryIO, pieces: AsyncIterator[str]) -> None:
+        """Append the engine's log text, read from its start, past the bytes already written."""
         skip = self.written
-        stream = self._container.log(stdout=True, stderr=True, follow=True, timeout=None)
-        async for text in stream:
+        async for text in pieces:
             data = text.encode("utf-8")
             if skip >= len(data):
                 skip -= len(data)
@@ -61,6 +71,11 @@ class LogPump:
             data, skip = data[skip:], 0
             await asyncio.to_thread(_append, file, data)
             self.written += len(data)
+
+
+async def _each(pieces: Iterable[str]) -> AsyncIterator[str]:
+    for piece in pieces:
+        yield piece
 
 
 def _append(file: BinaryIO, data: bytes) -> None:
