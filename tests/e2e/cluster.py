@@ -86,6 +86,16 @@ class LocalCluster:
             raise AssertionError(f"hctl {args} exited {result.returncode}: {result.stderr}")
         return result
 
+    def job_logs_with(self, job_id: str, needle: str, timeout: float = 20.0) -> str:
+        """``hctl logs JOB``'s text once it holds ``needle``, or as it is after ``timeout`` s: a
+        part's last lines can reach the master's log store just after the job has ended."""
+        deadline = time.monotonic() + timeout
+        text = self.hctl("logs", job_id).stdout
+        while needle not in text and time.monotonic() < deadline:
+            time.sleep(0.5)
+            text = self.hctl("logs", job_id).stdout
+        return text
+
     def hctl_json(self, *args: str) -> Any:
         return json.loads(self.hctl(*args, "-o", "json").stdout)
 

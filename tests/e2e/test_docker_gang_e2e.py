@@ -5,7 +5,6 @@ default), so rank 1 reaches rank 0 at MASTER_ADDR:MASTER_PORT. Skipped without a
 from __future__ import annotations
 
 import pathlib
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -58,13 +57,7 @@ def test_a_gang_of_containers_meets_at_its_rendezvous(gang_cluster: LocalCluster
         assert done.state is JobState.SUCCEEDED, (done.reason, gang_cluster.logs())
         assert len(done.nodes) == 2
     rank0, rank1 = done.nodes
-    # (a part's last lines may reach the master's log store just after the job's end: read
-    # until rank 0's greeting is there, or 20 s have passed)
-    deadline = time.monotonic() + 20
-    text = gang_cluster.hctl("logs", job.id).stdout
-    while f"[{rank0}] hello from rank 1" not in text and time.monotonic() < deadline:
-        time.sleep(0.5)
-        text = gang_cluster.hctl("logs", job.id).stdout
+    text = gang_cluster.job_logs_with(job.id, f"[{rank0}] hello from rank 1")
     assert f"[{rank0}] NODE_RANK=0 NNODES=2 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 PET_NPROC_PER_NODE=2" in text, (
         text
     )

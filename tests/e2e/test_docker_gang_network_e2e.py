@@ -73,7 +73,7 @@ def test_a_gang_on_a_named_network_meets_at_the_rank0_alias(gang_cluster: LocalC
         done = client.wait(job.id, timeout=120)
         assert done.state is JobState.SUCCEEDED, (done.reason, gang_cluster.logs())
     alias = rendezvous_alias(job.id, done.attempt)
-    text = gang_cluster.hctl("logs", job.id).stdout
+    text = gang_cluster.job_logs_with(job.id, f"[{done.nodes[0]}] hello from rank 1")
     assert len(done.nodes) == 2, done.nodes
     for rank, node in enumerate(done.nodes):
         told = f"[{node}] NODE_RANK={rank} WORLD_SIZE=4 MASTER_ADDR={alias} PET_MASTER_ADDR={alias}"
