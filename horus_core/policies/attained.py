@@ -26,13 +26,14 @@ import math
 import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import repeat
 
 import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.errors import InvalidArgument
 from horus_core.model import Action, ClusterSnapshot, Job, JobState, Node, NodeState, Preempt, Wait
+from horus_core.policies.ledger import Columns, Served
 from horus_core.policies.remaining import RemainingWork
 from horus_core.policies.stints import follow, stints
 
@@ -43,11 +44,7 @@ FACTOR = 2.0
 LEVELS = 5
 MIN_SLICE_S = 360.0  # a running attempt is never stopped before this (restart costs ~30 s)
 _RUNNING = JobState.RUNNING
-_GPUS, _ID, _PRIORITY = (
-    operator.attrgetter("gpus"),
-    operator.attrgetter("id"),
-    operator.attrgetter("spec.priority"),
-)
+_PRIORITY = operator.attrgetter("spec.priority")
 
 
 def thresholds(base_gpu_s: float, factor: float, levels: int) -> list[float]:
@@ -73,18 +70,19 @@ class Attained:
     slice_growth: float = 1.0
     min_gap: int = 1
     stops: dict[str, int] = field(default_factory=dict)  # job id -> times stopped here
-    service: dict[str, float] = field(default_factory=dict)  # job id -> GPU-seconds
+    columns: Columns = field(default_factory=Columns, repr=False)  # service, running stints (ledger.py)
     attempts: dict[str, int] = field(default_factory=dict)  # running id -> its attempt
     begun: dict[str, float] = field(default_factory=dict)  # running id -> when that attempt was first seen
     last: float | None = None
     work: RemainingWork | None = None  # None: LAS alone
     left: Mapping[str, float] = field(default_factory=dict)  # id -> confident GPU-seconds left
     bounds: list[float] = field(init=False)
+    _bounds: NDArray[np.float64] = field(init=False, repr=False)  # the same, as an array
     _seen: tuple[str, int] = ("", -1)  # the source and epoch of the last snapshot observed (JobChanges)
-    _views: dict[str, Job] = field(default_factory=dict, repr=False)  # running id -> as last seen
 
     def __post_init__(self) -> None:
         self.bounds = thresholds(self.base_gpu_s, self.factor, self.levels)
+        self._bounds = np.asarray(self.bounds, np.float64)
         if not (self.slice_growth >= 1.0 and self.min_gap >= 1):
             raise InvalidArgument("las", f"need slice_growth >= 1 and min_gap >= 1; got {self.slice_growth}, "
                                   f"{self.min_gap}")  # fmt: skip
@@ -97,41 +95,64 @@ class Attained:
         last = now if self.last is None or now < self.last else self.last
         changes = snapshot.changes
         delta = changes.since(*self._seen) if changes is not None else None
-        kept = self._walk(snapshot, now) if delta is None else self._follow(delta, now)
+        fresh = self._walk(snapshot, now) if delta is None else self._follow(delta, now)
         if now > last:  # (an attempt seen before was first seen by ``last``: credited the whole span)
-            service, span, views = self.service, now - last, self._views
-            gained = map(operator.mul, map(len, map(_GPUS, map(views.__getitem__, kept))), repeat(span))
-            service.update(
-                zip(kept, map(operator.add, map(service.get, kept, repeat(0.0)), gained), strict=True)
-            )
+            self.columns.credit(now - last, fresh)
         self._seen = (changes.source, changes.epoch) if changes is not None else ("", -1)
         gone = None if delta is None else [i for i, job in delta.items() if job is None]
         if gone is not None:  # (the jobs that left)
-            for book in (self.service, self.stops):
-                for i in gone:
-                    book.pop(i, None)
-        elif max(len(self.service), len(self.stops)) > len(snapshot.jobs):
-            present = {j.id for j in snapshot.jobs}
-            self.service = {k: v for k, v in self.service.items() if k in present}
-            self.stops = {k: v for k, v in self.stops.items() if k in present}
+            self.columns.release(gone)
+            for i in gone:
+                self.stops.pop(i, None)
+        elif len(self.columns.slots) > len(snapshot.jobs) or len(self.stops) > len(snapshot.jobs):
+            self._forget(snapshot)
         self.last = now
         if self.work is not None:
             self.left = self._left(snapshot, self.work, gone)
 
+    def _forget(self, snapshot: ClusterSnapshot) -> None:
+        """Drop what the ledger holds of jobs not in ``snapshot`` (the changes not known): their
+        service and stops once there are more of either than jobs; their other slots (none
+        running, none served) always."""
+        cols, present = self.columns, {j.id for j in snapshot.jobs}
+        absent = [k for k in cols.slots if k not in present]
+        if max(int(cols.credited.sum()), len(self.stops)) > len(snapshot.jobs):
+            self.stops = {k: v for k, v in self.stops.items() if k in present}
+        else:  # (a policy's view of part of the jobs: the hetero gate's per-type passes)
+            absent = [k for k in absent if not cols.credited[cols.slots[k]]]
+        cols.release(absent)
+
+    @property
+    def service(self) -> Served:
+        """Job id -> GPU-seconds attained (the ids credited at least once)."""
+        return Served(self.columns)
+
+    @service.setter
+    def service(self, gpu_s: Mapping[str, float]) -> None:
+        self.columns.load(gpu_s)
+
     def _walk(self, snapshot: ClusterSnapshot, now: float) -> list[str]:
-        """The running attempts from every running job; returns the ids seen before in the same
-        attempt (in the snapshot's order)."""
+        """The running attempts from every running job; returns the ids whose stint began now
+        (new, or in a new attempt)."""
         run = snapshot.running()
         seen = stints(run, self.begun, self.attempts, now)
         self.attempts, self.begun = seen.attempts, seen.since
-        self._views = dict(zip(seen.ids, run, strict=True))
-        return seen.kept()
+        self.columns.halt_all()
+        for job in run:
+            self.columns.run(job, seen.since[job.id])
+        return seen.changed()
 
-    def _follow(self, delta: Mapping[str, Job | None], now: float) -> list[str]:
-        """The running attempts after the jobs changed since the last pass; returns the ids seen
-        before in the same attempt."""
-        started = follow(delta, _runs, self.begun, self.attempts, self._views, now)
-        return [i for i in self.attempts if i not in started] if started else list(self.attempts)
+    def _follow(self, delta: Mapping[str, Job | None], now: float) -> set[str]:
+        """The running attempts after the jobs changed since the last pass; returns the ids
+        whose stint began now."""
+        started = follow(delta, _runs, self.begun, self.attempts, None, now)  # (views: the columns)
+        columns, begun = self.columns, self.begun
+        for i, job in delta.items():
+            if job is not None and i in begun:
+                columns.run(job, begun[i])
+            else:
+                columns.halt(i)
+        return started
 
     @property
     def since(self) -> dict[str, tuple[int, float]]:
@@ -159,6 +180,7 @@ class Attained:
     ) -> None:
         """Start from a ledger rebuilt from the store (a restarted master): GPU-seconds per job
         up to ``now``, and each running job's (attempt, start) for its minimum slice."""
+        self.columns = Columns()
         self.service = {k: v for k, v in service.items() if v > 0}
         self.attempts = {job_id: attempt for job_id, (attempt, _) in running.items()}
         self.begun = {job_id: at for job_id, (_, at) in running.items()}
@@ -167,7 +189,7 @@ class Attained:
     def level(self, job_id: str) -> int:
         """The level of the job's attained service, or of its confident remaining work where that
         is lower (an estimate moves a job ahead, never behind: module doc)."""
-        las = bisect.bisect_right(self.bounds, self.service.get(job_id, 0.0))
+        las = bisect.bisect_right(self.bounds, self.service.get(job_id, 0.0) or 0.0)
         left = self.left.get(job_id)
         return las if left is None else min(las, bisect.bisect_right(self.bounds, left))
 
@@ -175,9 +197,7 @@ class Attained:
         """:meth:`level` of each id, in bulk (no estimate: ``left`` is inf, the top level)."""
         las = self._las_levels(ids)
         if self.left:
-            las = np.minimum(
-                las, np.searchsorted(np.asarray(self.bounds, np.float64), self.left_of(ids), side="right")
-            )
+            las = np.minimum(las, np.searchsorted(self._bounds, self.left_of(ids), side="right"))
         return las.astype(np.int64)
 
     def left_of(self, ids: Sequence[str]) -> NDArray[np.float64]:
@@ -193,18 +213,19 @@ class Attained:
         pending = snapshot.pending()
         if not pending:  # (half the simulator's rounds: a completion, nothing waits)
             return []
-        victims = self._stoppable(snapshot.running(), now)
-        if not victims:
+        stoppable = self._stoppable(now)
+        if not stoppable.any():
             return []
         # (the usual pass: no waiting job outranks a victim; known before sorting either list,
         # first from a bound on every pending job's class: the highest priority, level 0)
-        top = self._top(victims)
+        top = self._top(stoppable)
         if (-max(map(_PRIORITY, pending)), self.min_gap - 1) >= top:
             return []
         waits = {a.job_id for a in actions if isinstance(a, Wait)}
         waiting = [j for j in pending if j.id in waits]
         if not waiting or min(map(self._bar, waiting)) >= top:
             return []
+        victims = self.columns.jobs(stoppable)
         waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
         victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)
         held: dict[str, set[str]] = {}  # GPU uuid -> the active jobs on it (one walk, not one per node)
@@ -230,37 +251,37 @@ class Attained:
                 victims = [v for v in victims if v not in best[2]]
         return out
 
-    def _stoppable(self, run: Sequence[Job], now: float) -> list[Job]:
-        """The running jobs whose attempt has had its minimum slice (in bulk)."""
-        ids = list(map(_ID, run))
-        ran = map(operator.sub, repeat(now), map(self.begun.get, ids, repeat(now)))
-        slices = repeat(self.min_slice_s) if self.slice_growth == 1.0 else map(self._slice, ids)
-        return list(compress(run, map(operator.ge, ran, slices)))
+    def _stoppable(self, now: float) -> NDArray[np.bool_]:
+        """Per slot of the ledger's columns: a running job whose attempt has had its minimum
+        slice (the running jobs as of the last :meth:`observe`, the pass's own)."""
+        if self.slice_growth == 1.0 or not self.stops:
+            return self.columns.stoppable(now, self.min_slice_s)
+        slices = np.full(len(self.columns.views), self.min_slice_s)
+        for job_id, s in self.columns.slots.items():
+            if job_id in self.stops:
+                slices[s] = self._slice(job_id)
+        return self.columns.stoppable(now, slices)
 
-    def _top(self, jobs: Sequence[Job]) -> tuple[int, int]:
-        """``max(map(self._class, jobs))`` in bulk (``jobs`` not empty). An estimate only lowers
-        a level, so the jobs of the highest priority are looked at from the highest LAS level
-        down, and only until no LAS level left can beat the best level found: a pass asks the
-        estimate of a few of the running jobs, not of all."""
-        first = -np.fromiter(map(_PRIORITY, jobs), np.int64, len(jobs))
-        high = int(first.max())
-        tops = list(compress(jobs, (first == high).tolist()))
-        las = self._las_levels([j.id for j in tops])
+    def _top(self, stoppable: NDArray[np.bool_]) -> tuple[int, int]:
+        """The highest class (:meth:`_class`) of the jobs ``stoppable`` marks (one at least), in
+        bulk. An estimate only lowers a level, so the jobs of the highest priority are looked at
+        from the highest LAS level down, and only until no LAS level left can beat the best
+        level found: a pass asks the estimate of a few of the running jobs, not of all."""
+        cols = self.columns
+        high, slots, levels = cols.tops(stoppable, self._bounds)
         if not self.left:
-            return (high, int(las.max()))
+            return (high, int(levels[0]))
         best, bounds = -1, self.bounds
-        for i in np.argsort(-las, kind="stable").tolist():
-            level = int(las[i])
+        for s, level in zip(slots.tolist(), levels.tolist(), strict=True):
             if level <= best:
                 break
-            estimate = self._estimate(tops[i])
+            estimate = self._estimate(cols.view(s))
             best = max(best, level if estimate is None else min(level, bisect.bisect_right(bounds, estimate)))
         return (high, best)
 
     def _las_levels(self, ids: Sequence[str]) -> NDArray[np.intp]:
         """The LAS level of each id (attained service alone)."""
-        served = np.fromiter(map(self.service.get, ids, repeat(0.0)), np.float64, len(ids))
-        return np.searchsorted(np.asarray(self.bounds, np.float64), served, side="right")
+        return np.searchsorted(self._bounds, self.columns.served_of(ids), side="right")
 
     def _estimate(self, job: Job) -> float | None:
         """``self.left.get(job.id)`` for a job at hand (not looked up by its id again)."""

@@ -48,11 +48,12 @@ def follow(
     keep: Callable[[Job], bool],
     since: dict[str, float],
     attempts: dict[str, int],
-    views: dict[str, Job],
+    views: dict[str, Job] | None,
     now: float,
 ) -> set[str]:
     """:func:`stints` job by job, in place: the ledger (``since``, ``attempts``, and ``views``,
-    each kept job as last seen) after the jobs ``changed`` since the last pass (None: gone).
+    each kept job as last seen; None: kept by the caller) after the jobs ``changed`` since the
+    last pass (None: gone).
     A job ``keep`` refuses leaves it; one new or in a new attempt starts its stint now. Returns
     the ids whose stint started now."""
     started: set[str] = set()
@@ -60,10 +61,12 @@ def follow(
         if job is None or not keep(job):
             since.pop(i, None)
             attempts.pop(i, None)
-            views.pop(i, None)
+            if views is not None:
+                views.pop(i, None)
             continue
         if attempts.get(i) != job.attempt:
             attempts[i], since[i] = job.attempt, now
             started.add(i)
-        views[i] = job
+        if views is not None:
+            views[i] = job
     return started

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from numpy.typing import NDArray
 
 from horus_core.errors import InvalidArgument
 from horus_core.model import ClusterSnapshot, Job, JobState, Preempt, Wait
@@ -97,16 +99,27 @@ def test_bulk_victim_checks_agree_with_the_per_job_rule(growth: float) -> None:
     las.service = {f"j{i}": HOUR * (i % 5) * 1.5 for i in range(12)}
     las.stops = {f"j{i}": i % 2 for i in range(12)}
     las.begun = {f"j{i}": -MIN_SLICE_S * (i % 4) for i in range(12)}
+    for job in jobs:
+        las.columns.run(job, las.begun[job.id])
     now = 1.0
     slow = [j for j in jobs if now - las.begun.get(j.id, now) >= las._slice(j.id)]
-    assert las._stoppable(jobs, now) == slow
+    assert las.columns.jobs(las._stoppable(now)) == slow
     assert 0 < len(slow) < len(jobs)
     for group in (jobs, slow, jobs[5:7]):
-        assert las._top(group) == max(map(las._class, group))
+        assert las._top(_marks(las, group)) == max(map(las._class, group))
+
+
+def _marks(las: Attained, group: list[Job]) -> NDArray[np.bool_]:
+    """The slots of ``group``'s jobs in the ledger's columns."""
+    mask = np.zeros(len(las.columns.views), np.bool_)
+    mask[[las.columns.slots[j.id] for j in group]] = True
+    return mask
 
 
 @given(
-    served=st.lists(st.sampled_from([0.0, 0.5, 1.5, 3.0, 6.0, 12.0]), min_size=1, max_size=14),
+    served=st.lists(
+        st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]), min_size=1, max_size=14
+    ),
     left=st.dictionaries(st.integers(0, 13), st.sampled_from([0.2, 1.5, 3.0, 7.0, 50.0]), max_size=14),
     priorities=st.lists(st.integers(0, 2), min_size=14, max_size=14),
 )
@@ -122,7 +135,9 @@ def test_the_top_victim_class_with_estimates_is_the_per_job_maximum(
     ]
     las.service = {f"j{i}": HOUR * s for i, s in enumerate(served)}
     las.left = {f"j{i}": HOUR * v for i, v in left.items() if i < len(served)}
-    assert las._top(jobs) == max(map(las._class, jobs))
+    for job in jobs:
+        las.columns.run(job, 0.0)
+    assert las._top(_marks(las, jobs)) == max(map(las._class, jobs))
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from dataclasses import replace
 
@@ -19,6 +20,7 @@ from horus_core.model import (
     Assign,
     ClusterSnapshot,
     Job,
+    JobChanges,
     JobState,
     NodeState,
     Preempt,
@@ -303,6 +305,56 @@ def test_attained_service_counts_gpu_seconds_and_forgets_finished_jobs() -> None
     assert las.level("two") == 0 and las.bounds == [3600.0, 7200.0, 14400.0, 28800.0]
     las.observe(ClusterSnapshot(nodes(1, 2), ()), 500.0)
     assert las.service == {}
+
+
+@pytest.mark.parametrize("with_changes", [True, False])
+def test_the_ledger_columns_credit_like_a_per_job_sum_past_their_first_slots(with_changes: bool) -> None:
+    """400 jobs (past the columns' first 64 slots) come, run on 1 to 3 GPUs, stop, finish and
+    leave over 60 passes, seen through the changes (the master, the simulator) or whole: the
+    ledger's service is the per-job sum of GPUs x span, a job that stops keeps what it
+    attained, and the slots of jobs that left are given again (the columns stay small)."""
+    las, rng = Attained(), random.Random(7)
+    expect: dict[str, float] = {}
+    live: dict[str, Job] = {}
+    now, serial, epoch, most = 0.0, 0, 0, 0
+    changed: dict[str, Job | None] = {}
+
+    def observe() -> None:
+        nonlocal epoch, changed
+        delta = JobChanges("test", epoch, epoch + 1, changed) if with_changes else None
+        epoch, changed = epoch + 1, {}
+        las.observe(ClusterSnapshot(nodes(1, 1), tuple(live.values()), changes=delta), now)
+
+    seen: dict[str, int] = {}  # running id -> its attempt at the last pass
+    for _ in range(60):
+        for _ in range(rng.randint(0, 12)):
+            serial += 1
+            live[f"j{serial}"] = changed[f"j{serial}"] = pending(f"j{serial}", R50_16)
+        for job_id, job in list(live.items()):
+            roll = rng.random()
+            if roll < 0.1:
+                del live[job_id]  # finished: forgotten
+                changed[job_id] = None
+                expect.pop(job_id, None)
+            elif roll < 0.5 and job.state is JobState.PENDING:
+                gpus = tuple(f"{job_id}g{k}" for k in range(rng.randint(1, 3)))
+                run = replace(job, state=JobState.RUNNING, gpus=gpus, attempt=job.attempt + 1)
+                live[job_id] = changed[job_id] = run
+            elif roll < 0.6 and job.state is JobState.RUNNING:
+                live[job_id] = changed[job_id] = replace(job, state=JobState.PENDING, gpus=())
+        span = rng.choice([0.5, 60.0, 3600.0])
+        now += span
+        most = max(most, len(live) + sum(j is None for j in changed.values()))  # (before the leavers go)
+        observe()  # (a job running since the last pass in the same attempt gains GPUs x span)
+        running = {i: j for i, j in live.items() if j.state is JobState.RUNNING}
+        for job_id, job in running.items():
+            if seen.get(job_id) == job.attempt:
+                expect[job_id] = expect.get(job_id, 0.0) + len(job.gpus) * span
+        seen = {i: j.attempt for i, j in running.items()}
+    # (seen whole, the ledger forgets the jobs that left once it holds more than are live)
+    kept = las.service if with_changes else {k: v for k, v in las.service.items() if k in live}
+    assert serial > 256 and kept == expect
+    assert len(las.columns.slots) <= len(live) and len(las.columns.views) <= max(64, 2 * most)
 
 
 @pytest.mark.parametrize("base, factor, levels", [(0.0, 4.0, 5), (3600.0, 1.0, 5), (3600.0, 4.0, 0)])
