@@ -28,7 +28,6 @@ points grew by a quarter (at least 4 new), so each job is fitted O(log reports) 
 from __future__ import annotations
 
 import math
-import operator
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +46,6 @@ MAX_RESIDUAL = 0.05  # RMS residual of the fit / mean loss
 MAX_DRIFT = 0.10  # relative change of the convergence step between consecutive fits
 MIN_INTERVALS = 3  # intervals with progress needed for a speed
 _FITTABLE = max(FIT_POINTS, MIN_POINTS)  # loss points a fit needs
-_ROW = operator.attrgetter("row")
 
 
 @dataclass(slots=True, eq=False)
@@ -130,6 +128,7 @@ class RemainingWork:
     due: set[str] = field(default_factory=set)  # ids whose fit came due since the last refit
     reports: Reported = field(default_factory=Reported, repr=False)
     fittable: set[str] = field(default_factory=set, repr=False)  # ids with enough loss points
+    rows: dict[str, int] = field(default_factory=dict, repr=False)  # id -> its track's report row
 
     def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
         self.observe_many(((job_id, step, loss, now),))
@@ -174,14 +173,15 @@ class RemainingWork:
         track = self.tracks.get(job_id)
         if track is None:
             track = self.tracks[job_id] = _Track(self.reports, self.reports.take())
+            self.rows[job_id] = track.row
         return track
 
     def _rows(self, ids: Sequence[str]) -> NDArray[np.intp]:
         """The report rows of ``ids``, tracks made for the new ones."""
-        found = list(map(self.tracks.get, ids))
-        if None in found:
-            found = [t if t is not None else self._track(i) for i, t in zip(ids, found, strict=True)]
-        return np.fromiter(map(_ROW, found), np.intp, len(ids))
+        rows = np.fromiter(map(self.rows.get, ids, repeat(-1)), np.intp, len(ids))
+        for k in np.flatnonzero(rows < 0).tolist():
+            rows[k] = self._track(ids[k]).row
+        return rows
 
     def refit(self, jobs: Mapping[str, Job]) -> None:
         """Work out the estimate (so the due fit) of each job of ``jobs`` whose fit came due; the
@@ -215,6 +215,8 @@ class RemainingWork:
         """Drop the tracks of ``gone`` (jobs that left); their report rows are given again."""
         rows = [t.row for t in map(self.tracks.pop, gone, repeat(None)) if t is not None]
         if rows:
+            for i in gone:
+                self.rows.pop(i, None)
             self.due.difference_update(gone)
             self.fittable.difference_update(gone)
             self.reports.free(rows)
@@ -224,6 +226,7 @@ class RemainingWork:
         if len(self.tracks) > len(keep):
             gone = [t.row for k, t in self.tracks.items() if k not in keep]
             self.tracks = {k: v for k, v in self.tracks.items() if k in keep}
+            self.rows = {k: t.row for k, t in self.tracks.items()}
             self.due &= keep
             self.fittable &= keep
             self.reports.free(gone)

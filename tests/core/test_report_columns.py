@@ -71,7 +71,7 @@ def test_a_round_of_reports_as_columns_is_the_same_reports_one_by_one() -> None:
             assert not set(gone) & cols.tracks.keys() and cols.reports.held == len(cols.tracks)
             gone.clear()
         assert {k: t.state() for k, t in cols.tracks.items()} == {k: t.state() for k, t in one.tracks.items()}
-        assert cols.due == one.due
+        assert cols.due == one.due and cols.rows == {k: t.row for k, t in cols.tracks.items()}
     assert len(cols.reports.adds) > 64  # (the columns grew)
     jobs = [pending(i, R50, total_steps=0 if k % 2 else 90_000) for k, i in enumerate(live)]
     left = [cols.gpu_s_left(j) for j in jobs]
