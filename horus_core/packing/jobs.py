@@ -39,6 +39,7 @@ _INT31 = 1 << 31
 _INT64_MAX = (1 << 63) - 1
 _KNOWN = ("measured", "table")
 _SPEEDS_KEPT = 1024
+_BEYOND = np.iinfo(np.int32).max  # ``reach`` of a job shaped over nodes: more than any node has
 
 
 class Interner:
@@ -90,6 +91,7 @@ class Live:
     a_slots: list[int]  # slot of each active job (``a_slot``: the same as an array)
     profiles: Profiles = field(init=False)
     duplicates: bool = False  # one job id twice with different specs
+    a_versions: I64 | None = None  # each active job's version, where the scan read them
 
     @cached_property
     def a_slot(self) -> Ix:
@@ -146,7 +148,7 @@ class JobTable:
         self.steps: I64 = np.empty(cap, np.int64)
         self.floor: F64 = np.empty(cap, np.float64)  # spec.min_speed
         self.sub: F64 = np.empty(cap, np.float64)  # the job's submitted_at (confirmed with the spec)
-        self.shaped: B = np.empty(cap, np.bool_)  # spec's gang shape asks for 2+ nodes
+        self.reach: I32 = np.empty(cap, np.int32)  # GPUs it needs on one node (shaped over nodes: beyond any)
         self.hint: I32 = np.empty(cap, np.int32)  # job_type + hints (model.profile may register them)
         self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
         self._speeds: dict[tuple[object, ...], F64] = {}
@@ -171,7 +173,7 @@ class JobTable:
         pending, active = split
         seq = [*pending, *active]
         given = self._numbers(changes, len(seq))
-        got, missed = self._lookup(seq, given)
+        got, missed, versions = self._lookup(seq, given)
         overwrote = False
         if missed:
             _check_gpus(missed)
@@ -182,7 +184,9 @@ class JobTable:
         if given is not None:
             self._by_number[given[0]] = got
         p_slot, a_slot = got[: len(pending)], got[len(pending) :]
-        live = Live(self, list(pending), p_slot, list(active), a_slot.tolist())
+        live = Live(
+            self, list(pending), p_slot, list(active), a_slot.tolist(), a_versions=versions[len(pending) :]
+        )
         if overwrote:  # a spec changed under an id: is one id there twice with two specs?
             live.duplicates = len(np.union1d(p_slot, a_slot)) < len(p_slot) + len(a_slot)
             self.placed = PlacedGpus()  # records name slots whose meaning changed
@@ -213,8 +217,9 @@ class JobTable:
         out: I64 = numbers - self._base
         return out, changes.versions
 
-    def _lookup(self, jobs: list[Job], given: tuple[I64, I64] | None = None) -> tuple[Ix, list[Job]]:
-        """Each job's slot, and the jobs to claim one for (their slot: -k for the k-th).
+    def _lookup(self, jobs: list[Job], given: tuple[I64, I64] | None = None) -> tuple[Ix, list[Job], I64]:
+        """Each job's slot, the jobs to claim one for (their slot: -k for the k-th), and each
+        job's version.
 
         A job keeps its slot while its spec stays the same: checked only when its version is
         not the one its slot was last confirmed at (a spec never changes after submission).
@@ -241,7 +246,7 @@ class JobTable:
             else:
                 missed.append(job)
                 got[i] = -len(missed)  # resolved by the caller
-        return got, missed
+        return got, missed, version
 
     def _claim(self, missed: list[Job]) -> tuple[Ix, bool]:
         """Slots for the missed jobs (new at the end, else their old one), and whether an old
@@ -271,7 +276,19 @@ class JobTable:
         return claimed, overwrote
 
     def _grow(self) -> None:
-        columns = ("code", "tcode", "gpus", "excl", "prio", "steps", "floor", "sub", "hint", "shaped", "seen")
+        columns = (
+            "code",
+            "tcode",
+            "gpus",
+            "excl",
+            "prio",
+            "steps",
+            "floor",
+            "sub",
+            "hint",
+            "reach",
+            "seen",
+        )
         for name in columns:
             old = getattr(self, name)
             new = np.empty(2 * len(old), old.dtype)
@@ -297,7 +314,9 @@ class JobTable:
         self.excl[at] = [sp.exclusive for sp in specs]
         self.floor[at] = [sp.min_speed for sp in specs]
         self.sub[at] = [j.submitted_at for j in missed]
-        self.shaped[at] = [sp.nodes > 1 or 0 < sp.gpus_per_node < sp.gpus for sp in specs]
+        self.reach[at] = [
+            _BEYOND if sp.nodes > 1 or 0 < sp.gpus_per_node < sp.gpus else sp.gpus for sp in specs
+        ]  # (a gang shape asking for 2+ nodes: wide on any node)
 
     def speeds(
         self,

@@ -17,6 +17,7 @@ from collections.abc import Set as AbstractSet
 from itertools import compress
 
 import numpy as np
+from numpy.typing import NDArray
 
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, NodeState, Wait
 from horus_core.packing.cluster import ClusterLayout, gpu_type
@@ -25,20 +26,21 @@ from horus_core.policies import spread
 from horus_core.policies.base import arrival_order, busy_gpu_uuids
 
 _ID = operator.attrgetter("id")
+Ix = NDArray[np.intp]
 
 
 def has_wide(live: Live, layout: ClusterLayout) -> bool:
     """Whether any live job (pending or active) is wide: the cheap test run every pass."""
-    table, largest = live.table, layout.largest_node
+    largest = layout.largest_node
     if largest == 0:
         return False  # no ready GPU: every job waits with the kernel's reason
-    p, a = live.p_slot, live.a_slot
-    return bool(
-        (table.gpus[p] > largest).any()
-        or table.shaped[p].any()
-        or (table.gpus[a] > largest).any()
-        or table.shaped[a].any()
-    )
+    return bool(_wide(live, live.p_slot, largest).any() or _wide(live, live.a_slot, largest).any())
+
+
+def _wide(live: Live, slots: Ix, largest: int) -> NDArray[np.bool_]:
+    """Per job of ``slots``: wider than every node (``largest`` GPUs), or shaped over nodes."""
+    reach: NDArray[np.bool_] = live.table.reach[slots] > largest
+    return reach
 
 
 def split(snapshot: ClusterSnapshot) -> tuple[list[Action], ClusterSnapshot]:
@@ -55,10 +57,9 @@ def split(snapshot: ClusterSnapshot) -> tuple[list[Action], ClusterSnapshot]:
 
 def wide_of(live: Live, layout: ClusterLayout) -> tuple[list[Job], list[Job]]:
     """The wide pending and active jobs of a pass, from the job table's arrays."""
-    table, largest = live.table, layout.largest_node
-    p, a = live.p_slot, live.a_slot
-    pw = np.flatnonzero((table.gpus[p] > largest) | table.shaped[p]).tolist()
-    aw = np.flatnonzero((table.gpus[a] > largest) | table.shaped[a]).tolist() if len(a) else []
+    largest = layout.largest_node
+    pw = np.flatnonzero(_wide(live, live.p_slot, largest)).tolist()
+    aw = np.flatnonzero(_wide(live, live.a_slot, largest)).tolist()
     return [live.pending[i] for i in pw], [live.active[i] for i in aw]
 
 
@@ -66,9 +67,9 @@ def narrowed(live: Live, layout: ClusterLayout) -> Live:
     """``live`` without its wide pending jobs: what a scan of :func:`place_wide`'s snapshot
     gives (pending jobs in snapshot order, the same active jobs), with no second scan."""
     table, p = live.table, live.p_slot
-    keep = np.flatnonzero(~((table.gpus[p] > layout.largest_node) | table.shaped[p]))
+    keep = np.flatnonzero(~_wide(live, p, layout.largest_node))
     out = Live(table, list(map(live.pending.__getitem__, keep.tolist())), p[keep], live.active, live.a_slots,
-               duplicates=live.duplicates)  # fmt: skip
+               duplicates=live.duplicates, a_versions=live.a_versions)  # fmt: skip
     out.profiles = live.profiles
     return out
 

@@ -177,6 +177,22 @@ def test_packing_policies_never_share_a_gpu_with_a_gang_over_nodes(name: str) ->
     assert used and all(u.startswith("n2") for u in used), actions
 
 
+@pytest.mark.parametrize("name", ["binpack", "horus", "lucid", "gandiva", "horus+"])
+def test_packing_policies_spread_a_gang_shaped_over_nodes_that_one_node_could_hold(name: str) -> None:
+    """A 4-GPU gang asking for 2 per node is wide though every node has 4 GPUs: it is placed
+    apart (2 + 2, over two nodes), and a running one shares its GPUs with nobody."""
+    r18 = "ResNet-18 (batch size 16)"
+    shaped = JobSpec(("t",), gpus=4, gpus_per_node=2, job_type=r18)
+    new = replace(pending("new", r18, gpus=4, at=0.0), spec=shaped)
+    (start,) = make_policy(name).decide(ClusterSnapshot(nodes(3, 4), (new,)), 10.0)
+    assert isinstance(start, Assign) and len({g.split("g")[0] for g in start.gpus}) == 2
+    gang = replace(running("g", r18, ("n0g0", "n0g1", "n1g0", "n1g1"), "n0"), spec=shaped)
+    small = [pending(f"s{i}", r18, at=float(i)) for i in range(6)]
+    actions = make_policy(name).decide(ClusterSnapshot(nodes(3, 4), (gang, *small)), 10.0)
+    used = [u for a in actions if isinstance(a, Assign) for u in a.gpus]
+    assert used and not set(used) & set(gang.gpus), actions
+
+
 @settings(max_examples=150, deadline=None)
 @given(FreeSets, st.lists(st.integers(1, 20), min_size=1, max_size=8))
 def test_a_pool_taken_from_answers_as_a_fresh_one(sets: list[tuple[int, str]], needs: list[int]) -> None:
