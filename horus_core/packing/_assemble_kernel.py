@@ -75,3 +75,18 @@ def classes_and_residents(
     for i in range(q_slot.shape[0]):
         job_cls[i], n_cls = _class(hkeys, hvals, keys, n_cls, code[q_slot[i]], gpus[q_slot[i]], split)
     return keys[:n_cls].copy(), job_cls, nres, res, ex
+
+
+@numba.njit(cache=True, nogil=True)
+def code_floors(
+    a_slot: Ix, q_slot: Ix, code: I32, floor: NDArray[np.float64], n_codes: int
+) -> NDArray[np.float64]:
+    """The highest floor per signature code over the active jobs then the queue (0: none),
+    as ``numpy.maximum.at`` leaves it (a NaN floor stays)."""
+    out = np.zeros(n_codes, np.float64)
+    for slots in (a_slot, q_slot):
+        for k in range(slots.shape[0]):
+            c, f = code[slots[k]], floor[slots[k]]
+            m = out[c]
+            out[c] = m if m >= f else (f if f > m else np.nan)
+    return out

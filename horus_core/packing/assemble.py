@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
-from horus_core.packing._assemble_kernel import BIAS, SHIFT, classes_and_residents
+from horus_core.packing._assemble_kernel import BIAS, SHIFT, classes_and_residents, code_floors
 from horus_core.packing.build import PairFilter
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
@@ -34,7 +34,7 @@ def assemble(
     problem and the job classes (signature, GPUs or 0)."""
     table = live.table
     q_slot = live.p_slot[queue]
-    rec = table.placed.records(layout, live.active, live.a_slots)
+    rec = table.placed.records(layout, live.active, live.a_slots, live.a_versions)
     ordered, job_cls, nres, res, excl = classes_and_residents(
         rec, len(live.active), q_slot, table.code, table.gpus, table.excl, layout.n_gpus, split_by_gpus
     )
@@ -66,8 +66,6 @@ def _floors(live: Live, q_slot: Ix, codes: NDArray[np.int64]) -> NDArray[np.floa
     """:func:`~horus_core.packing.build.class_floors`: the highest floor per signature code
     over the active jobs and the queue, for each class."""
     table = live.table
-    slots = np.concatenate([live.a_slot, q_slot])
-    by_code = np.zeros(len(table.sigs.names), np.float64)
-    np.maximum.at(by_code, table.code[slots], table.floor[slots])
+    by_code = code_floors(live.a_slot, q_slot, table.code, table.floor, len(table.sigs.names))
     out: NDArray[np.float64] = by_code[codes]
     return out

@@ -33,15 +33,18 @@ class PlacedGpus:
         self._version: I64 = np.full(0, _NONE, np.int64)  # per table slot: the version its record is of
         self._record: list[bytes] = []  # per table slot: that record (b"": none)
 
-    def records(self, layout: ClusterLayout, active: Sequence[Job], slots: Sequence[int]) -> I64:
+    def records(
+        self, layout: ClusterLayout, active: Sequence[Job], slots: Sequence[int], versions: I64 | None = None
+    ) -> I64:
         """The active jobs' records (``slots``: each one's table slot, which stands for its id
-        while the table keeps it), in order, as one array."""
+        while the table keeps it; ``versions``: each one's version, where the caller read them),
+        in order, as one array."""
         if layout is not self._layout:
             self._layout, self._version, self._record = layout, np.full(0, _NONE, np.int64), []  # start over
         at = np.asarray(slots, np.intp)
         if len(at) and int(at.max()) >= len(self._record):
             self._grow(int(at.max()) + 1)
-        version = np.fromiter(map(_VERSION, active), np.int64, len(active))
+        version = np.fromiter(map(_VERSION, active), np.int64, len(active)) if versions is None else versions
         miss = np.flatnonzero(self._version[at] != version)
         if len(miss):
             self._encode(miss.tolist(), slots, version, layout.index, active)
