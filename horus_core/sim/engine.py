@@ -71,6 +71,7 @@ class Simulator:
         self.by_id = {j.id: j for j in self.jobs}
         self.live: dict[str, Job] = {}  # what policies see: pending and active jobs, arrival order
         self.running: dict[int, SimJob] = {}  # the active jobs by index (live's order is theirs)
+        self._shuffled = False  # ``running`` not in index order (a job started behind a later one)
         self.lookup = SimLookup(self.live, self.world)
         self.heap: list[tuple[float, int, int]] = []  # (time, job idx, job version) completions
         self.progress = progress
@@ -252,7 +253,9 @@ class Simulator:
     def _report_progress(self, observer: ProgressObserver, t: float) -> None:
         """What the live master hears from running jobs: their step and (elastic) loss, every
         active job settled to ``t``, in the snapshot's order (arrival: the jobs' indices)."""
-        order = sorted(self.running)
+        if self._shuffled:  # (most jobs start on arrival, after every running one: kept in order)
+            self.running, self._shuffled = dict(sorted(self.running.items())), False
+        order = list(self.running)
         steps = self.cols.settle_many(np.array(order, np.intp), t, self.config.slow_threshold)
         ids = list(map(self.ids.__getitem__, order))
         losses = list(map(self.losses.loss, map(self.jobs.__getitem__, order))) if self.curves else None
@@ -290,6 +293,8 @@ class Simulator:
         if job.first_start is None:
             job.first_start = t
         self.world.place(job)
+        if self.running and job.idx < next(reversed(self.running)):
+            self._shuffled = True
         self.running[job.idx] = job
         self._set_view(job, job.running_view(t, tuple(action.gpus), action.predicted_slowdown))
         self.pending -= 1

@@ -5,6 +5,7 @@ specs that carry no length, so the remaining-work order learns lengths only from
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -67,3 +68,31 @@ def test_loss_curves_and_hidden_lengths_report_as_a_job_without_total_steps() ->
 def test_simconfig_flags_default_off() -> None:
     cfg = SimConfig()
     assert (cfg.loss_curves, cfg.hide_total_steps) == (False, False)
+
+
+def test_each_rounds_reports_come_in_the_jobs_order_even_when_a_job_starts_behind_later_ones() -> None:
+    """The reports of a round come in the snapshot's order (the jobs' indices), also after a job
+    (stopped, or left waiting) starts again behind jobs that arrived after it."""
+    jobs = [TraceJob(R50, 4 if i % 3 == 0 else 1, 400_000 * (1 + i % 4), 300.0 * i) for i in range(16)]
+    policy = horus.make(default_model())
+    sim = Simulator(jobs, build_cluster("v100:4"), policy, default_model(), SimConfig())
+    work = policy.las.work  # type: ignore[union-attr]
+    assert work is not None
+    rounds: list[list[str]] = []
+    observe_columns = work.observe_columns
+
+    def spy(
+        ids: Sequence[str], steps: NDArray[np.float64], losses: Sequence[float | None] | None, now: float
+    ) -> None:
+        rounds.append(list(ids))
+        observe_columns(ids, steps, losses, now)
+
+    work.observe_columns = spy  # type: ignore[method-assign]
+    sim.run()
+    index = {j.id: j.idx for j in sim.jobs}
+    assert all(r == sorted(r, key=index.__getitem__) for r in rounds)
+    behind = sum(
+        1 for before, now in pairwise(rounds) for i in set(now) - set(before)
+        if before and index[i] < max(map(index.__getitem__, before))
+    )  # fmt: skip
+    assert behind > 0 and sim.finished == len(jobs)
