@@ -23,7 +23,7 @@ from itertools import count, repeat
 
 import numpy as np
 
-from horus_core.model import Assign, ClusterSnapshot, Job, JobChanges, Node, Preempt
+from horus_core.model import Assign, Job, JobChanges, Node, Preempt
 from horus_core.policies.base import Policy
 from horus_core.policies.checks import check_actions
 from horus_core.policies.optimus.history import (
@@ -38,6 +38,7 @@ from horus_core.sim.lookup import SimLookup
 from horus_core.sim.prepare import prepare_jobs
 from horus_core.sim.rates import RateCache, RateModel, SimulationError
 from horus_core.sim.scaling import crossing
+from horus_core.sim.split import I64, InOrder, split_snapshot
 from horus_core.sim.state import ACTIVE, DONE, PENDING, SimJob, record_of
 from horus_core.sim.traces import TraceJob
 from horus_core.sim.world import World
@@ -70,8 +71,7 @@ class Simulator:
         self.world = World(nodes, self.rates, self.config.slow_threshold)
         self.by_id = {j.id: j for j in self.jobs}
         self.live: dict[str, Job] = {}  # what policies see: pending and active jobs, arrival order
-        self.running: dict[int, SimJob] = {}  # the active jobs by index (live's order is theirs)
-        self._shuffled = False  # ``running`` not in index order (a job started behind a later one)
+        self.running, self.waiting = InOrder(), InOrder()  # the active and the pending jobs (live's order)
         self.lookup = SimLookup(self.live, self.world)
         self.heap: list[tuple[float, int, int]] = []  # (time, job idx, job version) completions
         self.progress = progress
@@ -208,12 +208,12 @@ class Simulator:
     def _arrive(self, job: SimJob, t: float) -> None:
         job.status = PENDING
         job.last = t
-        self._set_view(job, job.pending_view(t, "queued"))
+        self._set_view(job, job.pending_view(t, "queued"), self.waiting)
         self.pending += 1
 
     def _complete(self, job: SimJob, t: float) -> None:
         self.world.remove(job, t)
-        del self.running[job.idx]
+        self.running.drop(job.idx)
         job.done_steps = job.steps
         job.status = DONE
         job.finish = t
@@ -224,7 +224,7 @@ class Simulator:
     def _round(self, t: float) -> None:
         if self.observer is not None:
             self._report_progress(self.observer, t)
-        snapshot = ClusterSnapshot(self.world.nodes, tuple(self.live.values()), changes=self._handout())
+        snapshot = split_snapshot(self.world.nodes, self.live, self.waiting, self.running, self._handout)
         started = time.perf_counter()
         actions = self.policy.decide(snapshot, t)
         self.decide_s.append(time.perf_counter() - started)
@@ -243,20 +243,20 @@ class Simulator:
             follow = t + self.config.poke_s
             self.deferred = follow if self.deferred is None else min(self.deferred, follow)
 
-    def _handout(self) -> JobChanges:
+    def _handout(self, numbers: I64, versions: I64) -> JobChanges:
         """The live jobs changed since the last round's snapshot, as the master's live index hands
-        them out (policies' ledgers follow them instead of walking every live job)."""
+        them out (policies' ledgers follow them instead of walking every live job), with the
+        snapshot's pending then active jobs' numbers (indices) and versions."""
         base, self.epoch = self.epoch, self.epoch + 1
         changed, self.changed = self.changed, {}
-        return JobChanges(self.source, base, self.epoch, changed)
+        return JobChanges(self.source, base, self.epoch, changed, numbers, versions)
 
     def _report_progress(self, observer: ProgressObserver, t: float) -> None:
         """What the live master hears from running jobs: their step and (elastic) loss, every
         active job settled to ``t``, in the snapshot's order (arrival: the jobs' indices)."""
-        if self._shuffled:  # (most jobs start on arrival, after every running one: kept in order)
-            self.running, self._shuffled = dict(sorted(self.running.items())), False
-        order = list(self.running)
-        steps = self.cols.settle_many(np.array(order, np.intp), t, self.config.slow_threshold)
+        numbers = self.running.numbers()
+        order = numbers.tolist()
+        steps = self.cols.settle_many(numbers.astype(np.intp), t, self.config.slow_threshold)
         ids = list(map(self.ids.__getitem__, order))
         losses = list(map(self.losses.loss, map(self.jobs.__getitem__, order))) if self.curves else None
         if self.columns is not None:
@@ -293,10 +293,8 @@ class Simulator:
         if job.first_start is None:
             job.first_start = t
         self.world.place(job)
-        if self.running and job.idx < next(reversed(self.running)):
-            self._shuffled = True
-        self.running[job.idx] = job
-        self._set_view(job, job.running_view(t, tuple(action.gpus), action.predicted_slowdown))
+        self.waiting.drop(job.idx)
+        self._set_view(job, job.running_view(t, tuple(action.gpus), action.predicted_slowdown), self.running)
         self.pending -= 1
 
     def _preempt(self, job: SimJob, action: Preempt, t: float) -> None:
@@ -311,13 +309,14 @@ class Simulator:
         self._requeue(job, t, action.reason)
 
     def _requeue(self, job: SimJob, t: float, reason: str) -> None:
-        self.running.pop(job.idx, None)
+        self.running.drop(job.idx)
         job.status = PENDING
-        self._set_view(job, job.pending_view(t, reason))
+        self._set_view(job, job.pending_view(t, reason), self.waiting)
         self.pending += 1
 
-    def _set_view(self, job: SimJob, view: Job) -> None:
+    def _set_view(self, job: SimJob, view: Job, joins: InOrder) -> None:
         self.changed[job.id] = self.live[job.id] = job.view = view
+        joins.add(job.idx, view)
 
     def _refresh(self, t: float) -> None:
         changed, evicted = self.world.refresh(t)
