@@ -34,7 +34,7 @@ def assemble(
     problem and the job classes (signature, GPUs or 0)."""
     table = live.table
     q_slot = live.p_slot[queue]
-    rec = table.placed.records(layout, live.active, live.a_slots, live.a_versions)
+    rec = table.placed.records(layout, live.active, live.a_slot, live.a_versions)
     ordered, job_cls, nres, res, excl = classes_and_residents(
         rec, len(live.active), q_slot, table.code, table.gpus, table.excl, layout.n_gpus, split_by_gpus
     )

@@ -88,14 +88,15 @@ class Live:
     pending: list[Job]
     p_slot: Ix
     active: list[Job]
-    a_slots: list[int]  # slot of each active job (``a_slot``: the same as an array)
+    a_slot: Ix  # slot of each active job (``a_slots``: the same as a list)
     profiles: Profiles = field(init=False)
     duplicates: bool = False  # one job id twice with different specs
     a_versions: I64 | None = None  # each active job's version, where the scan read them
 
     @cached_property
-    def a_slot(self) -> Ix:
-        return np.array(self.a_slots, np.intp)
+    def a_slots(self) -> list[int]:
+        out: list[int] = self.a_slot.tolist()
+        return out
 
     @cached_property
     def p_code(self) -> I32:
@@ -184,9 +185,7 @@ class JobTable:
         if given is not None:
             self._by_number[given[0]] = got
         p_slot, a_slot = got[: len(pending)], got[len(pending) :]
-        live = Live(
-            self, list(pending), p_slot, list(active), a_slot.tolist(), a_versions=versions[len(pending) :]
-        )
+        live = Live(self, list(pending), p_slot, list(active), a_slot, a_versions=versions[len(pending) :])
         if overwrote:  # a spec changed under an id: is one id there twice with two specs?
             live.duplicates = len(np.union1d(p_slot, a_slot)) < len(p_slot) + len(a_slot)
             self.placed = PlacedGpus()  # records name slots whose meaning changed

@@ -21,6 +21,7 @@ from horus_core.model import Job
 from horus_core.packing.cluster import ClusterLayout
 
 I64 = NDArray[np.int64]
+Ix = NDArray[np.intp]
 _VERSION = operator.attrgetter("version")
 # "No record" for a slot: a value no job version takes (stored ones count up from 0, the views a
 # pass places count down from -2: horus_core/policies/_placed.py), so none reads a missing record.
@@ -34,14 +35,14 @@ class PlacedGpus:
         self._record: list[bytes] = []  # per table slot: that record (b"": none)
 
     def records(
-        self, layout: ClusterLayout, active: Sequence[Job], slots: Sequence[int], versions: I64 | None = None
+        self, layout: ClusterLayout, active: Sequence[Job], at: Ix, versions: I64 | None = None
     ) -> I64:
-        """The active jobs' records (``slots``: each one's table slot, which stands for its id
+        """The active jobs' records (``at``: each one's table slot, which stands for its id
         while the table keeps it; ``versions``: each one's version, where the caller read them),
         in order, as one array."""
         if layout is not self._layout:
             self._layout, self._version, self._record = layout, np.full(0, _NONE, np.int64), []  # start over
-        at = np.asarray(slots, np.intp)
+        slots: list[int] = at.tolist()
         if len(at) and int(at.max()) >= len(self._record):
             self._grow(int(at.max()) + 1)
         version = np.fromiter(map(_VERSION, active), np.int64, len(active)) if versions is None else versions

@@ -108,7 +108,6 @@ class Simulator:
         self.changed: dict[str, Job | None] = {}  # live jobs changed since the last round's snapshot
         self.source, self.epoch = f"sim-{next(_SOURCES)}", 0  # (names the changes handed out)
         self.curves = any(j.curve is not None for j in self.jobs)  # whether any job reports a loss
-        self.ids = [j.id for j in self.jobs]
 
     def _make_elastic(self, nodes: Sequence[Node]) -> int:
         cfg = self.config
@@ -255,10 +254,10 @@ class Simulator:
         """What the live master hears from running jobs: their step and (elastic) loss, every
         active job settled to ``t``, in the snapshot's order (arrival: the jobs' indices)."""
         numbers = self.running.numbers()
-        order = numbers.tolist()
         steps = self.cols.settle_many(numbers.astype(np.intp), t, self.config.slow_threshold)
-        ids = list(map(self.ids.__getitem__, order))
-        losses = list(map(self.losses.loss, map(self.jobs.__getitem__, order))) if self.curves else None
+        ids = list(self.running.ids)
+        jobs = map(self.jobs.__getitem__, numbers.tolist())
+        losses = list(map(self.losses.loss, jobs)) if self.curves else None
         if self.columns is not None:
             self.columns.observe_progress_columns(ids, steps, losses, t)
             return

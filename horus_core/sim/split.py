@@ -17,7 +17,7 @@ Handout = Callable[[I64, I64], JobChanges]  # (numbers, versions) -> the round's
 
 
 class InOrder:
-    """Jobs' indices, versions and views, sorted by index (most jobs join last: arrivals, and
+    """Jobs' indices, versions, views and ids, sorted by index (most jobs join last: arrivals, and
     jobs that start after every running one)."""
 
     def __init__(self) -> None:
@@ -25,6 +25,7 @@ class InOrder:
         self._at: I64 = np.empty(64, np.int64)  # indices, ascending (the first ``_n``)
         self._ver: I64 = np.empty(64, np.int64)  # their views' versions
         self.views: list[Job] = []  # their views
+        self.ids: list[str] = []  # their ids
 
     def __len__(self) -> int:
         return self._n
@@ -34,7 +35,7 @@ class InOrder:
         n, at = self._n, self._at
         i = n if n == 0 or at[n - 1] < idx else int(np.searchsorted(at[:n], idx))
         if i < n and at[i] == idx:
-            self._ver[i], self.views[i] = view.version, view
+            self._ver[i], self.views[i], self.ids[i] = view.version, view, view.id
             return
         if n == len(at):
             self._at, self._ver = np.resize(at, 2 * n), np.resize(self._ver, 2 * n)
@@ -43,6 +44,7 @@ class InOrder:
             at[i + 1 : n + 1], ver[i + 1 : n + 1] = at[i:n].copy(), ver[i:n].copy()
         at[i], ver[i] = idx, view.version
         self.views.insert(i, view)
+        self.ids.insert(i, view.id)
         self._n = n + 1
 
     def drop(self, idx: int) -> None:
@@ -51,7 +53,7 @@ class InOrder:
         if i == n or at[i] != idx:
             return
         at[i : n - 1], self._ver[i : n - 1] = at[i + 1 : n].copy(), self._ver[i + 1 : n].copy()
-        del self.views[i]
+        del self.views[i], self.ids[i]
         self._n = n - 1
 
     def numbers(self) -> I64:

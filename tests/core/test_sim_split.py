@@ -69,5 +69,5 @@ def test_in_order_keeps_indices_sorted_through_any_joins_and_leaves() -> None:
             held.pop(idx, None)
         order = sorted(held)
         assert kept.numbers().tolist() == order and len(kept) == len(order)
-        assert kept.views == [held[i] for i in order]
+        assert kept.views == [held[i] for i in order] and kept.ids == [held[i].id for i in order]
         assert kept.versions().tolist() == [held[i].version for i in order]
