@@ -256,8 +256,9 @@ class Simulator:
         numbers = self.running.numbers()
         steps = self.cols.settle_many(numbers.astype(np.intp), t, self.config.slow_threshold)
         ids = list(self.running.ids)
-        jobs = map(self.jobs.__getitem__, numbers.tolist())
-        losses = list(map(self.losses.loss, jobs)) if self.curves else None
+        losses = None
+        if self.curves:  # (the jobs themselves only where a loss is reported)
+            losses = list(map(self.losses.loss, map(self.jobs.__getitem__, numbers.tolist())))
         if self.columns is not None:
             self.columns.observe_progress_columns(ids, steps, losses, t)
             return
