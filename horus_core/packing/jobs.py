@@ -89,9 +89,9 @@ class Live:
     p_slot: Ix
     active: list[Job]
     a_slot: Ix  # slot of each active job (``a_slots``: the same as a list)
+    a_versions: I64  # each active job's version, as the scan read them
     profiles: Profiles = field(init=False)
     duplicates: bool = False  # one job id twice with different specs
-    a_versions: I64 | None = None  # each active job's version, where the scan read them
 
     @cached_property
     def a_slots(self) -> list[int]:
@@ -185,7 +185,7 @@ class JobTable:
         if given is not None:
             self._by_number[given[0]] = got
         p_slot, a_slot = got[: len(pending)], got[len(pending) :]
-        live = Live(self, list(pending), p_slot, list(active), a_slot, a_versions=versions[len(pending) :])
+        live = Live(self, list(pending), p_slot, list(active), a_slot, versions[len(pending) :])
         if overwrote:  # a spec changed under an id: is one id there twice with two specs?
             live.duplicates = len(np.union1d(p_slot, a_slot)) < len(p_slot) + len(a_slot)
             self.placed = PlacedGpus()  # records name slots whose meaning changed

@@ -11,7 +11,6 @@ when the layout changes (the job table starts a new one when it reuses slots).
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,7 +21,6 @@ from horus_core.packing.cluster import ClusterLayout
 
 I64 = NDArray[np.int64]
 Ix = NDArray[np.intp]
-_VERSION = operator.attrgetter("version")
 # "No record" for a slot: a value no job version takes (stored ones count up from 0, the views a
 # pass places count down from -2: horus_core/policies/_placed.py), so none reads a missing record.
 _NONE = np.iinfo(np.int64).min
@@ -34,18 +32,15 @@ class PlacedGpus:
         self._version: I64 = np.full(0, _NONE, np.int64)  # per table slot: the version its record is of
         self._record: list[bytes] = []  # per table slot: that record (b"": none)
 
-    def records(
-        self, layout: ClusterLayout, active: Sequence[Job], at: Ix, versions: I64 | None = None
-    ) -> I64:
+    def records(self, layout: ClusterLayout, active: Sequence[Job], at: Ix, version: I64) -> I64:
         """The active jobs' records (``at``: each one's table slot, which stands for its id
-        while the table keeps it; ``versions``: each one's version, where the caller read them),
-        in order, as one array."""
+        while the table keeps it; ``version``: each one's version, as the caller read them), in
+        order, as one array."""
         if layout is not self._layout:
             self._layout, self._version, self._record = layout, np.full(0, _NONE, np.int64), []  # start over
         slots: list[int] = at.tolist()
         if len(at) and int(at.max()) >= len(self._record):
             self._grow(int(at.max()) + 1)
-        version = np.fromiter(map(_VERSION, active), np.int64, len(active)) if versions is None else versions
         miss = np.flatnonzero(self._version[at] != version)
         if len(miss):
             self._encode(miss.tolist(), slots, version, layout.index, active)

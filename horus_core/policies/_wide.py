@@ -69,7 +69,7 @@ def narrowed(live: Live, layout: ClusterLayout) -> Live:
     table, p = live.table, live.p_slot
     keep = np.flatnonzero(~_wide(live, p, layout.largest_node))
     out = Live(table, list(map(live.pending.__getitem__, keep.tolist())), p[keep], live.active, live.a_slot,
-               duplicates=live.duplicates, a_versions=live.a_versions)  # fmt: skip
+               live.a_versions, duplicates=live.duplicates)  # fmt: skip
     out.profiles = live.profiles
     return out
 
