@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.model import Job
+from horus_core.policies.numbering import Numbered, Numbering
 from horus_core.policies.optimus.fit import MIN_POINTS, fit_loss_curve
 from horus_core.policies.optimus.history import ProgressHistory, Report
 from horus_core.policies.reported import Reported
@@ -129,6 +130,7 @@ class RemainingWork:
     reports: Reported = field(default_factory=Reported, repr=False)
     fittable: set[str] = field(default_factory=set, repr=False)  # ids with enough loss points
     rows: dict[str, int] = field(default_factory=dict, repr=False)  # id -> its track's report row
+    numbering: Numbering = field(default_factory=lambda: Numbering(), repr=False)  # number -> row
 
     def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
         self.observe_many(((job_id, step, loss, now),))
@@ -145,13 +147,15 @@ class RemainingWork:
         steps: NDArray[np.float64],
         losses: Sequence[float | None] | None,
         now: float,
+        numbered: Numbered | None = None,
     ) -> None:
         """One report per job of ``ids`` (distinct), all made at ``now``: the step of each and
         its loss (``losses`` None: no job reported one). The same as :meth:`observe_many` of
-        those reports, in bulk."""
+        those reports, in bulk. ``numbered``: the source's numbers of those jobs
+        (:class:`Numbering`), which find their rows as array reads."""
         if not ids:
             return
-        rows = self._rows(ids)
+        rows = self._rows(ids) if numbered is None else self.numbering.rows(numbered, ids, self._track)
         kept = self.reports.add_many(rows, steps, now)
         if losses is None and not self.fittable:
             return
@@ -219,6 +223,7 @@ class RemainingWork:
                 self.rows.pop(i, None)
             self.due.difference_update(gone)
             self.fittable.difference_update(gone)
+            self.numbering.free(rows)
             self.reports.free(rows)
 
     def forget(self, keep: set[str]) -> None:
@@ -229,6 +234,7 @@ class RemainingWork:
             self.rows = {k: t.row for k, t in self.tracks.items()}
             self.due &= keep
             self.fittable &= keep
+            self.numbering.free(gone)
             self.reports.free(gone)
 
 
@@ -257,7 +263,8 @@ class HearsProgress:
         steps: NDArray[np.float64],
         losses: Sequence[float | None] | None,
         now: float,
+        numbered: Numbered | None = None,
     ) -> None:
         """A round of reports as columns (the simulator's, before each round)."""
         if (work := self.progress_work()) is not None:
-            work.observe_columns(ids, steps, losses, now)
+            work.observe_columns(ids, steps, losses, now, numbered)

@@ -254,13 +254,13 @@ class Simulator:
         """What the live master hears from running jobs: their step and (elastic) loss, every
         active job settled to ``t``, in the snapshot's order (arrival: the jobs' indices)."""
         numbers = self.running.numbers()
-        steps = self.cols.settle_many(numbers.astype(np.intp), t, self.config.slow_threshold)
+        steps = self.cols.settle_many(numbers.astype(np.intp, copy=False), t, self.config.slow_threshold)
         ids = list(self.running.ids)
         losses = None
         if self.curves:  # (the jobs themselves only where a loss is reported)
             losses = list(map(self.losses.loss, map(self.jobs.__getitem__, numbers.tolist())))
         if self.columns is not None:
-            self.columns.observe_progress_columns(ids, steps, losses, t)
+            self.columns.observe_progress_columns(ids, steps, losses, t, (self.source, numbers))
             return
         reports: list[Report] = list(zip(ids, steps.tolist(), losses or repeat(None), repeat(t)))
         if self.bulk is not None:

@@ -41,7 +41,7 @@ def test_a_round_of_reports_as_columns_is_the_same_reports_one_by_one() -> None:
     given again); some reports are dropped as invalid; losses come for some rounds. Every
     track, estimate and due fit stays the same as the tuple-by-tuple path's."""
     rng = np.random.default_rng(5)
-    one, cols = RemainingWork(), RemainingWork()
+    one, cols, numbered = RemainingWork(), RemainingWork(), RemainingWork()
     steps: dict[str, float] = {}
     live, gone = [f"j{i}" for i in range(40)], []
     born = len(live)
@@ -62,16 +62,21 @@ def test_a_round_of_reports_as_columns_is_the_same_reports_one_by_one() -> None:
             zip(ids, values.tolist(), losses or [None] * len(ids), [now] * len(ids), strict=True)
         )
         cols.observe_columns(ids, values, losses, now)
+        source = "a" if n < 80 else "b"  # (numbers from another source: found by id again)
+        numbered.observe_columns(ids, values, losses, now, (source, np.array([int(i[1:]) for i in ids])))
         if n % 10 == 9:  # the jobs that left are forgotten (all but the live), or dropped by name
-            for work in (one, cols):
+            for work in (one, cols, numbered):
                 if n % 20 == 9:
                     work.forget(set(live))
                 else:
                     work.drop(gone)
             assert not set(gone) & cols.tracks.keys() and cols.reports.held == len(cols.tracks)
             gone.clear()
-        assert {k: t.state() for k, t in cols.tracks.items()} == {k: t.state() for k, t in one.tracks.items()}
-        assert cols.due == one.due and cols.rows == {k: t.row for k, t in cols.tracks.items()}
+        for work in (cols, numbered):
+            assert {k: t.state() for k, t in work.tracks.items()} == {
+                k: t.state() for k, t in one.tracks.items()
+            }
+            assert work.due == one.due and work.rows == {k: t.row for k, t in work.tracks.items()}
     assert len(cols.reports.adds) > 64  # (the columns grew)
     jobs = [pending(i, R50, total_steps=0 if k % 2 else 90_000) for k, i in enumerate(live)]
     left = [cols.gpu_s_left(j) for j in jobs]
@@ -137,9 +142,10 @@ class ColumnReports(TupleReports):
         steps: NDArray[np.float64],
         losses: Sequence[float | None] | None,
         now: float,
+        numbered: tuple[str, NDArray[np.int64]] | None = None,
     ) -> None:
         self.heard += zip(ids, steps.tolist(), losses or [None] * len(ids), [now] * len(ids), strict=True)
-        self.inner.observe_progress_columns(ids, steps, losses, now)
+        self.inner.observe_progress_columns(ids, steps, losses, now, numbered)
 
 
 def test_a_simulation_reporting_as_columns_runs_as_one_reporting_tuples() -> None:

@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from horus_core.interference import default_model
 from horus_core.policies import horus
+from horus_core.policies.numbering import Numbered
 from horus_core.policies.optimus.history import Report
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
 
@@ -39,11 +40,15 @@ def run(**config: Any) -> tuple[Simulator, horus.HorusPolicy, list[tuple[str, fl
         observe_many(reports)
 
     def spy_columns(
-        ids: Sequence[str], steps: NDArray[np.float64], losses: Sequence[float | None] | None, now: float
+        ids: Sequence[str],
+        steps: NDArray[np.float64],
+        losses: Sequence[float | None] | None,
+        now: float,
+        numbered: Numbered | None = None,
     ) -> None:  # (the same, as columns)
         heard.extend((job_id, None if losses is None else losses[i], sim.by_id[job_id].spec.total_steps)
                      for i, job_id in enumerate(ids))  # fmt: skip
-        observe_columns(ids, steps, losses, now)
+        observe_columns(ids, steps, losses, now, numbered)
 
     work.observe_progress, work.observe_many = spy, spy_many  # type: ignore[method-assign]
     work.observe_columns = spy_columns  # type: ignore[method-assign]
@@ -82,10 +87,15 @@ def test_each_rounds_reports_come_in_the_jobs_order_even_when_a_job_starts_behin
     observe_columns = work.observe_columns
 
     def spy(
-        ids: Sequence[str], steps: NDArray[np.float64], losses: Sequence[float | None] | None, now: float
+        ids: Sequence[str],
+        steps: NDArray[np.float64],
+        losses: Sequence[float | None] | None,
+        now: float,
+        numbered: Numbered | None = None,
     ) -> None:
         rounds.append(list(ids))
-        observe_columns(ids, steps, losses, now)
+        assert numbered is not None and numbered[1].tolist() == [sim.by_id[i].idx for i in ids]
+        observe_columns(ids, steps, losses, now, numbered)
 
     work.observe_columns = spy  # type: ignore[method-assign]
     sim.run()

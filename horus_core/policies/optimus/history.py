@@ -42,7 +42,9 @@ class BulkProgressObserver(Protocol):
 class ColumnProgressObserver(Protocol):
     """A policy that takes one round of reports as columns: each job of ``ids`` (distinct) at
     ``steps`` and, unless ``losses`` is None, that loss, all at ``now``; the same as
-    ``observe_progress_many`` of those reports (the simulator, before every round)."""
+    ``observe_progress_many`` of those reports (the simulator, before every round). ``numbered``:
+    (source, each job's number there), where the source numbers its jobs for good
+    (:mod:`horus_core.policies.numbering`)."""
 
     def observe_progress_columns(
         self,
@@ -50,6 +52,7 @@ class ColumnProgressObserver(Protocol):
         steps: NDArray[np.float64],
         losses: Sequence[float | None] | None,
         now: float,
+        numbered: tuple[str, NDArray[np.int64]] | None = None,
     ) -> None: ...
 
 
