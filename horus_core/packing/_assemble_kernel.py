@@ -37,10 +37,14 @@ def _class(
 
 @numba.njit(cache=True, nogil=True)  # the master's loop runs meanwhile
 def classes_and_residents(
-    rec: I64, n_act: int, q_slot: Ix, code: I32, gpus: I32, excl: B, n_gpus: int, split: bool
-) -> tuple[I64, I32, I32, I32, B]:
+    a_slot: Ix, start: I64, length: I32, pool: I64, q_slot: Ix, code: I32, gpus: I32, excl: B,
+    n_gpus: int, split: bool,
+) -> tuple[I64, I32, I32, I32, B]:  # fmt: skip
     """Returns (class keys in class order, the queue's classes, per GPU: residents (at most 3
-    counted), their classes [gpus, 3], an exclusive job there)."""
+    counted), their classes [gpus, 3], an exclusive job there). The active jobs' GPUs are read
+    from their records (:class:`~horus_core.packing.placed.Records`: per slot, a span of
+    ``pool``)."""
+    n_act = a_slot.shape[0]
     keys = np.empty(n_act + q_slot.shape[0], np.int64)
     size = 4
     while size < 2 * keys.shape[0]:
@@ -50,21 +54,20 @@ def classes_and_residents(
     nres = np.zeros(n_gpus, np.int32)
     res = np.full((n_gpus, 3), -1, np.int32)
     ex = np.zeros(n_gpus, np.bool_)
-    pos = 0
-    for _ in range(n_act):
-        slot, n = rec[pos], rec[pos + 1]
-        first = pos + 2
-        pos = first + n
+    for i in range(n_act):
+        slot = a_slot[i]
+        first = start[slot]
+        last = first + length[slot]
         ready = False
-        for k in range(first, pos):
-            if rec[k] >= 0:
+        for k in range(first, last):
+            if pool[k] >= 0:
                 ready = True
                 break
         if not ready:
             continue
         c, n_cls = _class(hkeys, hvals, keys, n_cls, code[slot], gpus[slot], split)
-        for k in range(first, pos):
-            g = rec[k]
+        for k in range(first, last):
+            g = pool[k]
             if g >= 0:
                 if nres[g] < 3:
                     res[g, nres[g]] = c

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
-from horus_core.packing._assemble_kernel import BIAS, SHIFT, classes_and_residents, code_floors
+from horus_core.packing._assemble_kernel import SHIFT, classes_and_residents, code_floors
 from horus_core.packing.build import PairFilter
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
@@ -29,18 +29,16 @@ def assemble(
     *,
     split_by_gpus: bool = False,
     pair_filter: PairFilter | None = None,
-) -> tuple[Problem, tuple[tuple[str, int], ...]]:
+) -> tuple[Problem, NDArray[np.int64]]:
     """``queue``: positions into ``live.pending``, in the order to serve them. Returns the
-    problem and the job classes (signature, GPUs or 0)."""
+    problem and its job classes' keys (:meth:`JobTable.class_keys` names them)."""
     table = live.table
     q_slot = live.p_slot[queue]
     rec = table.placed.records(layout, live.active, live.a_slot, live.a_versions)
     ordered, job_cls, nres, res, excl = classes_and_residents(
-        rec, len(live.active), q_slot, table.code, table.gpus, table.excl, layout.n_gpus, split_by_gpus
-    )
-    names = table.sigs.names
-    ordered_keys = ordered.tolist()
-    keys = tuple((names[k // SHIFT], k % SHIFT - BIAS if split_by_gpus else 0) for k in ordered_keys)
+        live.a_slot, rec.start, rec.length, rec.pool, q_slot, table.code, table.gpus, table.excl,
+        layout.n_gpus, split_by_gpus,
+    )  # fmt: skip
     codes = ordered // SHIFT
     prof = live.profiles
     problem = Problem(
@@ -53,13 +51,13 @@ def assemble(
         cls_mem=prof.mem[codes],
         cls_util=prof.util[codes],
         cls_peak=prof.peak[codes],
-        speed=table.speeds(model, keys, layout.kinds, split_by_gpus, pair_filter),
+        speed=table.speeds(model, ordered, layout.kinds, split_by_gpus, pair_filter),
         job_cls=job_cls,
         job_gpus=np.maximum(table.gpus[q_slot], 1),
         job_excl=table.excl[q_slot],
         cls_floor=_floors(live, q_slot, codes),
     )
-    return problem, keys
+    return problem, ordered
 
 
 def _floors(live: Live, q_slot: Ix, codes: NDArray[np.int64]) -> NDArray[np.float64]:

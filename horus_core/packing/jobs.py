@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from horus_core.interference import InterferenceModel
 from horus_core.interference.signature import JobProfile, profile_from_hints
 from horus_core.model import ClusterSnapshot, Job, JobChanges, JobSpec
+from horus_core.packing._assemble_kernel import BIAS, SHIFT
 from horus_core.packing.build import PairFilter, class_speeds
 from horus_core.packing.cluster import Kind
 from horus_core.packing.placed import PlacedGpus
@@ -317,23 +318,33 @@ class JobTable:
             _BEYOND if sp.nodes > 1 or 0 < sp.gpus_per_node < sp.gpus else sp.gpus for sp in specs
         ]  # (a gang shape asking for 2+ nodes: wide on any node)
 
+    def class_keys(self, ordered: I64, split_by_gpus: bool) -> tuple[tuple[str, int], ...]:
+        """The job classes that :func:`~horus_core.packing.assemble.assemble`'s class keys
+        stand for: (signature, GPUs when split by GPUs, else 0)."""
+        names = self.sigs.names
+        return tuple((names[k // SHIFT], k % SHIFT - BIAS if split_by_gpus else 0) for k in ordered.tolist())
+
     def speeds(
         self,
         model: InterferenceModel,
-        keys: tuple[tuple[str, int], ...],
+        ordered: I64,
         kinds: tuple[Kind, ...],
         split_by_gpus: bool,
         pair_filter: PairFilter | None,
     ) -> F64:
-        """:func:`~horus_core.packing.build.class_speeds`, kept per (classes, GPU kinds, model
-        version) when there is no pair filter (a filter may hold state of its own)."""
+        """:func:`~horus_core.packing.build.class_speeds` of the classes whose keys are
+        ``ordered`` (:meth:`class_keys`), kept per (those keys, GPU kinds, model version) when
+        there is no pair filter (a filter may hold state of its own). The keys are kept as
+        bytes: a code names one signature until the table starts over, which drops them."""
         if pair_filter is not None:
+            keys = self.class_keys(ordered, split_by_gpus)
             return class_speeds(model, keys, kinds, split_by_gpus, pair_filter)
-        key = (keys, kinds, split_by_gpus, model.version)
+        key = (ordered.tobytes(), kinds, split_by_gpus, model.version)
         got = self._speeds.get(key)
         if got is None:
             if len(self._speeds) >= _SPEEDS_KEPT:
                 self._speeds.clear()
+            keys = self.class_keys(ordered, split_by_gpus)
             got = self._speeds[key] = class_speeds(model, keys, kinds, split_by_gpus, None)
             got.flags.writeable = False
         return got

@@ -1,17 +1,21 @@
-"""Each active job's slot and kernel GPU indices, kept across passes by ``(job id, version)``
-(the job's table slot standing for its id).
+"""Each active job's kernel GPU indices, kept across passes by ``(job id, version)`` (the job's
+table slot standing for its id).
 
 An active job's GPUs only change with a new attempt, which is a new version of the job, so a
-pass encodes only the jobs whose version it has not seen (on the same layout). Each job is one
-record of int64s, ``[slot, n, gpu_1 .. gpu_n]`` (-1: a GPU the layout does not have), kept as
-bytes so a pass joins them into one array without a Python step per GPU. Records are kept per
-slot (with the version they are of), so the look-up is one array comparison; they start over
-when the layout changes (the job table starts a new one when it reuses slots).
+pass encodes only the jobs whose version it has not seen (on the same layout). Each job's GPUs
+(-1: a GPU the layout does not have) lie in one pool array, at ``start[slot]`` for
+``length[slot]``, with the version they are of: the look-up is one array comparison, and the
+compiled assembly reads the pool by the active jobs' slots, with no Python step per job. A
+record encoded again is appended (its old span left unused); when the pool is full it is
+compacted to the records of the pass's active jobs. Everything starts over when the layout
+changes (the job table starts a new one when it reuses slots).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,56 +23,106 @@ from numpy.typing import NDArray
 from horus_core.model import Job
 from horus_core.packing.cluster import ClusterLayout
 
+I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
 Ix = NDArray[np.intp]
 # "No record" for a slot: a value no job version takes (stored ones count up from 0, the views a
 # pass places count down from -2: horus_core/policies/_placed.py), so none reads a missing record.
 _NONE = np.iinfo(np.int64).min
+_FIRST = 1024  # pool entries at the start
+_ONE_BY_ONE = 8  # records encoded one by one up to this many in a pass (else in bulk)
+
+
+@dataclass(frozen=True, eq=False)
+class Records:
+    """Per table slot: where its job's GPUs start in ``pool`` and how many there are (valid for
+    the slots the pass asked about, until the next pass)."""
+
+    start: I64
+    length: I32
+    pool: I64
+
+    def of(self, slot: int) -> list[int]:
+        lo = int(self.start[slot])
+        out: list[int] = self.pool[lo : lo + int(self.length[slot])].tolist()
+        return out
 
 
 class PlacedGpus:
     def __init__(self) -> None:
         self._layout: ClusterLayout | None = None
-        self._version: I64 = np.full(0, _NONE, np.int64)  # per table slot: the version its record is of
-        self._record: list[bytes] = []  # per table slot: that record (b"": none)
+        self._start_over()
 
-    def records(self, layout: ClusterLayout, active: Sequence[Job], at: Ix, version: I64) -> I64:
-        """The active jobs' records (``at``: each one's table slot, which stands for its id
-        while the table keeps it; ``version``: each one's version, as the caller read them), in
-        order, as one array."""
+    def _start_over(self) -> None:
+        self._version: I64 = np.full(0, _NONE, np.int64)  # per table slot: the version its record is of
+        self._start: I64 = np.zeros(0, np.int64)
+        self._length: I32 = np.zeros(0, np.int32)
+        self._pool: I64 = np.empty(_FIRST, np.int64)
+        self._used = 0  # pool entries taken (live records and spans left unused)
+
+    def records(self, layout: ClusterLayout, active: Sequence[Job], at: Ix, version: I64) -> Records:
+        """The records of the active jobs (``at``: each one's table slot, which stands for its
+        id while the table keeps it; ``version``: each one's version, as the caller read them)."""
         if layout is not self._layout:
-            self._layout, self._version, self._record = layout, np.full(0, _NONE, np.int64), []  # start over
-        slots: list[int] = at.tolist()
-        if len(at) and int(at.max()) >= len(self._record):
+            self._layout = layout
+            self._start_over()
+        try:
+            seen = self._version[at]
+        except IndexError:  # a slot beyond the columns: grow them
             self._grow(int(at.max()) + 1)
-        miss = np.flatnonzero(self._version[at] != version)
+            seen = self._version[at]
+        miss = (seen != version).nonzero()[0]
         if len(miss):
-            self._encode(miss.tolist(), slots, version, layout.index, active)
-        out: I64 = np.frombuffer(b"".join(map(self._record.__getitem__, slots)), np.int64)
-        return out
+            self._encode(miss.tolist(), at, version, layout.index, active)
+        return Records(self._start, self._length, self._pool)
 
     def _grow(self, size: int) -> None:
-        size = max(size, 2 * len(self._record))
-        self._version = np.concatenate([self._version, np.full(size - len(self._version), _NONE, np.int64)])
-        self._record += [b""] * (size - len(self._record))
+        size = max(size, 2 * len(self._version))
+        old = len(self._version)
+        self._version = np.concatenate([self._version, np.full(size - old, _NONE, np.int64)])
+        self._start = np.concatenate([self._start, np.zeros(size - old, np.int64)])
+        self._length = np.concatenate([self._length, np.zeros(size - old, np.int32)])
 
     def _encode(
-        self,
-        miss: list[int],
-        slots: Sequence[int],
-        version: I64,
-        index: dict[str, int],
-        active: Sequence[Job],
+        self, miss: list[int], at: Ix, version: I64, index: dict[str, int], active: Sequence[Job]
     ) -> None:
-        """Encode the records of the jobs at ``miss`` (positions in ``active``), all in one
-        array, and remember them by slot at their version."""
-        flat: list[int] = []
-        bounds = [0]
-        for i in miss:
-            gpus = active[i].gpus
-            flat += [slots[i], len(gpus), *[index.get(u, -1) for u in gpus]]
-            bounds.append(8 * len(flat))
-        buf = np.array(flat, np.int64).tobytes()
-        for i, lo, hi in zip(miss, bounds[:-1], bounds[1:], strict=True):
-            self._record[slots[i]] = buf[lo:hi]
-            self._version[slots[i]] = version[i]
+        """Encode the records of the jobs at ``miss`` (positions in ``active``) at the pool's
+        end, and remember them by slot at their version (a few one by one, many in bulk)."""
+        spans = [[index.get(u, -1) for u in active[i].gpus] for i in miss]
+        need = sum(map(len, spans))
+        if self._used + need > len(self._pool):
+            self._compact(at, need)
+        pos, pool = self._used, self._pool
+        if len(miss) <= _ONE_BY_ONE:
+            start, length, seen = self._start, self._length, self._version
+            for i, span in zip(miss, spans, strict=True):
+                s, n = at[i], len(span)
+                pool[pos : pos + n] = span
+                start[s], length[s], seen[s] = pos, n, version[i]
+                pos += n
+        else:
+            slots, lengths = at[miss], np.fromiter(map(len, spans), np.int64, len(spans))
+            pool[pos : pos + need] = np.fromiter(chain.from_iterable(spans), np.int64, need)
+            self._start[slots] = pos + np.cumsum(lengths) - lengths
+            self._length[slots] = lengths
+            self._version[slots] = version[miss]
+            pos += need
+        self._used = pos
+
+    def _compact(self, at: Ix, need: int) -> None:
+        """Keep the records of the slots ``at`` (the pass's active jobs) alone, in a pool with
+        room for ``need`` more and as many again; the other slots' records are dropped."""
+        keep = np.zeros(len(self._version), np.bool_)
+        keep[at] = True
+        kept = np.flatnonzero(keep & (self._version != _NONE))
+        spans = [
+            self._pool[s : s + n]
+            for s, n in zip(self._start[kept].tolist(), self._length[kept].tolist(), strict=True)
+        ]
+        live = sum(map(len, spans))
+        pool = np.empty(max(_FIRST, 2 * (live + need)), np.int64)
+        pool[:live] = np.concatenate(spans) if spans else pool[:0]
+        lengths = self._length[kept]
+        self._start[kept] = np.cumsum(lengths, dtype=np.int64) - lengths
+        self._version[~keep] = _NONE
+        self._pool, self._used = pool, live
