@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -39,26 +40,46 @@ class Numbering:
         source, numbers = numbered
         if len(numbers) != len(ids):
             raise ValueError(f"{len(ids)} reports with {len(numbers)} numbers")
-        top = int(numbers.max()) + 1 if len(numbers) else 0
         if source != self._source:
             self._source, self._row, self._number = source, np.full(0, -1, np.intp), np.full(0, -1, np.int64)
-        if len(numbers) and (int(numbers.min()) < 0 or top > _FAR):
-            return np.array([track(i).row for i in ids], np.intp)
-        if top > len(self._row):
+        rows: Ix = np.empty(len(ids), np.intp)
+        misses = _find(numbers, self._row, self._number, rows)
+        if misses < 0:  # a number beyond the map (grow it), or one not to map
+            top = int(numbers.max()) + 1
+            if int(numbers.min()) < 0 or top > _FAR:
+                return np.array([track(i).row for i in ids], np.intp)
             self._row = _grown(self._row, top)
-        rows: Ix = self._row[numbers]
-        stale = np.flatnonzero((rows < 0) | (self._number[rows] != numbers)) if len(self._number) else None
-        for k in range(len(ids)) if stale is None else stale.tolist():
-            r = rows[k] = track(ids[k]).row
-            if r >= len(self._number):
-                self._number = _grown(self._number, r + 1)
-            self._row[numbers[k]], self._number[r] = r, numbers[k]
+            misses = _find(numbers, self._row, self._number, rows)
+        if misses:
+            for k in np.flatnonzero(rows < 0).tolist():
+                r = rows[k] = track(ids[k]).row
+                if r >= len(self._number):
+                    self._number = _grown(self._number, r + 1)
+                self._row[numbers[k]], self._number[r] = r, numbers[k]
         return rows
 
     def free(self, rows: list[int]) -> None:
         """Rows given back: no number finds them any more."""
         at = [r for r in rows if r < len(self._number)]
         self._number[at] = -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _find(numbers: I64, row_of: Ix, number_of: I64, rows: Ix) -> int:
+    """``rows[k]``: the row number k was last found at, while that row is still the number's
+    (else -1); returns how many are -1, or -1 at once for a number outside ``row_of``."""
+    misses = 0
+    for k in range(numbers.shape[0]):
+        n = numbers[k]
+        if n < 0 or n >= row_of.shape[0]:
+            return -1
+        r = row_of[n]
+        if r < 0 or r >= number_of.shape[0] or number_of[r] != n:
+            rows[k] = -1
+            misses += 1
+        else:
+            rows[k] = r
+    return misses
 
 
 def _grown(a: NDArray[T], size: int) -> NDArray[T]:
