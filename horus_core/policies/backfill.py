@@ -45,6 +45,7 @@ from horus_core.model import (
     Gpu,
     Job,
     JobState,
+    LastAnswer,
     Node,
     NodeState,
     Preempt,
@@ -148,7 +149,7 @@ class GangReserve:
         ended = _ended(self.attempts, now_in, delta)
         if ended and self.last is not None:  # those attempts ended: credit them (the last pass saw them run)
             runs = self.runs  # the last pass's view of each active job
-            types = _types(snapshot, {runs[i].node for i in ended})
+            types = _types(snapshot)
             for i in ended:
                 done = max(self.last - self.since[i], 0.0) * (_rate(runs[i], types, model) or 0.0)
                 self.steps[i] = self.steps.get(i, 0.0) + done
@@ -200,7 +201,7 @@ class GangReserve:
         return (2, float(self.waiting[job.id]), job.id)
 
     def remaining(
-        self, job: Job, now: float, types: dict[str, str], model: InterferenceModel | None
+        self, job: Job, now: float, types: Mapping[str, str], model: InterferenceModel | None
     ) -> float:
         """Estimated seconds until running ``job`` ends (see the module doc)."""
         rate = _rate(job, types, model)
@@ -405,12 +406,20 @@ def _ended(
     ]  # fmt: skip
 
 
-def _types(snapshot: ClusterSnapshot, names: set[str] | None = None) -> dict[str, str]:
-    """GPU uuid -> type, on every node (or the nodes named)."""
-    return {g.uuid: gpu_type(g) for n in snapshot.nodes if names is None or n.name in names for g in n.gpus}
+def _types(snapshot: ClusterSnapshot) -> Mapping[str, str]:
+    """GPU uuid -> type, on every node (built again only when the nodes are not the last
+    pass's: a round where an attempt ends asks, and usually on the very same nodes)."""
+    return _TYPES(snapshot.nodes)
 
 
-def _rate(job: Job, types: dict[str, str], model: InterferenceModel | None) -> float | None:
+def _types_on(nodes: tuple[Node, ...]) -> Mapping[str, str]:
+    return {g.uuid: gpu_type(g) for n in nodes for g in n.gpus}
+
+
+_TYPES = LastAnswer(_types_on)
+
+
+def _rate(job: Job, types: Mapping[str, str], model: InterferenceModel | None) -> float | None:
     """Predicted steps/s of a running job: solo on its GPU type x its predicted speed."""
     if model is None or not job.gpus or job.gpus[0] not in types:
         return None

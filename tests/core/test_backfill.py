@@ -10,7 +10,7 @@ import pytest
 from horus_core.interference import default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobSpec, JobState, Preempt, Wait
 from horus_core.policies import gandiva, lucid, make_policy
-from horus_core.policies.backfill import WAIT_S, GangReserve, free_times
+from horus_core.policies.backfill import WAIT_S, GangReserve, _types, free_times
 from horus_core.policies.fifo import FifoPolicy
 from horus_core.policies.gputypes import TypeGate
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
@@ -167,3 +167,15 @@ def test_in_the_simulator_a_gang_waits_at_most_for_the_jobs_running_when_it_beca
 def test_without_the_reservation_the_same_gang_starves_behind_the_stream(name: str) -> None:
     queued, bound, _ = gang_run(name, reserve=False)
     assert queued > 50 * HOUR and queued > bound + 40 * HOUR
+
+
+def test_gpu_types_follow_the_nodes_of_each_snapshot() -> None:
+    """The uuid -> type map is kept for the last nodes asked about: nodes equal to them (other
+    objects) get the same map, nodes whose GPUs changed type get their own."""
+    k80 = tuple(dataclasses.replace(n, gpus=tuple(dataclasses.replace(g, model="Tesla K80", gpu_type="k80")
+                                                  for g in n.gpus)) for n in NODES)  # fmt: skip
+    copy = tuple(dataclasses.replace(n) for n in NODES)
+    assert set(_types(ClusterSnapshot(NODES, ())).values()) == {"v100"}
+    assert _types(ClusterSnapshot(copy, ())) == _types(ClusterSnapshot(NODES, ()))
+    assert set(_types(ClusterSnapshot(k80, ())).values()) == {"k80"}
+    assert set(_types(ClusterSnapshot(NODES, ())).values()) == {"v100"}
