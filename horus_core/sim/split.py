@@ -33,15 +33,15 @@ class InOrder:
     def add(self, idx: int, view: Job) -> None:
         """Job ``idx`` is in, seen as ``view`` (its view changes only as it joins)."""
         n, at = self._n, self._at
-        i = n if n == 0 or at[n - 1] < idx else int(np.searchsorted(at[:n], idx))
+        i = n if n == 0 or at[n - 1] < idx else int(at[:n].searchsorted(idx))
         if i < n and at[i] == idx:
             self._ver[i], self.views[i], self.ids[i] = view.version, view, view.id
             return
         if n == len(at):
             self._at, self._ver = np.resize(at, 2 * n), np.resize(self._ver, 2 * n)
         at, ver = self._at, self._ver
-        if i < n:
-            at[i + 1 : n + 1], ver[i + 1 : n + 1] = at[i:n].copy(), ver[i:n].copy()
+        if i < n:  # (numpy copies overlapping slices as if through a buffer)
+            at[i + 1 : n + 1], ver[i + 1 : n + 1] = at[i:n], ver[i:n]
         at[i], ver[i] = idx, view.version
         self.views.insert(i, view)
         self.ids.insert(i, view.id)
@@ -49,10 +49,10 @@ class InOrder:
 
     def drop(self, idx: int) -> None:
         n, at = self._n, self._at
-        i = int(np.searchsorted(at[:n], idx))
+        i = int(at[:n].searchsorted(idx))
         if i == n or at[i] != idx:
             return
-        at[i : n - 1], self._ver[i : n - 1] = at[i + 1 : n].copy(), self._ver[i + 1 : n].copy()
+        at[i : n - 1], self._ver[i : n - 1] = at[i + 1 : n], self._ver[i + 1 : n]
         del self.views[i], self.ids[i]
         self._n = n - 1
 
