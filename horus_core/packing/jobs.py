@@ -25,6 +25,7 @@ from horus_core.interference import InterferenceModel
 from horus_core.interference.signature import JobProfile, profile_from_hints
 from horus_core.model import ClusterSnapshot, Job, JobChanges, JobSpec
 from horus_core.packing._assemble_kernel import BIAS, SHIFT
+from horus_core.packing._slots import NumberMap
 from horus_core.packing.build import PairFilter, class_speeds
 from horus_core.packing.cluster import Kind
 from horus_core.packing.placed import PlacedGpus
@@ -137,9 +138,7 @@ class JobTable:
 
     def _reset(self, cap: int) -> None:
         self._slot: dict[str, int] = {}
-        self._source = ""  # the source whose job numbers _by_number maps (JobChanges)
-        self._base = 0  # the number at _by_number[0]
-        self._by_number: Ix = np.full(0, -1, np.intp)  # a job's number there -> its slot (-1: none)
+        self.numbered = NumberMap()  # a source's job numbers -> slots
         self.specs: list[JobSpec] = []
         self.seen: I64 = np.full(cap, -1, np.int64)  # per slot: the version its spec was last confirmed at
         self.code: I32 = np.empty(cap, np.int32)  # signature
@@ -174,8 +173,8 @@ class JobTable:
             split = (view.pending(), view.active())
         pending, active = split
         seq = [*pending, *active]
-        given = self._numbers(changes, len(seq))
-        got, missed, versions = self._lookup(seq, given)
+        numbered = self.numbered.usable(changes, len(seq))
+        got, missed, versions, stale = self._lookup(seq, changes if numbered else None)
         overwrote = False
         if missed:
             _check_gpus(missed)
@@ -183,8 +182,8 @@ class JobTable:
             self._fill(claimed, missed, model)
             new = got < 0
             got[new] = claimed[-got[new] - 1]
-        if given is not None:
-            self._by_number[given[0]] = got
+        if stale is not None and changes is not None and changes.numbers is not None:
+            self.numbered.keep(changes.numbers, stale, got)
         p_slot, a_slot = got[: len(pending)], got[len(pending) :]
         live = Live(self, list(pending), p_slot, list(active), a_slot, versions[len(pending) :])
         if overwrote:  # a spec changed under an id: is one id there twice with two specs?
@@ -193,50 +192,32 @@ class JobTable:
         live.profiles = self.profiles(model)
         return live
 
-    def _numbers(self, changes: JobChanges | None, n: int) -> tuple[I64, I64] | None:
-        """Where the source gives a scan's jobs their numbers and versions: the numbers as
-        positions in :attr:`_by_number` (which maps one source's numbers, from ``_base`` on:
-        another source's are forgotten, and the numbers below the lowest live one are let go as
-        the map moves up), and the versions. None: look the jobs up by id (not given, or numbers
-        too far apart for an array of a size near the live jobs')."""
-        if changes is None or changes.numbers is None or changes.versions is None:
-            return None
-        numbers = changes.numbers
-        if len(numbers) != n or n == 0:
-            return None
-        lo, hi = int(numbers.min()), int(numbers.max()) + 1
-        if hi - lo > 8 * n + 65536:
-            return None
-        if changes.source != self._source or lo < self._base:
-            self._source, self._base, self._by_number = changes.source, lo, np.full(0, -1, np.intp)
-        if hi - self._base > len(self._by_number):  # move the map up to ``lo``, and grow it
-            kept = self._by_number[lo - self._base :]
-            grown = np.full(max(2 * (hi - lo), 1024), -1, np.intp)
-            grown[: len(kept)] = kept
-            self._base, self._by_number = lo, grown
-        out: I64 = numbers - self._base
-        return out, changes.versions
-
-    def _lookup(self, jobs: list[Job], given: tuple[I64, I64] | None = None) -> tuple[Ix, list[Job], I64]:
-        """Each job's slot, the jobs to claim one for (their slot: -k for the k-th), and each
-        job's version.
+    def _lookup(
+        self, jobs: list[Job], changes: JobChanges | None = None
+    ) -> tuple[Ix, list[Job], I64, Ix | None]:
+        """Each job's slot, the jobs to claim one for (their slot: -k for the k-th), each job's
+        version, and, where looked up by number, the positions of the jobs not confirmed at
+        theirs (whose numbers the caller maps to their slots; None: looked up by id).
 
         A job keeps its slot while its spec stays the same: checked only when its version is
         not the one its slot was last confirmed at (a spec never changes after submission).
-        The lookups run in bulk (by the source's numbers of the jobs where given: array reads);
-        only the jobs not confirmed (new, or at a new version) are looked at one by one, in
-        order."""
+        The lookups run in bulk (by the source's numbers of the jobs where ``changes`` has them,
+        :class:`NumberMap`: one compiled loop); only the jobs not confirmed (new, or at a new
+        version) are looked at one by one, in order."""
         n = len(jobs)
-        if given is not None:
-            got, version = self._by_number[given[0]], given[1]
-        else:
+        stale: Ix | None = None
+        if changes is not None and changes.versions is not None:
+            got, version = np.empty(n, np.intp), changes.versions
+            stale = self.numbered.find(changes, self.seen, got)
+        by_id = stale is None
+        if stale is None:
             got = np.fromiter(map(self._slot.get, map(_ID, jobs), repeat(-1)), np.intp, n)
             version = np.fromiter(map(_VERSION, jobs), np.int64, n)
+            stale = np.flatnonzero((got < 0) | (self.seen[got] != version)) if n else got
         missed: list[Job] = []  # new ids, or a different spec under a known id
-        stale = np.flatnonzero((got < 0) | (self.seen[got] != version)) if n else got
         for i in stale.tolist():
             job, s = jobs[i], int(got[i])
-            if s < 0 and given is not None:  # (a number not seen yet: the id may have a slot)
+            if s < 0 and not by_id:  # (a number not seen yet: the id may have a slot)
                 s = self._slot.get(job.id, -1)
                 got[i] = s
             spec = self.specs[s] if s >= 0 else None
@@ -246,7 +227,7 @@ class JobTable:
             else:
                 missed.append(job)
                 got[i] = -len(missed)  # resolved by the caller
-        return got, missed, version
+        return got, missed, version, None if by_id else stale
 
     def _claim(self, missed: list[Job]) -> tuple[Ix, bool]:
         """Slots for the missed jobs (new at the end, else their old one), and whether an old

@@ -7,6 +7,7 @@ import copy
 import math
 from dataclasses import replace
 from random import Random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -400,29 +401,42 @@ def test_numbers_beyond_the_arrays_order_by_their_saturated_value_or_are_refused
 
 def test_the_job_table_looks_jobs_up_by_the_sources_numbers_as_they_move_up() -> None:
     """The live index numbers its jobs (JobChanges.numbers): the table maps them to slots in an
-    array that moves up as old numbers leave, and looks jobs up by id while the numbers are too
-    far apart (one job queued since long ago among many later ones)."""
+    array that moves up as old numbers leave, and looks jobs up by id once the numbers are too
+    far apart for it (one job queued since long ago among many later ones)."""
     model = default_model()
     table, specs = JobTable(), [JobSpec(("x",), gpus=2, job_type=GAVEL[0])]
     live: dict[int, Job] = {}
-    by_id_steps = 0
-    for step in range(45):
+    by_id_steps, by_number = 0, False
+    lookup = table._lookup
+
+    def counted(jobs: list[Job], changes: JobChanges | None = None) -> Any:
+        nonlocal by_id_steps, by_number
+        out = lookup(jobs, changes)
+        by_number = out[3] is not None
+        by_id_steps += not by_number
+        return out
+
+    table._lookup = counted  # type: ignore[method-assign]
+    for step in range(60):
         for k in range(step * 3000, step * 3000 + 100):  # 100 new jobs; the oldest leave
             live[k] = Job(f"j{k}", specs[0], JobState.PENDING, version=1)  # (alike: a wrong slot shows)
         for k in sorted(live)[1:-300]:
             del live[k]
         if step == 20:
             live[0] = replace(live[0], version=9)  # a new version of the long-queued job
-        if step == 30:
+        if step == 50:
             del live[0]  # it started: the numbers are close again
         numbers = sorted(live)
         jobs = [live[k] for k in numbers]
         versions = np.array([j.version for j in jobs], np.int64)
         changes = JobChanges("idx", step, step + 1, {}, np.array(numbers, np.int64), versions)
-        by_id_steps += table._numbers(changes, len(jobs)) is None
         got = table.scan(jobs, model, (jobs, []), changes)
         assert [table.specs[s] for s in got.p_slot.tolist()] == [j.spec for j in jobs]
         assert table.seen[got.p_slot].tolist() == versions.tolist()
         assert [table._slot[j.id] for j in jobs] == got.p_slot.tolist()
-        assert len(table._by_number) <= 2 * (8 * len(jobs) + 65536)
-    assert 0 < by_id_steps < 45 and table._base > 0  # (both ways taken; the map moved up)
+        if by_number:  # (the map holds every live job's slot: the next scan reads it)
+            assert (
+                table.numbered.slot[np.array(numbers) - table.numbered.base].tolist() == got.p_slot.tolist()
+            )
+        assert len(table.numbered.slot) <= 2 * (8 * len(jobs) + 65536)
+    assert 0 < by_id_steps < 60 and table.numbered.base > 0  # (both ways taken; the map moved up)
