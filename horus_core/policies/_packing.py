@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Wait
-from horus_core.packing import PackParams, PairFilter, Placement, codes, place
+from horus_core.packing import PackParams, PairFilter, Placement, Problem, codes, place
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.hints import register_hints
@@ -113,44 +113,45 @@ class Packer:
         problem, _ = assemble(layout, live, positions, model, split_by_gpus=split_by_gpus,
                               pair_filter=pair_filter)  # fmt: skip
         placement = place(problem, params)
-        texts = self._reasons(placement, problem.job_gpus, problem.job_excl, problem.cls_mem[problem.job_cls],
-                              layout.largest_node, params, refuse_text)  # fmt: skip
-        at = np.flatnonzero(placement.node < 0)
+        failed = placement.node < 0
+        at = np.flatnonzero(failed)  # (the jobs left waiting)
+        texts = self._reasons(placement, failed, at, problem, layout.largest_node, params, refuse_text)
         why = wait_codes(placement.reason[at], problem.job_gpus[at], layout.largest_node)
         ids: NDArray[np.object_] = np.array(live.p_ids, dtype=object)[positions]
-        return self._actions(ids, placement, problem.job_gpus, layout, list(zip(texts, why, strict=True)))
+        return self._actions(ids, placement, at, problem.job_gpus, layout, list(zip(texts, why, strict=True)))
 
     def _reasons(
         self,
         placement: Placement,
-        gpus: NDArray[np.int32],
-        excl: NDArray[np.bool_],
-        mem: NDArray[np.int64],
+        failed: NDArray[np.bool_],
+        at: NDArray[np.intp],
+        problem: Problem,
         largest: int,
         params: PackParams,
         refuse_text: str,
     ) -> list[str]:
-        failed = placement.node < 0
-        if not failed.any():
+        """The reason of each job left waiting (``failed``, at positions ``at``)."""
+        if not len(at):
             return []
         counted = failed & (placement.reason != codes.R_LOOKAHEAD)
         blocked = np.cumsum(counted) - counted  # misses (not look-ahead ones) before each job
-        at = np.flatnonzero(failed)
         if len(self._texts) > _REASON_CACHE:
             self._texts = {}
-        return wait_texts(placement.reason[at], gpus[at], excl[at], mem[at], placement.detail[at],
-                          blocked[at], largest, params, refuse_text, self._texts)  # fmt: skip
+        gpus, excl, mem = problem.job_gpus[at], problem.job_excl[at], problem.cls_mem[problem.job_cls[at]]
+        return wait_texts(placement.reason[at], gpus, excl, mem, placement.detail[at], blocked[at], largest,
+                          params, refuse_text, self._texts)  # fmt: skip
 
     def _actions(
         self,
         ids: NDArray[np.object_],
         placement: Placement,
+        failed: NDArray[np.intp],
         job_gpus: NDArray[np.int32],
         layout: ClusterLayout,
         texts: list[tuple[str, str]],
     ) -> list[Action]:
-        """Actions in queue order: Assigns built in bulk, 1-GPU and gang apart; Waits reused
-        from the last pass where the job's reason is the same string."""
+        """Actions in queue order: Assigns built in bulk, 1-GPU and gang apart; Waits (for the
+        jobs at ``failed``) reused from the last pass where the job's reason is the same string."""
         node, off = placement.node, placement.offsets
         out: list[Action] = [_NONE] * len(ids)  # every slot is filled below
         names = layout.node_names
@@ -167,7 +168,6 @@ class Packer:
             Assign, ids[gang].tolist(), [names[n] for n in node[gang].tolist()],
             [tuple([uuids[d] for d in flat[lo:hi]]) for lo, hi in spans], placement.speed[gang].tolist(),
         ))  # fmt: skip
-        failed = np.flatnonzero(node < 0)
         waiting: list[str] = ids[failed].tolist()
         old, waits = self._waits, []
         for jid, (text, code) in zip(waiting, texts, strict=True):

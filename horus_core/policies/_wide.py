@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from itertools import compress
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -34,7 +35,20 @@ def has_wide(live: Live, layout: ClusterLayout) -> bool:
     largest = layout.largest_node
     if largest == 0:
         return False  # no ready GPU: every job waits with the kernel's reason
-    return bool(_wide(live, live.p_slot, largest).any() or _wide(live, live.a_slot, largest).any())
+    return _any_beyond(live.table.reach, live.p_slot, live.a_slot, largest)
+
+
+@numba.njit(cache=True, nogil=True)
+def _any_beyond(reach: NDArray[np.int32], p_slot: Ix, a_slot: Ix, largest: int) -> bool:
+    """Whether a job of either slot list reaches beyond ``largest`` GPUs (:func:`_wide`), in
+    one loop (a pass's cheap test)."""
+    for k in range(p_slot.shape[0]):
+        if reach[p_slot[k]] > largest:
+            return True
+    for k in range(a_slot.shape[0]):  # noqa: SIM110 (compiled: a loop, not a generator)
+        if reach[a_slot[k]] > largest:
+            return True
+    return False
 
 
 def _wide(live: Live, slots: Ix, largest: int) -> NDArray[np.bool_]:
