@@ -314,3 +314,26 @@ def place_kernel(
     for j in range(n_jobs):
         if out_node[j] >= 0:
             out_speed[j] = final_speed(gi, speed, job_cls[j], out_gpus[job_off[j] : job_off[j] + job_gpus[j]])
+
+
+@numba.njit(cache=True, nogil=True)  # the master's loop runs meanwhile
+def place_all(
+    node_start: I32, gpu_kind: I32, gpu_nres: I32, gpu_res: I32, gpu_excl: B,
+    kind_cap: I64, cls_mem: I64, cls_util: F64, cls_peak: F64, speed: F64, cls_floor: F64,
+    mode: int, max_per_gpu: int, min_speed: float, min_gain: float, reserve: int, lookahead: int,
+    job_cls: I32, job_gpus: I32, job_excl: B, memo_limit: int,
+) -> tuple[I32, I32, I64, F64, I32, I32]:  # fmt: skip
+    """:func:`place_kernel` with its outputs made here: (node, GPUs, offsets, speed, reason,
+    detail) of :class:`~horus_core.packing.problem.Placement`."""
+    n = job_cls.shape[0]
+    offsets = np.zeros(n + 1, np.int64)
+    for j in range(n):
+        offsets[j + 1] = offsets[j] + job_gpus[j]
+    node, gpus = np.empty(n, np.int32), np.full(offsets[n], -1, np.int32)
+    speed_out, reason, detail = np.empty(n), np.empty(n, np.int32), np.empty(n, np.int32)
+    place_kernel(
+        node_start, gpu_kind, gpu_nres, gpu_res, gpu_excl, kind_cap, cls_mem, cls_util, cls_peak, speed,
+        cls_floor, mode, max_per_gpu, min_speed, min_gain, reserve, lookahead, job_cls, job_gpus, job_excl,
+        offsets, memo_limit, node, gpus, speed_out, reason, detail,
+    )  # fmt: skip
+    return node, gpus, offsets, speed_out, reason, detail
