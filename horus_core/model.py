@@ -186,7 +186,7 @@ class LastAnswer(Generic[K, V]):
 
     def __call__(self, key: K) -> V:
         pair = self.pair
-        if pair is not None and pair[0] == key:
+        if pair is not None and (pair[0] is key or pair[0] == key):
             return pair[1]
         value = self.fn(key)
         self.pair = (key, value)
