@@ -93,7 +93,22 @@ def _gpus(n: int) -> str:
 
 
 def interference_text(min_speed: float = 0.0, min_gain: float = -math.inf) -> str:
-    """What a refusal by the pair table, a speed floor or a throughput-gain rule means."""
+    """What a refusal by the pair table, a speed floor or a throughput-gain rule means (kept per
+    rule: a policy asks every pass)."""
+    key = (min_speed, min_gain)
+    text = _REFUSED.get(key)
+    if text is None:
+        if len(_REFUSED) >= _REFUSED_KEPT:
+            _REFUSED.clear()
+        text = _REFUSED[key] = _refused(min_speed, min_gain)
+    return text
+
+
+_REFUSED: dict[tuple[float, float], str] = {}
+_REFUSED_KEPT = 64
+
+
+def _refused(min_speed: float, min_gain: float) -> str:
     rules = []
     if min_gain > -math.inf:
         rules.append(f"raise the GPU's summed normalised speed by less than {min_gain:g}")
