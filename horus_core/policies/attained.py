@@ -272,10 +272,11 @@ class Attained:
         if not self.left:
             return (high, int(levels[0]))
         best, bounds = -1, self.bounds
-        for s, level in zip(slots.tolist(), levels.tolist(), strict=True):
+        for k in range(len(slots)):  # (read one by one: the loop usually ends at the first or second)
+            level = int(levels[k])
             if level <= best:
                 break
-            estimate = self._estimate(cols.view(s))
+            estimate = self._estimate(cols.view(int(slots[k])))
             best = max(best, level if estimate is None else min(level, bisect.bisect_right(bounds, estimate)))
         return (high, best)
 
