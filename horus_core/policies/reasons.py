@@ -95,7 +95,7 @@ def _gpus(n: int) -> str:
 def interference_text(min_speed: float = 0.0, min_gain: float = -math.inf) -> str:
     """What a refusal by the pair table, a speed floor or a throughput-gain rule means (kept per
     rule: a policy asks every pass)."""
-    key = (min_speed, min_gain)
+    key = (min_speed, min_gain, math.copysign(1.0, min_speed), math.copysign(1.0, min_gain))  # (-0.0: "-0")
     text = _REFUSED.get(key)
     if text is None:
         if len(_REFUSED) >= _REFUSED_KEPT:
@@ -104,7 +104,7 @@ def interference_text(min_speed: float = 0.0, min_gain: float = -math.inf) -> st
     return text
 
 
-_REFUSED: dict[tuple[float, float], str] = {}
+_REFUSED: dict[tuple[float, float, float, float], str] = {}
 _REFUSED_KEPT = 64
 
 
