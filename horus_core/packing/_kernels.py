@@ -253,15 +253,19 @@ def place_kernel(
     widest = 1
     for node in range(n_nodes):
         widest = max(widest, node_start[node + 1] - node_start[node])
-    nci, nsig, nnb, ncls, nact, nctr, nheap, nkeys, nvals = node_tables(n_nodes, widest, n_nodes + n_jobs + 1)
+    gangs = False  # node classes serve gangs alone: a queue without one keeps none
+    for j in range(n_jobs):
+        gangs = gangs or job_gpus[j] > 1
+    n_ncls = n_nodes + n_jobs + 1 if gangs else 1
+    n_held = n_nodes if gangs else 0
+    nci, nsig, nnb, ncls, nact, nctr, nheap, nkeys, nvals = node_tables(n_held, widest, n_ncls)
     buf, sig = np.empty(widest), np.empty(widest, np.int32)
-    for node in range(n_nodes):
+    for node in range(n_held):
         node_move(
             node, node_start[node], node_start[node + 1], gcls, ci, cused, kind_cap, mode,
             nci, nsig, nnb, ncls, nact, nctr, nheap, nkeys, nvals, sig,
         )  # fmt: skip
-    grow, n_rows = gang_rows(job_cls, job_gpus, job_excl, n_types, widest, n_nodes + n_jobs + 1, memo_limit)
-    n_ncls = n_nodes + n_jobs + 1
+    grow, n_rows = gang_rows(job_cls, job_gpus, job_excl, n_types, widest, n_ncls, memo_limit)
     gfound, gtotal = np.full(n_rows * n_ncls, -1, np.int32), np.empty(n_rows * n_ncls)
     row_best = np.full(max(1, n_rows), -1, np.int32)
     cap_max = kind_cap.max() if kind_cap.shape[0] > 0 else 1
@@ -306,10 +310,11 @@ def place_kernel(
                 gi, gcls, ci, cused, cutil, heap, hkeys, hvals, act, ctr,
                 cls_mem, cls_util, max_per_gpu, gpu, t, ex,
             )  # fmt: skip
-        node_move(
-            node, node_start[node], node_start[node + 1], gcls, ci, cused, kind_cap, mode,
-            nci, nsig, nnb, ncls, nact, nctr, nheap, nkeys, nvals, sig,
-        )  # fmt: skip
+        if gangs:
+            node_move(
+                node, node_start[node], node_start[node + 1], gcls, ci, cused, kind_cap, mode,
+                nci, nsig, nnb, ncls, nact, nctr, nheap, nkeys, nvals, sig,
+            )  # fmt: skip
         out_node[j], out_reason[j] = node, 0
     for j in range(n_jobs):
         if out_node[j] >= 0:
