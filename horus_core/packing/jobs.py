@@ -367,9 +367,6 @@ def _check_gpus(jobs: list[Job]) -> None:
 def _int64(values: list[int]) -> I64:
     """``values`` as int64, saturated at +-(2**63 - 1) (a priority or step count beyond orders
     like the bound; symmetric, so negating one cannot overflow)."""
-    try:
-        arr = np.array(values, np.int64)
-    except OverflowError:
-        arr = np.array([min(max(v, -_INT64_MAX), _INT64_MAX) for v in values], np.int64)
-    out: I64 = np.maximum(arr, -_INT64_MAX)
-    return out
+    if not values or (min(values) >= -_INT64_MAX and max(values) <= _INT64_MAX):  # (the usual: one step)
+        return np.array(values, np.int64)
+    return np.array([min(max(v, -_INT64_MAX), _INT64_MAX) for v in values], np.int64)
