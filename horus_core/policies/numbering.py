@@ -60,8 +60,10 @@ class Numbering:
 
     def free(self, rows: list[int]) -> None:
         """Rows given back: no number finds them any more."""
-        at = [r for r in rows if r < len(self._number)]
-        self._number[at] = -1
+        number, n = self._number, len(self._number)
+        for r in rows:
+            if r < n:
+                number[r] = -1
 
 
 @numba.njit(cache=True, nogil=True)

@@ -52,9 +52,11 @@ class Reported:
         return self._used - len(self._free)
 
     def free(self, rows: list[int]) -> None:
-        """Rows whose jobs left: cleared, to be given again."""
-        self.seen[rows] = False
-        self.adds[rows] = self.count[rows] = self.pos[rows] = 0
+        """Rows whose jobs left: cleared, to be given again (element by element: a round frees
+        one or two)."""
+        seen, adds, count, pos = self.seen, self.adds, self.count, self.pos
+        for r in rows:
+            seen[r], adds[r], count[r], pos[r] = False, 0, 0, 0
         self._free.extend(rows)
 
     def _grow(self) -> None:

@@ -163,3 +163,18 @@ def test_a_simulation_reporting_as_columns_runs_as_one_reporting_tuples() -> Non
     assert len(runs[0][0]) > 500 and runs[0] == runs[1]
     assert any(loss is not None for _, _, loss, _ in runs[2][0]) and runs[2] == runs[3]
     assert runs[0][1] != runs[2][1]  # (lengths from loss curves alone order the queue differently)
+
+
+def test_a_row_given_again_keeps_nothing_of_its_last_job() -> None:
+    """A job that left frees its report row; the next job given that row starts from nothing
+    (no last report, no rates), exactly as on a row never used."""
+    used, new = RemainingWork(), RemainingWork()
+    for k in range(6):
+        used.observe_columns(["old"], np.array([100.0 * k]), None, 30.0 * k)
+    row = used.tracks["old"].row
+    used.drop(["old"])
+    for work in (used, new):
+        work.observe_columns(["next"], np.array([7.0]), None, 500.0)
+    assert used.tracks["next"].row == row
+    assert used.tracks["next"].state() == new.tracks["next"].state()
+    assert used.tracks["next"].adds == 1 and used.tracks["next"].speed() is None
