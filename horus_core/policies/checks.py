@@ -177,7 +177,7 @@ def _bulk_waits(waits: list[Wait], look: Lookup) -> list[Wait] | None:
 def _in_order(actions: Sequence[object], look: Lookup, plan: Plan) -> Plan:
     """Check each action against the snapshot and the ones kept before it."""
     occ = _Occupancy(look)
-    acted = set[str]()
+    acted: set[str] = set()
     for action in actions:
         job = look.job(action.job_id) if isinstance(action, Assign | Preempt | Wait) else None
         problem = _problem(action, job, occ, acted)
