@@ -74,7 +74,8 @@ class NumberMap:
         pass its end): the positions of those not confirmed; None where the numbers are too far
         apart (look the jobs up by id)."""
         numbers, versions = changes.numbers, changes.versions
-        assert numbers is not None and versions is not None  # (usable)
+        if numbers is None or versions is None:  # (not usable: by id)
+            return None
         at = np.empty(len(numbers), np.intp)
         k = slots_by_number(numbers, self.base, self.slot, seen, versions, got, at)
         if k < 0 and self.cover(changes.source, numbers):

@@ -206,7 +206,7 @@ class JobTable:
         version) are looked at one by one, in order."""
         n = len(jobs)
         stale: Ix | None = None
-        if changes is not None and changes.versions is not None:
+        if changes is not None and changes.numbers is not None and changes.versions is not None:
             got, version = np.empty(n, np.intp), changes.versions
             stale = self.numbered.find(changes, self.seen, got)
         by_id = stale is None
