@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
 
@@ -42,17 +42,27 @@ from horus_core.model import (
     Action,
     Assign,
     ClusterSnapshot,
-    Gpu,
     Job,
     JobState,
-    LastAnswer,
     Node,
-    NodeState,
     Preempt,
     Wait,
 )
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies._placed import placed_view
+from horus_core.policies.reservation import (
+    Reservation,
+    TypesOf,
+    all_idle,
+    allowed_on,
+    free_times,
+    gpu_types,
+    holders,
+    pools,
+    predicted_rate,
+    solo_seconds,
+    usable,
+)
 from horus_core.policies.stints import Stints, follow, stints
 
 WAIT_S = 3600.0  # a gang may become head after this long in the queue
@@ -62,16 +72,6 @@ _MEMO = 256
 _GPUS = operator.attrgetter("spec.gpus")
 
 Decide = Callable[[ClusterSnapshot, float], list[Action]]
-# A job -> the GPU types it may use now (None: any; empty: none).
-TypesOf = Callable[[Job], "frozenset[str] | None"]
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    job_id: str
-    node: str
-    gpus: tuple[str, ...]  # reserved GPU uuids
-    free_by: float  # when the last of them was predicted free, at the time it was made
 
 
 @dataclass
@@ -112,7 +112,7 @@ class GangReserve:
             self.held = None
             self.backfilled.clear()
             return self._remember(inner(snapshot, now))
-        if _idle(res, snapshot):  # its GPUs are free: it starts there, whatever the policy's order
+        if all_idle(res, snapshot):  # its GPUs are free: it starts there, whatever the policy's order
             return self._remember(self._start(head, res, snapshot, now, inner))
         view = snapshot.with_nodes(self._hide(snapshot.nodes, frozenset(res.gpus)))
         actions = inner(view, now)
@@ -149,9 +149,9 @@ class GangReserve:
         ended = _ended(self.attempts, now_in, delta)
         if ended and self.last is not None:  # those attempts ended: credit them (the last pass saw them run)
             runs = self.runs  # the last pass's view of each active job
-            types = _types(snapshot)
+            types = gpu_types(snapshot)
             for i in ended:
-                done = max(self.last - self.since[i], 0.0) * (_rate(runs[i], types, model) or 0.0)
+                done = max(self.last - self.since[i], 0.0) * (predicted_rate(runs[i], types, model) or 0.0)
                 self.steps[i] = self.steps.get(i, 0.0) + done
         if now_in is not None:
             self.runs = dict(zip(now_in.ids, snapshot.active(), strict=True))
@@ -204,7 +204,7 @@ class GangReserve:
         self, job: Job, now: float, types: Mapping[str, str], model: InterferenceModel | None
     ) -> float:
         """Estimated seconds until running ``job`` ends (see the module doc)."""
-        rate = _rate(job, types, model)
+        rate = predicted_rate(job, types, model)
         since = self.since.get(job.id, now)
         if job.spec.total_steps > 0 and rate:
             done = self.steps.get(job.id, 0.0) + max(now - since, 0.0) * rate
@@ -222,16 +222,16 @@ class GangReserve:
         allowed: frozenset[str] | None,
     ) -> Reservation | None:
         held = self.held
-        if held is not None and held.job_id == head.id and _usable(held, snapshot, allowed):
+        if held is not None and held.job_id == head.id and usable(held, snapshot, allowed):
             return held
         self.backfilled.clear()
-        types = _types(snapshot)
+        types = gpu_types(snapshot)
         free = free_times(snapshot, now, lambda j: self.remaining(j, now, types, model))
         best: tuple[float, float, int, str, tuple[str, ...]] | None = None
         for node, gpus in pools(snapshot, head, allowed):
             times = sorted((free[g.uuid], g.index, g.uuid) for g in gpus)[: head.spec.gpus]
             start = times[-1][0]
-            done = start + (_solo_seconds(head, gpu_type(gpus[0]), model) or 0.0)
+            done = start + (solo_seconds(head, gpu_type(gpus[0]), model) or 0.0)
             key = (done, start, sum(t > now for t, _, _ in times), node)
             if best is None or key < best[:4]:
                 best = (*key, tuple(u for _, _, u in times))
@@ -262,9 +262,9 @@ class GangReserve:
     ) -> bool:
         """Whether the policy's placement of the head elsewhere is predicted to finish no later
         than waiting for its reservation would (unknown work: yes)."""
-        types = _types(snapshot)
-        there = _solo_seconds(head, types.get(moved.gpus[0], ""), model)
-        here = _solo_seconds(head, types.get(res.gpus[0], ""), model)
+        types = gpu_types(snapshot)
+        there = solo_seconds(head, types.get(moved.gpus[0], ""), model)
+        here = solo_seconds(head, types.get(res.gpus[0], ""), model)
         if there is None or here is None:
             return True
         return (
@@ -276,9 +276,9 @@ class GangReserve:
         self, res: Reservation, snapshot: ClusterSnapshot, now: float, model: InterferenceModel | None
     ) -> float:
         """When the jobs on the reserved GPUs (backfill aside) are predicted to have ended."""
-        holders = _holders(snapshot, res.gpus)
-        others = {j for ids in holders.values() for j in ids} - self.backfilled
-        types = _types(snapshot)
+        held = holders(snapshot, res.gpus)
+        others = {j for ids in held.values() for j in ids} - self.backfilled
+        types = gpu_types(snapshot)
         ends = [now + self.remaining(j, now, types, model) for j in snapshot.active() if j.id in others]
         return max(ends, default=now)
 
@@ -294,8 +294,8 @@ class GangReserve:
     ) -> list[Action]:
         """The policy's actions, plus backfill onto idle reserved GPUs, a stop for backfill
         that overran, and the head's reason."""
-        holders = _holders(snapshot, res.gpus)
-        there = {j for ids in holders.values() for j in ids}
+        held = holders(snapshot, res.gpus)
+        there = {j for ids in held.values() for j in ids}
         others = there - self.backfilled
         free_by = self._free_by(res, snapshot, now, model)
         out: list[Action] = [a for a in actions if a.job_id != head.id]
@@ -303,7 +303,7 @@ class GangReserve:
         if overran:
             out += [Preempt(j, f"backfill overran: GPUs reserved for gang {head.id}") for j in overran]
         else:
-            out = self._backfill(res, out, snapshot, holders, (now, free_by), model, types_of)
+            out = self._backfill(res, out, snapshot, held, (now, free_by), model, types_of)
         hours = max(free_by - now, 0.0) / 3600
         why = f"{len(res.gpus)} GPU(s) reserved for it on {res.node}, expected free in {hours:.1f} h"
         return [*out, Wait(head.id, f"next gang to start: {why}", rc.RESOURCES)]
@@ -329,8 +329,8 @@ class GangReserve:
         out: list[Action] = []
         for action in actions:
             job = jobs.get(action.job_id) if isinstance(action, Wait) else None
-            if job is not None and len(idle) >= job.spec.gpus and _ok(job, kind, types_of):
-                run = _solo_seconds(job, kind, model)
+            if job is not None and len(idle) >= job.spec.gpus and allowed_on(job, kind, types_of):
+                run = solo_seconds(job, kind, model)
                 if run is not None and window[0] + run <= window[1]:
                     take, idle = tuple(idle[: job.spec.gpus]), idle[job.spec.gpus :]
                     self.backfilled.add(job.id)
@@ -360,31 +360,6 @@ class GangReserve:
 # ---------------------------------------------------------------------------- pure helpers
 
 
-def pools(snapshot: ClusterSnapshot, job: Job, allowed: frozenset[str] | None) -> list[tuple[str, list[Gpu]]]:
-    """Where ``job``'s gang could ever run: per READY node, its healthy GPUs of ``allowed``
-    types (None: any), where they are at least the gang's size. The one place that says what
-    "fits" means: a gang spanning nodes would make this one pool over several nodes."""
-    out = []
-    for node in snapshot.nodes:
-        if node.state is not NodeState.READY:
-            continue
-        gpus = [g for g in node.gpus if g.healthy and (allowed is None or gpu_type(g) in allowed)]
-        if len(gpus) >= job.spec.gpus:
-            out.append((node.name, gpus))
-    return out
-
-
-def free_times(snapshot: ClusterSnapshot, now: float, remaining: Callable[[Job], float]) -> dict[str, float]:
-    """GPU uuid -> when it is predicted to hold no job: now plus the longest ``remaining`` of
-    the active jobs on it (now where it is idle)."""
-    out = {g.uuid: now for n in snapshot.nodes for g in n.gpus}
-    for job in snapshot.active():
-        end = now + remaining(job)
-        for uuid in job.gpus:
-            out[uuid] = max(out.get(uuid, now), end)
-    return out
-
-
 def _active(job: Job) -> bool:
     return job.state.active
 
@@ -404,60 +379,3 @@ def _ended(
         i for i, job in (delta or {}).items()
         if i in attempts and (job is None or not job.state.active or job.attempt != attempts[i])
     ]  # fmt: skip
-
-
-def _types(snapshot: ClusterSnapshot) -> Mapping[str, str]:
-    """GPU uuid -> type, on every node (built again only when the nodes are not the last
-    pass's: a round where an attempt ends asks, and usually on the very same nodes)."""
-    return _TYPES(snapshot.nodes)
-
-
-def _types_on(nodes: tuple[Node, ...]) -> Mapping[str, str]:
-    return {g.uuid: gpu_type(g) for n in nodes for g in n.gpus}
-
-
-_TYPES = LastAnswer(_types_on)
-
-
-def _rate(job: Job, types: Mapping[str, str], model: InterferenceModel | None) -> float | None:
-    """Predicted steps/s of a running job: solo on its GPU type x its predicted speed."""
-    if model is None or not job.gpus or job.gpus[0] not in types:
-        return None
-    solo = model.solo_throughput(model.signature(job.spec), max(1, job.spec.gpus), types[job.gpus[0]])
-    return solo * job.predicted_slowdown if solo else None
-
-
-def _solo_seconds(job: Job, kind: str, model: InterferenceModel | None) -> float | None:
-    """Seconds ``job`` would run alone on GPUs of type ``kind``; None where its work is unknown."""
-    if model is None or job.spec.total_steps <= 0:
-        return None
-    solo = model.solo_throughput(model.signature(job.spec), max(1, job.spec.gpus), kind)
-    return job.spec.total_steps / solo if solo else None
-
-
-def _holders(snapshot: ClusterSnapshot, uuids: Iterable[str]) -> dict[str, set[str]]:
-    wanted = set(uuids)
-    out: dict[str, set[str]] = {u: set() for u in wanted}
-    for job in snapshot.active():
-        for uuid in job.gpus:
-            if uuid in wanted:
-                out[uuid].add(job.id)
-    return out
-
-
-def _idle(res: Reservation, snapshot: ClusterSnapshot) -> bool:
-    return not any(_holders(snapshot, res.gpus).values())
-
-
-def _usable(res: Reservation, snapshot: ClusterSnapshot, allowed: frozenset[str] | None) -> bool:
-    """Whether the reserved GPUs are all still healthy, of allowed types, on a READY node."""
-    for node in snapshot.nodes:
-        if node.name == res.node:
-            ok = {g.uuid for g in node.gpus if g.healthy and (allowed is None or gpu_type(g) in allowed)}
-            return node.state is NodeState.READY and set(res.gpus) <= ok
-    return False
-
-
-def _ok(job: Job, kind: str, types_of: TypesOf) -> bool:
-    allowed = types_of(job)
-    return allowed is None or kind in allowed

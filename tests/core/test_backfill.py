@@ -10,9 +10,10 @@ import pytest
 from horus_core.interference import default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobSpec, JobState, Preempt, Wait
 from horus_core.policies import gandiva, lucid, make_policy
-from horus_core.policies.backfill import WAIT_S, GangReserve, _types, free_times
+from horus_core.policies.backfill import WAIT_S, GangReserve
 from horus_core.policies.fifo import FifoPolicy
 from horus_core.policies.gputypes import TypeGate
+from horus_core.policies.reservation import free_times, gpu_types
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
 
 MODEL = default_model()
@@ -175,7 +176,7 @@ def test_gpu_types_follow_the_nodes_of_each_snapshot() -> None:
     k80 = tuple(dataclasses.replace(n, gpus=tuple(dataclasses.replace(g, model="Tesla K80", gpu_type="k80")
                                                   for g in n.gpus)) for n in NODES)  # fmt: skip
     copy = tuple(dataclasses.replace(n) for n in NODES)
-    assert set(_types(ClusterSnapshot(NODES, ())).values()) == {"v100"}
-    assert _types(ClusterSnapshot(copy, ())) == _types(ClusterSnapshot(NODES, ()))
-    assert set(_types(ClusterSnapshot(k80, ())).values()) == {"k80"}
-    assert set(_types(ClusterSnapshot(NODES, ())).values()) == {"v100"}
+    assert set(gpu_types(ClusterSnapshot(NODES, ())).values()) == {"v100"}
+    assert gpu_types(ClusterSnapshot(copy, ())) == gpu_types(ClusterSnapshot(NODES, ()))
+    assert set(gpu_types(ClusterSnapshot(k80, ())).values()) == {"k80"}
+    assert set(gpu_types(ClusterSnapshot(NODES, ())).values()) == {"v100"}
