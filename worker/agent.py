@@ -20,9 +20,8 @@ from typing import Any
 
 import grpc
 
-from horus_core.gen import worker_pb2
 from horus_core.model import JobState
-from horus_core.wire import spec_from_pb
+from horus_core.plane import Assignment, Kill, LeaseGrant, ToWorker
 from worker import messages
 from worker.connection import Connection
 from worker.files import AttemptFiles, attempts_dir
@@ -166,7 +165,7 @@ class Agent:
 
     # ------------------------------------------------------------ the stream (StreamHandler)
 
-    def register_message(self) -> worker_pb2.WorkerMessage:
+    def register_message(self) -> messages.Outgoing:
         self.state.stream_opened()
         self.state.prune()
         return messages.register(
@@ -180,7 +179,7 @@ class Agent:
             rack=self.config.rack,
         )
 
-    def on_registered(self, msg: worker_pb2.Registered) -> None:
+    def on_registered(self, msg: LeaseGrant) -> None:
         effects = self._registered(msg)
         if msg.epoch:
             _save_epoch(self.config.state_dir, msg.epoch)
@@ -189,7 +188,7 @@ class Agent:
         self._apply(effects)
         self._beat_now.set()
 
-    def _registered(self, msg: worker_pb2.Registered) -> list[Effect]:
+    def _registered(self, msg: LeaseGrant) -> list[Effect]:
         effects = self.state.on_registered(
             msg.heartbeat_interval_s,
             msg.lease_s,
@@ -210,20 +209,17 @@ class Agent:
             except OSError as exc:
                 log.warning("cannot write the lease file: %s", exc)
 
-    def on_message(self, msg: worker_pb2.MasterMessage) -> None:
-        kind = msg.WhichOneof("msg")
-        if kind == "registered":
-            self._apply(self._registered(msg.registered))
-        elif kind == "assign":
-            a = msg.assign
-            if not a.job_id or len(a.job_id) > 256:
-                log.warning("ignoring an assignment with a bad job id %r", a.job_id[:80])
+    def on_message(self, msg: ToWorker) -> None:
+        if isinstance(msg, LeaseGrant):
+            self._apply(self._registered(msg))
+        elif isinstance(msg, Assignment):
+            if not msg.job_id or len(msg.job_id) > 256:
+                log.warning("ignoring an assignment with a bad job id %r", msg.job_id[:80])
                 return
-            key = AttemptKey(a.job_id, a.attempt)
-            env = messages.gang_env(a)
-            self._apply(self.state.on_assignment(key, spec_from_pb(a.spec), tuple(a.gpus), env))
-        elif kind == "kill":
-            self._apply(self.state.on_kill(AttemptKey(msg.kill.job_id, msg.kill.attempt), msg.kill.reason))
+            key = AttemptKey(msg.job_id, msg.attempt)
+            self._apply(self.state.on_assignment(key, msg.spec, msg.gpus, messages.gang_env(msg)))
+        elif isinstance(msg, Kill):
+            self._apply(self.state.on_kill(AttemptKey(msg.job_id, msg.attempt), msg.reason))
 
     def on_closed(self, why: str) -> None:
         self.state.stream_closed()
@@ -353,7 +349,7 @@ class Agent:
 
 def _read_tails(
     logs: Sequence[tuple[AttemptKey, LogTail]], progress: Sequence[tuple[AttemptKey, ProgressTail]]
-) -> list[worker_pb2.WorkerMessage]:
+) -> list[messages.Outgoing]:
     out = [messages.log_chunk(key, off, data) for key, tail in logs for off, data in tail.read()]
     for key, ptail in progress:
         latest = ptail.read()

@@ -24,6 +24,8 @@ import grpc
 from grpc import aio
 
 from horus_core.gen import worker_pb2, worker_pb2_grpc
+from horus_core.plane import LeaseGrant, ToWorker
+from worker.messages import from_master, lease_grant
 
 log = logging.getLogger(__name__)
 _Call = aio.StreamStreamCall[worker_pb2.WorkerMessage, worker_pb2.MasterMessage]
@@ -33,8 +35,8 @@ REPEAT_WARNING_S = 60.0  # while the master stays unreachable, one warning a min
 
 class StreamHandler(Protocol):
     def register_message(self) -> worker_pb2.WorkerMessage: ...
-    def on_registered(self, msg: worker_pb2.Registered) -> None: ...
-    def on_message(self, msg: worker_pb2.MasterMessage) -> None: ...
+    def on_registered(self, msg: LeaseGrant) -> None: ...
+    def on_message(self, msg: ToWorker) -> None: ...
     def on_closed(self, why: str) -> None: ...
 
 
@@ -145,7 +147,7 @@ class Connection:
             self._queue = queue = asyncio.Queue[worker_pb2.WorkerMessage]()
             self._backoff.reset()
             log.info("registered with %s", self.target)
-            self._handler.on_registered(first.registered)
+            self._handler.on_registered(lease_grant(first.registered))
             if self._closing:
                 queue.put_nowait(_CLOSE)
             why = await self._pump(call, queue)
@@ -183,7 +185,9 @@ class Connection:
             if not isinstance(msg, worker_pb2.MasterMessage):  # grpc.aio.EOF
                 return "the master ended the stream"
             try:
-                self._handler.on_message(msg)
+                plain = from_master(msg)  # (protobuf ends here: the handler gets plane types)
+                if plain is not None:
+                    self._handler.on_message(plain)
             except Exception:
                 log.exception("handling %s from the master failed", msg.WhichOneof("msg"))
 

@@ -1,4 +1,5 @@
-"""Building the worker's protobuf messages from the worker's own types (pure functions)."""
+"""The worker's side of the protobuf edge (pure functions): its messages built from the
+worker's own types, and the master's messages read into :mod:`horus_core.plane` types."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from horus_core import __version__, wire
 from horus_core.gang import GangInfo
 from horus_core.gen import types_pb2, worker_pb2
 from horus_core.model import Gpu, gpu_type_of
-from horus_core.plane import JobGpuReading
-from horus_core.wire import gpu_to_pb, job_state_to_pb
+from horus_core.plane import Assignment, JobGpuReading, Kill, LeaseGrant, ToWorker
+from horus_core.wire import gpu_to_pb, job_state_to_pb, spec_from_pb
 from worker.gpu.base import GpuInfo, GpuReading, ProcessReading
 from worker.runtime.base import AttemptKey
 from worker.state import Update
@@ -55,7 +56,31 @@ def register(
     return worker_pb2.WorkerMessage(register=msg)
 
 
-def gang_env(a: worker_pb2.Assignment) -> tuple[tuple[str, str], ...]:
+Outgoing = worker_pb2.WorkerMessage  # what the worker sends (built here, written by the connection)
+
+
+def lease_grant(msg: worker_pb2.Registered) -> LeaseGrant:
+    """The master's answer to a registration or a heartbeat."""
+    return LeaseGrant(msg.heartbeat_interval_s, msg.lease_s, msg.epoch, msg.renews_seq, msg.kill_grace_s)
+
+
+def from_master(msg: worker_pb2.MasterMessage) -> ToWorker | None:
+    """One message of the master's stream (None: a kind this worker does not know)."""
+    kind = msg.WhichOneof("msg")
+    if kind == "registered":
+        return lease_grant(msg.registered)
+    if kind == "assign":
+        a = msg.assign
+        return Assignment(
+            a.job_id, a.attempt, spec_from_pb(a.spec), tuple(a.gpus),
+            a.node_rank, a.nnodes, a.world_size, a.master_addr, a.master_port,
+        )  # fmt: skip
+    if kind == "kill":
+        return Kill(msg.kill.job_id, msg.kill.attempt, msg.kill.reason)
+    return None
+
+
+def gang_env(a: Assignment) -> tuple[tuple[str, str], ...]:
     """The rendezvous env of a multi-node gang's part (none for a job on one node)."""
     if a.nnodes <= 1:
         return ()

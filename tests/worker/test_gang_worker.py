@@ -9,6 +9,7 @@ import pytest
 
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import JobSpec
+from horus_core.plane import Assignment
 from worker import messages
 from worker.main import parse_args
 from worker.runtime.base import AttemptKey, LaunchRequest
@@ -24,8 +25,9 @@ class _Clock:
         return 1_700_000_000.0
 
 
-def _assignment(nnodes: int) -> wpb.Assignment:
-    return wpb.Assignment(
+def _assignment(nnodes: int) -> Assignment:
+    """As the worker reads it off the stream (``messages.from_master``)."""
+    msg = wpb.Assignment(
         job_id="j",
         attempt=1,
         gpus=["g0", "g1"],
@@ -35,6 +37,9 @@ def _assignment(nnodes: int) -> wpb.Assignment:
         master_addr="10.1.2.3",
         master_port=29511,
     )
+    got = messages.from_master(wpb.MasterMessage(assign=msg))
+    assert isinstance(got, Assignment)
+    return got
 
 
 def test_a_gang_part_gets_the_rendezvous_env_and_a_single_node_job_none() -> None:
