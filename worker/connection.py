@@ -171,13 +171,19 @@ class Connection:
         return why, was_registered
 
     async def _pump(self, call: _Call, queue: asyncio.Queue[worker_pb2.WorkerMessage]) -> str:
+        """Read and write until either side ends; why the stream ended (the reader's reason where
+        both ended at once). Every outcome of both tasks is retrieved, also when this is
+        cancelled: the master going away as the worker closes ends both in one step, and an
+        exception left unretrieved is logged with a traceback when the task is collected."""
         reader = asyncio.create_task(self._read_loop(call))
         writer = asyncio.create_task(self._write_loop(call, queue))
-        done, pending = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        return next(iter(done)).result()
+        try:
+            done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reader, writer):
+                task.cancel()  # (a task already done stays as it ended)
+            await asyncio.gather(reader, writer, return_exceptions=True)
+        return (reader if reader in done else writer).result()
 
     async def _read_loop(self, call: _Call) -> str:
         while True:
