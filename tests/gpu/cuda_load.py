@@ -7,7 +7,7 @@ GPU measure a co-location slowdown: ``kernels_per_s(solo) / kernels_per_s(co-loc
 
     CUDA_VISIBLE_DEVICES=GPU-... python tests/gpu/cuda_load.py --mib 1024 --seconds 30 --busy
 
-NOT YET RUN ON REAL HARDWARE (written on a machine without a GPU; see docs/gpu-validation.md).
+Run on an H200 on 2026-11-27 through scripts/gpu-check (see docs/gpu-validation.md).
 """
 
 from __future__ import annotations

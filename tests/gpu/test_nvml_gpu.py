@@ -1,7 +1,7 @@
 """NvmlProbe on a real NVIDIA GPU (marked ``gpu``; skipped where NVML or the driver is absent).
 
-NOT YET RUN ON REAL HARDWARE: written on a machine without a GPU. docs/gpu-validation.md says
-how to run it and what to record.
+Run on an H200 on 2026-11-27 (``scripts/gpu-check``; docs/gpu-validation.md has the figures). The
+first run found the attribution test killing a process group its shell did not lead.
 """
 
 from __future__ import annotations
@@ -57,7 +57,11 @@ async def test_a_child_process_is_attributed_to_its_attempt(probe: NvmlProbe) ->
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu.uuid}
     # sh is the attempt's process; the CUDA process is its child, as under ProcessRuntime / a container.
     shell = await asyncio.create_subprocess_exec(
-        "sh", "-c", f"{sys.executable} {LOAD} --mib 1024 --seconds 20 --busy; exit 0", env=env
+        "sh",
+        "-c",
+        f"{sys.executable} {LOAD} --mib 1024 --seconds 20 --busy; exit 0",
+        env=env,
+        start_new_session=True,  # its own process group, so the finally below stops sh and its child
     )
     target = ProbeTarget("gpu-test", 1, (shell.pid,), (gpu.uuid,), JobSpec(command=("sh",)))
     seen = None

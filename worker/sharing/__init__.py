@@ -1,0 +1,1 @@
+"""Safe sharing of one GPU between jobs: memory caps and their enforcement."""
