@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference.completion import Fit, choose, complete
+from horus_core.interference.completion import Fit, Priors, choose, complete
 from horus_core.interference.table import ThroughputTable
 
 Pair = tuple[float, float]
@@ -53,10 +53,12 @@ class CompletedPairs:
         gpu_type: str,
         observed: Mapping[tuple[str, str, str], Pair],
         previous: Choice | None = None,
+        priors: Mapping[str, Pair] | None = None,
     ) -> None:
         pair_type = table.pair_type_for(gpu_type)
         names = list(table.job_types)
         names += sorted({a for (g, a, _b) in observed if g == gpu_type} - set(names))
+        names += sorted(set(priors or ()) - set(names))  # jobs known by their model card
         self._index = {name: i for i, name in enumerate(names)}
         n = len(names)
         values = np.zeros((n, n))
@@ -69,6 +71,12 @@ class CompletedPairs:
                 self._put(values, known, a, b, speeds[0])
         self._known = known
         self._values = values
+        self._priors: Priors | None = None
+        if priors:
+            rows, cols = np.zeros(n), np.zeros(n)
+            for name, (sensitivity, intensity) in priors.items():
+                rows[self._index[name]], cols[self._index[name]] = sensitivity, intensity
+            self._priors = (rows, cols)
         self._fitted: NDArray[np.float64] | None = None
         self._previous = previous
         self.choice: Choice | None = None  # set once fitted
@@ -80,15 +88,16 @@ class CompletedPairs:
 
     def predict(self, a: str, b: str) -> tuple[float, float] | None:
         """(speed a, speed b), or None when either job has no row here (neither a job type of
-        the table nor observed on this GPU type) or nothing at all is known on this type. A job
-        with few measured partners gets predictions shrunk towards the type's mean (see
-        :mod:`completion`), never a curve fitted on another GPU type."""
+        the table nor observed on this GPU type nor known by a model card) or nothing at all is
+        known on this type. A job with few measured partners gets predictions shrunk towards the
+        type's mean, or towards its card's predicted biases (see :mod:`completion`), never a curve
+        fitted on another GPU type."""
         i, j = self._index.get(a), self._index.get(b)
         if i is None or j is None or not self._known.any():
             return None
         if self._fitted is None:
             self.choice = self._choose()
-            self._fitted = complete(self._values, self._known, fit=self.choice[1])
+            self._fitted = complete(self._values, self._known, fit=self.choice[1], priors=self._priors)
         return float(self._fitted[i, j]), float(self._fitted[j, i])
 
     def _choose(self) -> Choice:

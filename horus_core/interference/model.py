@@ -1,7 +1,10 @@
 """The interference model: job profiles and co-location speeds, from the best source known.
 
 Profiles, in order of trust: live measurements of the signature (EWMA), the table-derived
-profile of a Gavel job type (:mod:`profiles`), the job's hints, a conservative default.
+profile of a Gavel job type (:mod:`profiles`), the prediction from the job's model card
+(:mod:`predictor`, :meth:`InterferenceModel.add_card`), the job's hints, a conservative default.
+A live memory reading (:meth:`InterferenceModel.observe_memory`, taken also while the job shares
+its GPU) replaces the footprint of any profile that is not itself measured.
 
 Speeds of jobs sharing ONE GPU (1.0 = as fast as alone), in order of trust:
 1. pairs measured live on this GPU type (:meth:`InterferenceModel.observe_pair`, EWMA);
@@ -9,10 +12,12 @@ Speeds of jobs sharing ONE GPU (1.0 = as fast as alone), in order of trust:
    V100 data (speeds are normalised, so no scaling is needed);
 3. a completion of this GPU type's table pairs plus its observations (:mod:`completion`:
    collaborative filtering with per-job sensitivity and intensity, shrunk towards the type's
-   mean where a job has few measured partners), for every job type of the table and every
-   signature observed on this GPU type;
-4. the analytic model over the two profiles (:func:`profiles.analytic_speed`), only for a
-   signature with no pair data on this GPU type (hints, a live profile or the default).
+   mean where a job has few measured partners, and towards the sensitivity and intensity its
+   model card predicts where it has a card), for every job type of the table, every signature
+   observed on this GPU type and every signature with a card;
+4. the analytic model over the two profiles (:func:`profiles.analytic_speed`; card-predicted
+   profiles, hints, a live profile or the default), with the constants learned from the pairs
+   observed on this GPU type (:mod:`analytic`), where nothing of 1-3 answers.
 Pairs were measured for 1-GPU jobs; a multi-GPU job is assumed to interfere on each of its
 GPUs as its 1-GPU version does. Triples were never measured: each job's speed in a triple is
 the product of its speeds in the two pairs (pessimistic: it counts the overlap twice). The
@@ -21,13 +26,15 @@ packing kernel uses the same rule, so its predictions match :meth:`co_speeds` ex
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import combinations
 
 import numpy as np
 from numpy.typing import NDArray
 
+from horus_core.interference.analytic import Sample, fit_constants
 from horus_core.interference.learned import Choice, CompletedPairs, PairObservations
+from horus_core.interference.predictor import Predictor, packaged_predictor
 from horus_core.interference.profiles import (
     GAVEL_PROFILES,
     RESERVE_MIB,
@@ -43,16 +50,31 @@ from horus_core.interference.signature import (
 )
 from horus_core.interference.table import INFEASIBLE, TABLE_GPU_MEMORY_MIB, ThroughputTable, packaged_table
 from horus_core.model import JobSpec, ProfileHints
+from horus_core.modelcard import ModelCard
 
 MAX_PER_GPU = 3
+_KNOWN = frozenset({"measured", "table", "card"})  # profile sources the analytic constants learn from
 EWMA_WEIGHT = 0.3  # weight of a new measurement
 _TABLE_SLACK_MIB = 1024  # a table's out-of-memory pairs apply to GPUs up to 1 GiB larger
 _MATRIX_CACHE = 64
 
 
 class InterferenceModel:
-    def __init__(self, table: ThroughputTable) -> None:
+    def __init__(
+        self,
+        table: ThroughputTable,
+        *,
+        profiles: Mapping[str, tuple[float, float, int]] = GAVEL_PROFILES,
+        predictor: Predictor | None = None,
+    ) -> None:
         self._table = table
+        self._table_profiles = profiles  # job type -> (util avg, util peak, memory MiB)
+        self._predictor = predictor
+        self._cards: dict[str, ModelCard] = {}
+        self._carded: dict[str, JobProfile] = {}  # card-predicted profiles
+        self._priors: dict[str, tuple[float, float]] = {}  # card-predicted (sensitivity, intensity)
+        self._memory: dict[str, int] = {}  # live memory readings of signatures not measured alone
+        self._constants: dict[str, tuple[float, float]] = {}  # per GPU type: analytic (alpha, gamma)
         self._measured: dict[str, JobProfile] = {}
         self._hinted: dict[str, JobProfile] = {}
         self._pairs = PairObservations(EWMA_WEIGHT)
@@ -69,7 +91,9 @@ class InterferenceModel:
 
     def profile(self, spec: JobSpec) -> JobProfile:
         sig = signature_of(spec)
-        known = self._measured.get(sig) or self._table_profile(sig)
+        if spec.model_card is not None:
+            self.add_card(sig, spec.model_card)
+        known = self._measured.get(sig) or self._table_profile(sig) or self._carded.get(sig)
         if known is None and spec.job_type and spec.hints != ProfileHints():
             # an unknown job type with hints: remember them under its signature
             prof = profile_from_hints(spec.hints)
@@ -79,17 +103,41 @@ class InterferenceModel:
         return known or self.profile_of(sig)
 
     def profile_of(self, signature: str) -> JobProfile:
-        known = self._measured.get(signature) or self._table_profile(signature)
-        if known is not None:
-            return known
-        if signature in self._hinted:
-            return self._hinted[signature]
-        hints = hints_of_signature(signature)
-        return default_profile() if hints is None else profile_from_hints(hints)
+        known = (
+            self._measured.get(signature)
+            or self._table_profile(signature)
+            or self._carded.get(signature)
+            or self._hinted.get(signature)
+        )
+        if known is None:
+            hints = hints_of_signature(signature)
+            known = default_profile() if hints is None else profile_from_hints(hints)
+        mem = self._memory.get(signature)
+        if mem is not None and known.source != "measured":
+            return JobProfile(known.util_avg, known.util_peak, mem, known.source)
+        return known
 
     def _table_profile(self, signature: str) -> JobProfile | None:
-        row = GAVEL_PROFILES.get(signature)
+        row = self._table_profiles.get(signature)
         return None if row is None else JobProfile(row[0], row[1], row[2], "table")
+
+    # ------------------------------------------------------------------ model cards
+    def add_card(self, signature: str, card: ModelCard) -> None:
+        """Predict the profile of ``signature`` from its model card (the last card given for a
+        signature wins; the same card again changes nothing). Call between passes, as the
+        observations: it changes what the model answers."""
+        if self._cards.get(signature) == card:
+            return
+        predictor = self._predictor = self._predictor or packaged_predictor()
+        p = predictor.predict(card)
+        self._cards[signature] = card
+        self._carded[signature] = JobProfile(p.util_avg, p.util_peak, p.mem_mib, "card")
+        self._priors[signature] = (p.sensitivity, p.intensity)
+        self._completed.clear()  # (their rows and priors include the cards)
+        self._invalidate()
+
+    def card_of(self, signature: str) -> ModelCard | None:
+        return self._cards.get(signature)
 
     def known_job_types(self) -> list[str]:
         return list(self._table.job_types)
@@ -143,14 +191,38 @@ class InterferenceModel:
         if completed is not None:
             return completed
         pa, pb = self.profile_of(a), self.profile_of(b)
-        return analytic_speed(pa.util_peak, pb.util_avg), analytic_speed(pb.util_peak, pa.util_avg)
+        alpha, gamma = self.constants(gpu_type)
+        return (
+            analytic_speed(pa.util_peak, pb.util_avg, alpha, gamma),
+            analytic_speed(pb.util_peak, pa.util_avg, alpha, gamma),
+        )
 
     def _completion(self, gpu_type: str) -> CompletedPairs:
         done = self._completed.get(gpu_type)
         if done is None:
-            done = CompletedPairs(self._table, gpu_type, self._pairs.speeds, self._choices.get(gpu_type))
+            done = CompletedPairs(
+                self._table, gpu_type, self._pairs.speeds, self._choices.get(gpu_type), self._priors
+            )
             self._completed[gpu_type] = done
         return done
+
+    def constants(self, gpu_type: str) -> tuple[float, float]:
+        """The analytic model's (alpha, gamma) on this GPU type (:mod:`.analytic`)."""
+        found = self._constants.get(gpu_type)
+        if found is None:
+            found = self._constants[gpu_type] = fit_constants(self._samples(gpu_type))
+        return found
+
+    def _samples(self, gpu_type: str) -> list[Sample]:
+        """The pairs observed on this type whose two jobs have a known profile (not a guess)."""
+        out: list[Sample] = []
+        for (g, a, b), (speed, _) in self._pairs.speeds.items():
+            if g != gpu_type or speed <= 0.0:
+                continue
+            pa, pb = self.profile_of(a), self.profile_of(b)
+            if pa.source in _KNOWN and pb.source in _KNOWN:
+                out.append((pa.util_peak, pb.util_avg, speed))
+        return out
 
     def fits(self, signatures: Sequence[str], gpu_memory_mib: int) -> bool:
         """At most 3 jobs, more than 500 MiB left free, and no pair the table saw run out of
@@ -203,9 +275,27 @@ class InterferenceModel:
             util_avg = old.util_avg + w * (util_avg - old.util_avg)
             util_peak = old.util_peak + w * (util_peak - old.util_peak)
             mem_mib = max(mem_mib, round(old.mem_mib + w * (mem_mib - old.mem_mib)))
+        else:  # (a reading taken while it shared its GPU counts too)
+            mem_mib = max(mem_mib, self._memory.pop(signature, 0))
         avg = min(100.0, max(0.0, util_avg))
         peak = max(avg, min(100.0, util_peak))
         self._measured[signature] = JobProfile(avg, peak, max(1, int(mem_mib)), "measured")
+        self._invalidate()
+
+    def observe_memory(self, signature: str, mem_mib: int) -> None:
+        """A live memory reading of a job that may share its GPU (its utilisation is then not
+        its own): the footprint rises at once to a larger reading, decays only slowly."""
+        measured = self._measured.get(signature)
+        old = measured.mem_mib if measured is not None else self._memory.get(signature)
+        if old is not None:
+            mem_mib = max(mem_mib, round(old + EWMA_WEIGHT * (mem_mib - old)))
+        mem_mib = max(1, int(mem_mib))
+        if old == mem_mib:
+            return
+        if measured is not None:
+            self._measured[signature] = JobProfile(measured.util_avg, measured.util_peak, mem_mib, "measured")
+        else:
+            self._memory[signature] = mem_mib
         self._invalidate()
 
     def observe_pair(self, a: str, b: str, gpu_type: str, speed_a: float, speed_b: float) -> None:
@@ -218,6 +308,7 @@ class InterferenceModel:
     def _invalidate(self) -> None:
         self._speeds.clear()
         self._matrices.clear()
+        self._constants.clear()
         self.version += 1
 
 
