@@ -33,8 +33,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference.analytic import Sample, fit_constants
+from horus_core.interference.cards import CardBook
 from horus_core.interference.learned import Choice, CompletedPairs, PairObservations
-from horus_core.interference.predictor import Predictor, packaged_predictor
+from horus_core.interference.predictor import Predictor
 from horus_core.interference.profiles import (
     GAVEL_PROFILES,
     RESERVE_MIB,
@@ -48,7 +49,7 @@ from horus_core.interference.signature import (
     profile_from_hints,
     signature_of,
 )
-from horus_core.interference.table import INFEASIBLE, TABLE_GPU_MEMORY_MIB, ThroughputTable, packaged_table
+from horus_core.interference.table import INFEASIBLE, ThroughputTable, packaged_table
 from horus_core.model import JobSpec, ProfileHints
 from horus_core.modelcard import ModelCard
 
@@ -69,12 +70,11 @@ class InterferenceModel:
     ) -> None:
         self._table = table
         self._table_profiles = profiles  # job type -> (util avg, util peak, memory MiB)
-        self._predictor = predictor
-        self._cards: dict[str, ModelCard] = {}
-        self._carded: dict[str, JobProfile] = {}  # card-predicted profiles
-        self._priors: dict[str, tuple[float, float]] = {}  # card-predicted (sensitivity, intensity)
+        self._cards = CardBook(predictor)  # jobs known by their model cards
         self._memory: dict[str, int] = {}  # live memory readings of signatures not measured alone
         self._constants: dict[str, tuple[float, float]] = {}  # per GPU type: analytic (alpha, gamma)
+        self._oom: dict[int, list[str]] = {}  # GPU memory -> table GPU types whose OOM pairs apply
+        self._no_fit: dict[tuple[str, str], int] = {}  # pair -> the largest GPU (MiB) it did not fit
         self._measured: dict[str, JobProfile] = {}
         self._hinted: dict[str, JobProfile] = {}
         self._pairs = PairObservations(EWMA_WEIGHT)
@@ -93,7 +93,7 @@ class InterferenceModel:
         sig = signature_of(spec)
         if spec.model_card is not None:
             self.add_card(sig, spec.model_card)
-        known = self._measured.get(sig) or self._table_profile(sig) or self._carded.get(sig)
+        known = self._measured.get(sig) or self._table_profile(sig) or self._cards.profiles.get(sig)
         if known is None and spec.job_type and spec.hints != ProfileHints():
             # an unknown job type with hints: remember them under its signature
             prof = profile_from_hints(spec.hints)
@@ -106,7 +106,7 @@ class InterferenceModel:
         known = (
             self._measured.get(signature)
             or self._table_profile(signature)
-            or self._carded.get(signature)
+            or self._cards.profiles.get(signature)
             or self._hinted.get(signature)
         )
         if known is None:
@@ -126,32 +126,44 @@ class InterferenceModel:
         """Predict the profile of ``signature`` from its model card (the last card given for a
         signature wins; the same card again changes nothing). Call between passes, as the
         observations: it changes what the model answers."""
-        if self._cards.get(signature) == card:
-            return
-        predictor = self._predictor = self._predictor or packaged_predictor()
-        p = predictor.predict(card)
-        self._cards[signature] = card
-        self._carded[signature] = JobProfile(p.util_avg, p.util_peak, p.mem_mib, "card")
-        self._priors[signature] = (p.sensitivity, p.intensity)
-        self._completed.clear()  # (their rows and priors include the cards)
-        self._invalidate()
+        if self._cards.add(signature, card):
+            self._completed.clear()  # (their priors include the cards)
+            self._invalidate()
 
     def card_of(self, signature: str) -> ModelCard | None:
-        return self._cards.get(signature)
+        return self._cards.cards.get(signature)
 
     def known_job_types(self) -> list[str]:
         return list(self._table.job_types)
 
     def solo_throughput(self, job_type: str, gpus: int, gpu_type: str) -> float | None:
-        return self._table.solo.get((gpu_type, job_type, gpus))
+        """Steps/s alone: the table's, else what the job's card implies (:mod:`.cards`: good for
+        ratios between GPU types, rough in absolute terms), else None."""
+        found = self._table.solo.get((gpu_type, job_type, gpus))
+        return found if found is not None else self._cards.solo_speed(job_type, gpus, gpu_type)
 
     def has_zero_solo(self, gpu_types: Iterable[str]) -> bool:
-        """Whether the table gives some (job type, GPUs) throughput 0 on one of these types
-        (where none does, no job is kept off a type by its throughput)."""
+        """Whether the table gives some (job type, GPUs) throughput 0 on one of these types, or
+        some card job may not run on a GPU type (where none does, no job is kept off a type by its
+        throughput)."""
         zero = self._zero_types
         if zero is None:
             zero = self._zero_types = frozenset(t for (t, _, _), v in self._table.solo.items() if v == 0.0)
-        return any(t in zero for t in gpu_types)
+        return self._cards.any_zero or any(t in zero for t in gpu_types)
+
+    def observe_solo(self, signature: str, gpus: int, gpu_type: str, steps_per_s: float) -> None:
+        """A measured solo speed of a job type the table lacks on this GPU type (the table's own
+        figures are kept): it answers :meth:`solo_throughput`, and anchors its card's speeds on
+        the other types."""
+        unknown = self._table.solo.get((gpu_type, signature, gpus)) is None
+        if unknown and steps_per_s > 0.0 and self._cards.observe_solo(signature, gpus, gpu_type, steps_per_s):
+            self._invalidate()
+
+    def observe_cannot_run(self, signature: str, gpus: int, gpu_type: str) -> None:
+        """It failed on this GPU type alone (too little memory there): its solo speed there is 0
+        where the table does not say otherwise."""
+        if self._cards.cannot_run(signature, gpus, gpu_type):
+            self._invalidate()
 
     # ------------------------------------------------------------------ co-location
     def co_speeds(self, signatures: Sequence[str], gpu_type: str) -> tuple[float, ...]:
@@ -201,7 +213,7 @@ class InterferenceModel:
         done = self._completed.get(gpu_type)
         if done is None:
             done = CompletedPairs(
-                self._table, gpu_type, self._pairs.speeds, self._choices.get(gpu_type), self._priors
+                self._table, gpu_type, self._pairs.speeds, self._choices.get(gpu_type), self._cards.priors
             )
             self._completed[gpu_type] = done
         return done
@@ -232,11 +244,23 @@ class InterferenceModel:
         used = sum(self.profile_of(s).mem_mib for s in signatures)
         if gpu_memory_mib - used <= RESERVE_MIB:
             return False
-        tables = [t for t, mib in TABLE_GPU_MEMORY_MIB.items() if mib + _TABLE_SLACK_MIB >= gpu_memory_mib]
+        tables = self._oom_types(gpu_memory_mib)
         pairs = self._table.pairs
+        no_fit = self._no_fit
         return not any(
-            pairs.get((t, a, b)) == INFEASIBLE for a, b in combinations(signatures, 2) for t in tables
+            (no_fit and no_fit.get((a, b), 0) >= gpu_memory_mib)
+            or any(pairs.get((t, a, b)) == INFEASIBLE for t in tables)
+            for a, b in combinations(signatures, 2)
         )
+
+    def _oom_types(self, gpu_memory_mib: int) -> list[str]:
+        """The table's GPU types whose out-of-memory pairs apply to a GPU of this size."""
+        found = self._oom.get(gpu_memory_mib)
+        if found is None:
+            found = self._oom[gpu_memory_mib] = [
+                t for t in self._table.pair_gpu_types if gpu_memory_of(t) + _TABLE_SLACK_MIB >= gpu_memory_mib
+            ]
+        return found
 
     def predicted_slowdown(self, signatures: Sequence[str], gpu_type: str) -> float:
         return min(self.co_speeds(signatures, gpu_type), default=1.0)
@@ -296,6 +320,15 @@ class InterferenceModel:
             self._measured[signature] = JobProfile(measured.util_avg, measured.util_peak, mem_mib, "measured")
         else:
             self._memory[signature] = mem_mib
+        self._invalidate()
+
+    def observe_no_fit(self, a: str, b: str, gpu_memory_mib: int) -> None:
+        """``a`` ran out of memory next to ``b`` on a GPU of this size: the pair does not fit on
+        GPUs of this size or smaller, whatever their footprints add up to (as a table's
+        ``[0, 0]`` entry)."""
+        if self._no_fit.get((a, b), 0) >= gpu_memory_mib:
+            return
+        self._no_fit[(a, b)] = self._no_fit[(b, a)] = gpu_memory_mib
         self._invalidate()
 
     def observe_pair(self, a: str, b: str, gpu_type: str, speed_a: float, speed_b: float) -> None:

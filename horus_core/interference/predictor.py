@@ -63,11 +63,14 @@ class Predictor:
     reference_gpu: str = REFERENCE_GPU
 
     def features(self, card: ModelCard, gpu: GpuSpec) -> tuple[float, ...]:
-        half = card.amp or card.dtype != "float32"
-        compute = card.flops_step / gpu.peak_flops(half)
-        traffic = (2 * card.static_bytes + 3 * card.activation_bytes) / gpu.bandwidth
-        raw = (math.log10(max(compute + traffic, _MIN_SECONDS)),)
+        raw = (math.log10(max(roofline_seconds(card, gpu), _MIN_SECONDS)),)
         return tuple((x - m) / s for x, m, s in zip(raw, self.mean, self.scale, strict=True))
+
+    def step_seconds(self, card: ModelCard, gpu_type: str) -> float:
+        """One step's roofline time on ``gpu_type`` (the feature, before its logarithm): its
+        ratios between GPU types are what :mod:`.cards` reads."""
+        spec = GPUS.get(gpu_type) or GPUS[self.reference_gpu]
+        return max(roofline_seconds(card, spec), _MIN_SECONDS)
 
     def predict(self, card: ModelCard, gpu_type: str | None = None) -> CardPrediction:
         """The job of ``card`` on ``gpu_type`` (unknown types: the reference GPU's figures)."""
@@ -77,6 +80,14 @@ class Predictor:
         peak = max(avg, _percent(self.util_peak(z)))
         mem = self.mem_base_mib + self.mem_per_mib * (card.static_bytes + card.activation_bytes) / _MIB
         return CardPrediction(avg, peak, max(1, math.ceil(mem)), self.sensitivity(z), self.intensity(z))
+
+
+def roofline_seconds(card: ModelCard, gpu: GpuSpec) -> float:
+    """FLOPs over peak FLOP/s plus bytes moved over bandwidth, for one training step."""
+    half = card.amp or card.dtype != "float32"
+    compute = card.flops_step / gpu.peak_flops(half)
+    traffic = (2 * card.static_bytes + 3 * card.activation_bytes) / gpu.bandwidth
+    return compute + traffic
 
 
 def _percent(logit: float) -> float:
