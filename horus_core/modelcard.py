@@ -118,6 +118,17 @@ def card_signature(card: ModelCard) -> str:
     return f"card:{card.model[:120]} (batch size {card.batch}) {card_digest(card)}"
 
 
+def card_summary(card: ModelCard) -> str:
+    """One line for people: what, batch, FLOPs per step, parameters, memory by kind."""
+    gib = 1 << 30
+    return (
+        f"{card.model}, batch {card.batch}, {card.flops_step / 1e12:.3g} TFLOP per step, "
+        f"{card.params / 1e6:.3g} M parameters, {(card.static_bytes + card.activation_bytes) / gib:.3g} GiB "
+        f"(weights, gradients and optimizer {card.static_bytes / gib:.3g}, "
+        f"activations {card.activation_bytes / gib:.3g}), {card.dtype}{' AMP' if card.amp else ''}"
+    )
+
+
 # ---------------------------------------------------------------------------------- reading
 
 _TOP = {
