@@ -34,12 +34,13 @@ class CardBook:
     cannot: set[tuple[str, int, str]] = field(default_factory=set)  # (signature, GPUs, GPU type)
     solo: dict[tuple[str, int, str], float] = field(default_factory=dict)  # measured steps/s alone
 
-    def add(self, signature: str, card: ModelCard) -> bool:
-        """Register ``card`` under ``signature``; False if it was already its card."""
-        if self.cards.get(signature) == card:
+    def add(self, signature: str, card: ModelCard, predictor: Predictor | None = None) -> bool:
+        """Register ``card`` under ``signature`` (predicted by ``predictor``, default the book's);
+        False if it was already its card."""
+        if self.cards.get(signature) == card and predictor is None:
             return False
-        predictor = self.predictor = self.predictor or packaged_predictor()
-        p = predictor.predict(card)
+        self.predictor = self.predictor or packaged_predictor()
+        p = (predictor or self.predictor).predict(card)
         self.cards[signature] = card
         self.profiles[signature] = JobProfile(p.util_avg, p.util_peak, p.mem_mib, "card")
         self.priors[signature] = (p.sensitivity, p.intensity)

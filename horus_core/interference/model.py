@@ -122,11 +122,12 @@ class InterferenceModel:
         return None if row is None else JobProfile(row[0], row[1], row[2], "table")
 
     # ------------------------------------------------------------------ model cards
-    def add_card(self, signature: str, card: ModelCard) -> None:
+    def add_card(self, signature: str, card: ModelCard, predictor: Predictor | None = None) -> None:
         """Predict the profile of ``signature`` from its model card (the last card given for a
         signature wins; the same card again changes nothing). Call between passes, as the
-        observations: it changes what the model answers."""
-        if self._cards.add(signature, card):
+        observations: it changes what the model answers. ``predictor``: another than the
+        packaged one, for this card (evaluations of held-out predictors)."""
+        if self._cards.add(signature, card, predictor):
             self._completed.clear()  # (their priors include the cards)
             self._invalidate()
 
