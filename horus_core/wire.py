@@ -10,7 +10,7 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState, ProfileHints
-from horus_core.queues.usage import QueueUsage
+from horus_core.queueusage import QueueUsage
 
 # ------------------------------------------------------------------------------------ enums
 

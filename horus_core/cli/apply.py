@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from horus_core import jobfile
 from horus_core.cli.base import Subparsers, add_command
 from horus_core.cli.output import YAML, Output
 from horus_core.cli.records import job_record
@@ -42,6 +41,8 @@ def read_job_file(name: str) -> str:
 
 
 async def apply_file(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    from horus_core import jobfile  # (PyYAML: loaded only by the commands that read or write YAML)
+
     parsed = jobfile.load(read_job_file(args.filename))  # before any call: mistakes fail fast
     for warning in parsed.warnings:
         print(f"hctl: warning: {warning}", file=sys.stderr)
@@ -56,6 +57,8 @@ async def apply_file(client: HorusClient, args: argparse.Namespace, out: Output)
 async def get_object(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
     job = await client.get(args.job_id)
     if out.fmt == YAML:
+        from horus_core import jobfile
+
         out.stream.write(jobfile.dump(job.spec))
         out.stream.flush()
     elif out.json:

@@ -8,7 +8,7 @@ import dataclasses
 from horus_core.cli.base import Subparsers, add_command
 from horus_core.cli.output import Output
 from horus_core.client import HorusClient
-from horus_core.queues.usage import QueueUsage
+from horus_core.queueusage import QueueUsage
 
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:

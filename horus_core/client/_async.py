@@ -11,7 +11,7 @@ from typing import Any, Self, TypedDict, TypeVar
 import grpc
 import grpc.aio
 
-from horus_core import __version__, errors, jobfile, wire
+from horus_core import __version__, errors, wire
 from horus_core.client import _convert
 from horus_core.client._rpc import NO_RETRY, RetryPolicy, call_with_retry, map_rpc_error
 from horus_core.client._views import (
@@ -30,7 +30,7 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc
 from horus_core.gen import types_pb2 as pb
 from horus_core.model import Job, JobSpec, JobState, Node
-from horus_core.queues.usage import QueueUsage
+from horus_core.queueusage import QueueUsage
 
 T = TypeVar("T")
 
@@ -129,6 +129,8 @@ class HorusClient:
     async def apply(self, job_file: str, request_id: str | None = None) -> Job:
         """Submit the job a YAML job file describes (its text; see :mod:`horus_core.jobfile`).
         Raises InvalidArgument naming the field and line when the file is wrong."""
+        from horus_core import jobfile  # (PyYAML: loaded only for job files)
+
         return await self.submit(jobfile.load(job_file).spec, request_id)
 
     async def get(self, job_id: str) -> Job:

@@ -29,7 +29,7 @@ from horus_core.client._views import (
     ServerStats,
 )
 from horus_core.model import Job, JobSpec, JobState, Node
-from horus_core.queues.usage import QueueUsage
+from horus_core.queueusage import QueueUsage
 
 T = TypeVar("T")
 

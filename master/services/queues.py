@@ -11,7 +11,8 @@ from horus_core.errors import InvalidArgument
 from horus_core.model import JobSpec
 from horus_core.packing.cluster import gpu_type
 from horus_core.queues import QueuedPolicy, load_config
-from horus_core.queues.usage import QueueUsage, queue_usage
+from horus_core.queues.usage import queue_usage
+from horus_core.queueusage import QueueUsage
 from master.services.core import JobWriter, Wakeup
 from master.services.nodes import NodeRegistry
 
