@@ -61,6 +61,9 @@ class ProfileHints:
     mem_mib: int | None = None
 
 
+_SEQUENCE_FIELDS = ("command", "mounts", "gpu_types")
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a user asks for. Validated by :func:`horus_core.validation.validate_spec`."""
@@ -102,6 +105,18 @@ class JobSpec:
     queue: str = ""
     priority_class: str = ""
     grace_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        # A string where a sequence of strings belongs would pass as a tuple of characters.
+        for name in _SEQUENCE_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, str | bytes):
+                hint = ' (e.g. ("sh", "-c", "echo hi") or "echo hi".split())' if name == "command" else ""
+                raise TypeError(
+                    f"JobSpec.{name} must be a sequence of strings{hint}, not the string {value!r}"
+                )
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
 
     @property
     def elastic(self) -> bool:

@@ -58,7 +58,7 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
         states = tuple(args.states)
     elif args.all:
         states = None
-    jobs = [job async for job in client.list(states=states, owner=args.owner)]
+    jobs = await client.list(states=states, owner=args.owner)
     if out.json:
         out.dump([job_record(j) for j in jobs])
         return 0
@@ -81,7 +81,7 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
 
 
 async def show_queue(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
-    pending = [job async for job in client.list(states=(JobState.PENDING,), owner=args.owner)]
+    pending = await client.list(states=(JobState.PENDING,), owner=args.owner)
     listing = queue_listing(arrival_order(pending), _place)
     if out.json:
         out.dump([{**job_record(j), "queue": q, "position": i} for q, i, j in listing])

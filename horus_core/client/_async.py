@@ -55,6 +55,10 @@ class HorusClient:
     ...     job = await c.submit(JobSpec(command=("python", "train.py"), gpus=1))
     ...     job = await c.wait(job.id)
 
+    One style: a call with a finite answer is awaited (``await c.list()``, ``await c.nodes()``,
+    ``await c.queues()``); a stream is iterated (``async for`` over ``c.iter_jobs()``,
+    ``c.watch()``, ``c.logs()``, ``c.log_chunks()``).
+
     Every unary call has a deadline of ``timeout`` seconds; reads and submits are retried on
     UNAVAILABLE / DEADLINE_EXCEEDED (bounded, see :class:`RetryPolicy`). Failures surface as
     :class:`horus_core.errors.HorusError` subclasses.
@@ -158,8 +162,17 @@ class HorusClient:
         states: Iterable[JobState] | None = None,
         owner: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> builtins.list[Job]:
+        """Every matching job (all pages), awaited like ``nodes()``; :meth:`iter_jobs` streams them."""
+        return [job async for job in self.iter_jobs(states, owner, page_size)]
+
+    async def iter_jobs(
+        self,
+        states: Iterable[JobState] | None = None,
+        owner: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
     ) -> AsyncGenerator[Job, None]:
-        """Every matching job, fetching page after page as the caller iterates."""
+        """Every matching job, fetching page after page as the caller iterates (``async for``)."""
         wanted = tuple(states or ())
         token = ""
         while True:

@@ -119,7 +119,16 @@ class SyncHorusClient:
         owner: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
     ) -> builtins.list[Job]:
-        return builtins.list(self._iterate(self._client.list(states, owner, page_size)))
+        return self._run(self._client.list(states, owner, page_size))
+
+    def iter_jobs(
+        self,
+        states: Iterable[JobState] | None = None,
+        owner: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> Generator[Job, None, None]:
+        """Every matching job, fetching page after page as the caller iterates."""
+        return self._iterate(self._client.iter_jobs(states, owner, page_size))
 
     def cancel(self, job_id: str, reason: str = "") -> Job:
         return self._run(self._client.cancel(job_id, reason))

@@ -114,7 +114,7 @@ async def test_sdk_applies_job_files(master: Master) -> None:
         assert job.spec.command == ("sh", "-c", "python train.py")
         with pytest.raises(InvalidArgument, match=r"setup: unknown field \(line 2\)"):
             await c.apply("run: x\nsetup: y\n")
-        listed = [j async for j in c.list()]
+        listed = await c.list()
     assert [j.spec.name for j in listed] == ["from-yaml"]  # the bad file submitted nothing
 
 
