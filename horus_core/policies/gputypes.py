@@ -237,7 +237,39 @@ class TypeGate:
             level += 1
             todo = [j for j in todo if isinstance(out.get(j.id), Wait) and len(allowed[j.id].tiers) > level]
         waits = [a for a in out.values() if isinstance(a, Wait)]
+        if self.hetero is not None:
+            by_id = {j.id: j for j in pending}
+            waits = [_held_off(w, by_id[w.job_id], present, model, now, self.hetero) for w in waits]
         return [a for a in out.values() if not isinstance(a, Wait)] + waits
+
+
+def _held_off(
+    wait: Wait,
+    job: Job,
+    present: frozenset[str],
+    model: InterferenceModel | None,
+    now: float,
+    rule: HeteroRule,
+) -> Wait:
+    """``wait`` with a note when the rule keeps the job off types it accepts: which, and until when."""
+    if wait.code == rc.GPU_TYPE_UNAVAILABLE:
+        return wait
+    tiers = allowed_types(job, present, model, now, rule).tiers
+    if None in tiers:
+        return wait
+    speed = _solo_speeds(job, present, model)
+    held = sorted(
+        t for t in present
+        if job.spec.accepts_type(t) and not any(t in tier for tier in tiers if tier) and speed.get(t) != 0.0
+    )  # fmt: skip
+    if not held:
+        return wait
+    waited = max(0.0, now - job.submitted_at) / 3600.0
+    note = (
+        f"{', '.join(held)} GPUs run it below {rule.slow_ratio:.0%} of its speed on its best type: "
+        f"taken only after {rule.max_wait_s / 3600.0:g} h in the queue (waited {waited:.1f} h)"
+    )
+    return Wait(wait.job_id, f"{wait.reason}; {note}" if wait.reason else note, wait.code)
 
 
 def _passes(
