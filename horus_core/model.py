@@ -160,6 +160,10 @@ class Job:
     # The nodes of the current/last attempt in rank order (``nodes[0] == node``); empty for an
     # attempt on one node (see :func:`horus_core.gang.job_nodes`).
     nodes: tuple[str, ...] = ()
+    # When an attempt was last stopped and the job re-queued (preemption, drain, reclaim, lost
+    # node) and why; None / "" = never. Filled in by the master's GetJob answer, never stored.
+    last_preempted_at: float | None = None
+    last_preemption: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,6 +142,8 @@ def job_to_pb(job: Job) -> pb.Job:
         queue_position=job.queue_position,
         queue_name=job.queue_name,
         nodes=list(job.nodes),
+        last_preempted_at=job.last_preempted_at or 0.0,
+        last_preemption=job.last_preemption,
     )
     if job.started_at is not None:
         msg.started_at = job.started_at
@@ -171,6 +173,8 @@ def job_from_pb(msg: pb.Job) -> Job:
         queue_position=msg.queue_position,
         queue_name=msg.queue_name,
         nodes=tuple(msg.nodes),
+        last_preempted_at=msg.last_preempted_at or None,
+        last_preemption=msg.last_preemption,
     )
 
 

@@ -166,7 +166,7 @@ class Master:
             self.queues = QueueService(policy, qfile, registry=reg, writer=writer, wakeup=wakeup)
         self.jobs = JobService(
             config=cfg, read=read, clock=clock, registry=reg, writer=writer, dispatch=dispatch,
-            wakeup=wakeup, events=events, queues=self.queues,
+            wakeup=wakeup, events=events, queues=self.queues, model=model,
         )  # fmt: skip
         self.scheduler = scheduler_for(core, policy, self.plane.check_liveness, service)
         self.attempts.finals.append(self.scheduler.attempt_stopped)  # (a preempted attempt ended)

@@ -2,13 +2,15 @@
 
 Exit codes: 0 success; 1 failure (including an unreachable master, and ``wait`` for a job that
 did not succeed); 2 bad input (usage errors and INVALID_ARGUMENT, whose message names the field);
-130 interrupted (Ctrl-C ends ``watch``, ``top`` and ``logs -f`` with 0).
+124 ``wait --timeout`` ran out; 130 interrupted (Ctrl-C ends ``watch``, ``top`` and ``logs -f``
+with 0).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import os
 import sys
 from collections.abc import Sequence
@@ -35,7 +37,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for module in _MODULES:
         module.register(sub, common)
+    _COMMANDS.clear()
+    _COMMANDS.update(sub.choices)
     return parser
+
+
+_COMMANDS: dict[str, argparse.ArgumentParser] = {}  # command -> its parser (the last one built)
+
+
+def unknown_options(parser: argparse.ArgumentParser, cmd: str | None, extra: list[str]) -> None:
+    """Exit 2 with the command's own usage and, for a misspelt option, the nearest ones."""
+    command = _COMMANDS.get(cmd or "", parser)
+    known = [s for action in command._actions for s in action.option_strings]
+    hints = []
+    for arg in extra:
+        near = difflib.get_close_matches(arg.split("=", 1)[0], known, n=1) if arg.startswith("-") else []
+        hints.append(f"{arg} (did you mean {near[0]}?)" if near else arg)
+    command.error(f"unrecognized arguments: {' '.join(hints)}")
 
 
 def _global_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> None:
@@ -81,7 +99,9 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     head, tail = split_command(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(head)
+    args, extra = parser.parse_known_args(head)
+    if extra:
+        unknown_options(parser, getattr(args, "cmd", None), extra)
     if tail and args.cmd != "submit":
         parser.error("arguments after '--' are only taken by 'submit'")
     if args.output == YAML and args.cmd != "get":
@@ -109,6 +129,10 @@ async def _run(args: argparse.Namespace, out: Output) -> int:
 
 def _fail(exc: errors.HorusError) -> int:
     message = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, errors.Unauthenticated):
+        message += " (this master wants a token: --token TOKEN or the HORUS_TOKEN variable)"
+    elif isinstance(exc, errors.PermissionDenied):
+        message += " (the user of your token, --token or HORUS_TOKEN, may not do this)"
     print(f"hctl: error: {message}", file=sys.stderr)
     return EXIT_USAGE if isinstance(exc, errors.InvalidArgument) else EXIT_FAILURE
 

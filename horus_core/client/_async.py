@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import uuid
+import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar
@@ -125,10 +126,21 @@ class HorusClient:
 
     async def submit(self, spec: JobSpec, request_id: str | None = None) -> Job:
         """Submit a job. Retried with the same ``request_id`` (a fresh uuid4 when None), so a
-        retry returns the job the first attempt created instead of making a second one."""
+        retry returns the job the first attempt created instead of making a second one. What
+        the master warns about (an unknown job type, a GPU type no node has) is raised as a
+        :class:`horus_core.errors.HorusWarning`."""
+        job, said = await self.submit_with_warnings(spec, request_id)
+        for text in said:
+            warnings.warn(text, errors.HorusWarning, stacklevel=2)
+        return job
+
+    async def submit_with_warnings(
+        self, spec: JobSpec, request_id: str | None = None
+    ) -> tuple[Job, builtins.list[str]]:
+        """:meth:`submit`, with the master's warnings returned instead of raised."""
         req = cpb.SubmitJobRequest(request_id=request_id or str(uuid.uuid4()), spec=wire.spec_to_pb(spec))
         resp = await self._unary(lambda: self._stub.SubmitJob(req, **self._opts()))
-        return wire.job_from_pb(resp.job)
+        return wire.job_from_pb(resp.job), list(resp.warnings)
 
     async def apply(self, job_file: str, request_id: str | None = None) -> Job:
         """Submit the job a YAML job file describes (its text; see :mod:`horus_core.jobfile`).
@@ -147,13 +159,16 @@ class HorusClient:
         owner: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
+        finished_within_s: float = 0.0,
     ) -> JobPage:
-        """One page of jobs (all states when ``states`` is None or empty)."""
+        """One page of jobs (all states when ``states`` is None or empty; with
+        ``finished_within_s``, also the jobs that ended within that many seconds)."""
         req = cpb.ListJobsRequest(
             states=[wire.job_state_to_pb(s) for s in states or ()],
             owner=owner or "",
             page_size=page_size,
             page_token=page_token,
+            finished_within_s=finished_within_s,
         )
         return _convert.job_page_from_pb(await self._unary(lambda: self._stub.ListJobs(req, **self._opts())))
 
@@ -162,21 +177,23 @@ class HorusClient:
         states: Iterable[JobState] | None = None,
         owner: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        finished_within_s: float = 0.0,
     ) -> builtins.list[Job]:
         """Every matching job (all pages), awaited like ``nodes()``; :meth:`iter_jobs` streams them."""
-        return [job async for job in self.iter_jobs(states, owner, page_size)]
+        return [job async for job in self.iter_jobs(states, owner, page_size, finished_within_s)]
 
     async def iter_jobs(
         self,
         states: Iterable[JobState] | None = None,
         owner: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        finished_within_s: float = 0.0,
     ) -> AsyncGenerator[Job, None]:
         """Every matching job, fetching page after page as the caller iterates (``async for``)."""
         wanted = tuple(states or ())
         token = ""
         while True:
-            page = await self.list_page(wanted, owner, page_size, token)
+            page = await self.list_page(wanted, owner, page_size, token, finished_within_s)
             for job in page.jobs:
                 yield job
             if not page.next_page_token:
