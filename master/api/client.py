@@ -13,6 +13,7 @@ from horus_core.errors import InvalidArgument, PermissionDenied
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
+from horus_core.interference.signature import DEFAULT_SIGNATURE, HINT_PREFIX
 from horus_core.model import Job, JobState
 from master.api.errors import Ctx, streaming, unary
 from master.api.progress import progress_report
@@ -162,7 +163,11 @@ class HorusServicer(cgrpc.HorusServiceServicer):
 
     @unary
     async def GetClusterInfo(self, request: cpb.GetClusterInfoRequest, context: Ctx) -> cpb.ClusterInfo:
-        learned = [p.job_type for p in await self.read.profiles(limit=MAX_LISTED)]
+        learned = [
+            p.job_type
+            for p in await self.read.profiles(limit=MAX_LISTED)
+            if p.job_type != DEFAULT_SIGNATURE and not p.job_type.startswith(HINT_PREFIX)
+        ]  # (jobs without a type are learned under a signature, not a name one could submit)
         return cpb.ClusterInfo(
             version=horus_core.__version__,
             policy=self.policy_name,
