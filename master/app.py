@@ -175,6 +175,7 @@ class Master:
             sources=ViewSources(read, reg, learner, lambda: writer.live), live=lambda: writer.live, logs=logs,
             position=core.positions_of, events=events, scheduler=self.scheduler, clock=clock,
             heartbeat_s=cfg.heartbeat_s, tokens=self._tokens, monitor=self.monitor,
+            quotas=self.queues.usage_and_warnings if self.queues is not None else None,
         )  # fmt: skip
 
     async def _serve(self) -> int:

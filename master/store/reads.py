@@ -134,6 +134,12 @@ class Reader:
         params.append(limit)
         return await self._jobs(f"WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", params)
 
+    async def recent_jobs(self, owner: str | None, limit: int) -> list[JobRow]:
+        """The latest ``limit`` jobs (of ``owner``; None: everyone's), newest first."""
+        where, params = ("WHERE owner = ?", [owner]) if owner is not None else ("", [])
+        rows = await self._jobs(f"{where} ORDER BY seq DESC LIMIT ?", [*params, limit])
+        return sorted(rows, key=lambda r: -r.seq)  # (the JSON aggregate need not keep the order)
+
     async def last_requeue(self, job_id: str) -> tuple[float, str] | None:
         """When and why an attempt of the job last stopped with the job going back to PENDING
         (a preemption, a drain, a reclaim, a lost node): the job's events keep it."""

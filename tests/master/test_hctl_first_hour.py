@@ -8,10 +8,14 @@ import os
 import pathlib
 import sys
 
+import pytest
 from master_fakes import FakeWorker, client_for, running_master, spec, token_file
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
+from horus_core.queues.config import ANY_TYPE as CONFIG_ANY_TYPE
+from horus_core.queueusage import ANY_TYPE, QueueUsage, quota_warnings
+from horus_core.testing import queue_file, queue_table, queues_toml
 from master.app import Master
 
 
@@ -91,3 +95,30 @@ async def test_an_auth_error_names_the_token_variable(tmp_path: pathlib.Path) ->
         assert code == 1 and "HORUS_TOKEN" in err and "--token" in err
         code, _, _ = await hctl(m, "jobs", token="tok-a")
         assert code == 0
+
+
+async def test_hctl_queues_warns_when_the_quotas_exceed_the_cluster(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    queues = queues_toml(queue_table("a", {"v100": 2, "*": 1}), queue_table("b", {"v100": 1}))
+    async with running_master(tmp_path, queues=queue_file(tmp_path, queues)) as m:
+        w = FakeWorker(m.port, "n1", n_gpus=2)
+        await w.connect()
+        code, out, err = await hctl(m, "queues")
+        assert code == 0 and "a" in out
+        assert (
+            "hctl: warning: the queues' quotas of v100 GPUs add up to 3 (a 2, b 1); the cluster has 2" in err
+        )
+        assert "the queues' quotas add up to 4 GPUs (a 3, b 1); the cluster has 2" in err
+        logged = [r.getMessage() for r in caplog.records if r.name == "master.services.queues"]
+        assert any("quotas of v100 GPUs add up to 3" in line for line in logged)
+        await w.close()
+
+
+def test_quota_warnings_name_each_type_and_the_total() -> None:
+    rows = [QueueUsage("a", {"v100": 4, "*": 2}), QueueUsage("b", {"v100": 4})]
+    assert quota_warnings(rows, {"v100": 8, "k80": 4}) == []  # the "*" 2 fit on the K80s
+    assert quota_warnings(rows, {"v100": 8}) == [
+        "the queues' quotas add up to 10 GPUs (a 6, b 4); the cluster has 8"
+    ]
+    assert ANY_TYPE == CONFIG_ANY_TYPE
