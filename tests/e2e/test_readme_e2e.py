@@ -1,8 +1,10 @@
 """The README's quick use, run as written (issue 29, item 2): its shell block in bash from the
-repository root, then its Python block, against the master and workers it starts (real
-processes on loopback, simulated GPUs). Only addresses and /tmp paths are swapped for free
-ports and this test's folder; one wait is added after the daemons start in the background,
-where a person typing the lines would take that long anyway. Every job must succeed."""
+repository root, then its Python block, then the submit blocks of docs/gangs.md and
+docs/elastic.md (``hctl`` on PATH, as an installed package puts it), against the master and
+workers the README starts (real processes on loopback, simulated GPUs). Only addresses and /tmp
+paths are swapped for free ports and this test's folder; one wait is added after the daemons
+start in the background, where a person typing the lines would take that long anyway. Every
+job must succeed."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 
-pytestmark = pytest.mark.timeout(420)
+pytestmark = pytest.mark.timeout(600)
 
 
 def free_port() -> int:
@@ -30,11 +32,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+DOCS = ("gangs.md", "elastic.md")  # their first bash block: hctl submit lines
+
+
 def blocks(lang: str) -> list[str]:
     """The README's fenced ``lang`` blocks under "Quick use", in order."""
     text = (ROOT / "README.md").read_text()
     quick = text.split("## Quick use", 1)[1].split("\n## ", 1)[0]
     return re.findall(rf"```{lang}\n(.*?)```", quick, re.S)
+
+
+def doc_block(name: str) -> str:
+    block = re.search(r"```bash\n(.*?)```", (ROOT / "docs" / name).read_text(), re.S)
+    assert block is not None, name
+    return block.group(1)
 
 
 def localised(text: str, tmp: pathlib.Path, ports: dict[str, int]) -> str:
@@ -82,9 +93,17 @@ def test_the_readme_quick_use_runs_as_written(tmp_path: pathlib.Path) -> None:
             ["python3", "-c", f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{ports['9400']}/metrics').status)"],
             capture_output=True, text=True, timeout=30,
         )  # fmt: skip
-        assert metrics.stdout.strip() == "200"  # the address the master prints, /metrics included
-        jobs = wait_all_done(hctl, addr, env)
-        assert len(jobs) == 6 and {j["state"] for j in jobs} == {"SUCCEEDED"}, jobs
+        assert metrics.stdout.strip() == "200"
+        assert f"horus-master metrics on http://127.0.0.1:{ports['9400']}/metrics" in out  # as printed
+        docs_env = {**env, "HORUS_MASTER": addr, "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"}
+        for name in DOCS:
+            text = "set -euo pipefail\n" + localised(doc_block(name), tmp_path, ports)
+            done = subprocess.run(
+                ["bash", "-c", text], cwd=ROOT, env=docs_env, capture_output=True, text=True
+            )
+            assert done.returncode == 0 and done.stdout.strip(), (name, done.stderr)
+        jobs = wait_all_done(hctl, addr, env, timeout=240.0)
+        assert len(jobs) == 10 and {j["state"] for j in jobs} == {"SUCCEEDED"}, jobs
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the master and workers the script left running
         proc.wait(timeout=30)
