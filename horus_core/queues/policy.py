@@ -29,7 +29,7 @@ from horus_core.packing.cluster import gpu_type
 from horus_core.policies.base import Policy
 from horus_core.queues.config import QueueConfig
 from horus_core.queues.fairshare import FairShare
-from horus_core.queues.idle import IdleGpus, usable_types
+from horus_core.queues.idle import IdleGpus, Victims, usable_types
 from horus_core.queues.ledger import WAIT_PRIORITY, WAIT_QUOTA, WAIT_RECLAIM, Ledger, demand, job_queue
 from horus_core.queues.ranking import Memo, rank_key, ranked
 from horus_core.queues.victims import Candidate, pick
@@ -266,6 +266,7 @@ class QueuedPolicy:
             if j.id in active_ids and j.id not in preempts and self._may_preempt(j.id, now)
         ]
         idle = IdleGpus.of(snapshot, running)
+        pool = Victims(cands, idle)
         budget = {q: ledger.borrowed(q) for q in cfg.queues}
         for job in admitted.guaranteed + admitted.borrowing:
             if job.id not in waits:
@@ -275,10 +276,10 @@ class QueuedPolicy:
             if short <= 0:
                 idle.take(job, types, demand(job))  # idle GPUs it may get once what holds it back clears
                 continue
-            mine = [c for c in cands if idle.all_of(c.job.gpus, types)]  # only GPUs it could use
+            mine = pool.of(types)  # only jobs on GPUs it could use
             chosen, code, why = self._victims(job, job in admitted.guaranteed, mine, short, budget)
             for c in chosen:
-                cands.remove(c)
+                pool.remove(c)
                 budget[c.queue] = budget.get(c.queue, 0) - c.gpus
                 preempts[c.job.id] = Preempt(c.job.id, f"{why} (for {job.id})")
             if chosen:
@@ -289,13 +290,10 @@ class QueuedPolicy:
         for job in admitted.over:
             q, level = job_queue(cfg, job), cfg.level_of(job.spec.priority_class)
             types = usable_types(self.inner, job, snapshot, now, None)
-            chosen = pick(
-                cands,
-                demand(job),
-                lambda c: c.queue == q and c.level < level and idle.all_of(c.job.gpus, types),  # noqa: B023
-            )
+            mine = pool.of(types)
+            chosen = pick(mine, demand(job), lambda c: c.queue == q and c.level < level)  # noqa: B023
             for c in chosen:
-                cands.remove(c)
+                pool.remove(c)
                 preempts[c.job.id] = Preempt(
                     c.job.id, f"a job of a higher class needs queue {q}'s quota (for {job.id})"
                 )
