@@ -10,7 +10,7 @@ under 300 ms) judges, e.g.
 
     python bench/cli_startup.py [--repeat 15]
 
-``imports`` on the last line counts the modules ``import horus_core.cli.main`` loads, and lists
+``imports`` on the last line counts the modules hctl loads to parse a command, and lists
 any of the scheduler's numerical stack (numpy, numba, scipy) among them (there should be none).
 """
 
@@ -60,7 +60,9 @@ def start_master(db: pathlib.Path) -> tuple[subprocess.Popen[str], str]:
 
 
 def imported() -> dict[str, object]:
-    code = "import sys, json, horus_core.cli.main; print(json.dumps(sorted(sys.modules)))"
+    code = (
+        "import sys, json, horus_core.cli.main as m; m.build_parser();print(json.dumps(sorted(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     mods = json.loads(out.stdout)
     return {"modules": len(mods), "heavy": sorted({m.split(".")[0] for m in mods} & set(HEAVY))}

@@ -9,19 +9,24 @@ with 0).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import difflib
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from horus_core import __version__, errors
-from horus_core.cli import apply, cluster, jobs, logs, queues, submit, top, waiting
 from horus_core.cli.output import FORMATS, TABLE, YAML, Output
-from horus_core.client import DEFAULT_TARGET, HorusClient, tls_credentials
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-_MODULES = (cluster, jobs, submit, apply, waiting, logs, top, queues)
+
+
+def _modules() -> tuple[ModuleType, ...]:
+    """The command modules: imported when a command is parsed, so that ``hctl --version``
+    loads neither them nor the client (grpc, asyncio)."""
+    from horus_core.cli import apply, cluster, jobs, logs, queues, submit, top, waiting
+
+    return (cluster, jobs, submit, apply, waiting, logs, top, queues)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     _global_options(common, with_defaults=False)
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    for module in _MODULES:
+    for module in _modules():
         module.register(sub, common)
     _COMMANDS.clear()
     _COMMANDS.update(sub.choices)
@@ -59,6 +64,8 @@ def unknown_options(parser: argparse.ArgumentParser, cmd: str | None, extra: lis
 def _global_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> None:
     """On the main parser with real defaults; on every command with none, so that an option given
     after the command overrides the one before it and an absent one changes nothing."""
+
+    from horus_core.client import DEFAULT_TARGET
 
     def default(value: object) -> object:
         return value if with_defaults else argparse.SUPPRESS
@@ -98,6 +105,11 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     head, tail = split_command(sys.argv[1:] if argv is None else argv)
+    if head == ["--version"]:  # (answered before the commands and the client are imported)
+        print(f"hctl {__version__}")
+        return EXIT_OK
+    import asyncio
+
     parser = build_parser()
     args, extra = parser.parse_known_args(head)
     if extra:
@@ -119,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(args: argparse.Namespace, out: Output) -> int:
+    from horus_core.client import HorusClient, tls_credentials
+
     creds = tls_credentials(args.tls_ca, args.tls_cert, args.tls_key) if args.tls_ca else None
     async with HorusClient.connect(
         args.master, token=args.token, timeout=args.rpc_timeout, credentials=creds

@@ -28,7 +28,7 @@ def loaded_by(code: str) -> list[str]:
 @pytest.mark.parametrize(
     "code",
     [
-        "import horus_core.cli.main",
+        "import horus_core.cli.main; horus_core.cli.main.build_parser()",  # every command and the client
         "from horus_core import HorusClient, SyncHorusClient",
         "import horus_core.client, horus_core.wire",
     ],
@@ -41,7 +41,11 @@ def test_cli_and_sdk_import_no_numerical_stack(code: str) -> None:
     assert heavy == [] and scheduler == [], (heavy, scheduler)
 
 
-def test_hctl_version_prints_the_version() -> None:
-    code = "import sys; from horus_core.cli.main import main; sys.exit(main(['--version']))"
+def test_hctl_version_prints_the_version_without_loading_the_client() -> None:
+    code = (
+        "import sys; from horus_core.cli.main import main; code = main(['--version']);"
+        "print(sorted(m for m in ('grpc', 'asyncio', 'horus_core.client') if m in sys.modules));"
+        "sys.exit(code)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout.strip() == f"hctl {__version__}"
+    assert out.returncode == 0 and out.stdout.splitlines() == [f"hctl {__version__}", "[]"], out.stderr
