@@ -84,8 +84,8 @@ def runtime_gate(
     """``actions`` with each assignment of a job with an image onto a node whose worker runs
     processes (``process``; ``node_of``: GPU uuid -> node, for a gang's other nodes) turned into
     a Wait: the job stays pending instead of failing there."""
-    if not process:
-        return actions
+    if not process or not any(type(a) is Assign for a in actions):
+        return actions  # (a pass that places nothing: no job to look up)
     out: list[Action] = []
     for a in actions:
         job = jobs(a.job_id) if isinstance(a, Assign) else None

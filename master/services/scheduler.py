@@ -189,7 +189,8 @@ class Scheduler:
         snapshot = ClusterSnapshot.split_as(nodes, live.jobs(), live.split(), live.handout())
         t1 = time.perf_counter()
         process = {n for n, r in self.registry.runtimes().items() if r != DOCKER}
-        actions = await asyncio.to_thread(self._decide, snapshot, now, self._withheld(), process)
+        gate = (process, self.registry.gpu_nodes())
+        actions = await asyncio.to_thread(self._decide, snapshot, now, self._withheld(), gate)
         self.positions(rc.QueuePositions(actions, self.writer.live.job))
         actions = [*actions, *await self.floor.preempts(), *drains]
         t2 = time.perf_counter()
@@ -219,14 +220,18 @@ class Scheduler:
         return rc.out_of_service([e.model() for e in self.registry.all() if e.name in held], jobs)
 
     def _decide(
-        self, snapshot: ClusterSnapshot, now: float, withheld: rc.OutOfService, process: set[str]
+        self,
+        snapshot: ClusterSnapshot,
+        now: float,
+        withheld: rc.OutOfService,
+        gate: tuple[set[str], Mapping[str, str]] | None = None,
     ) -> list[Action]:
         """(Off the loop.) The policy's actions, each Wait's code final: NodeCordoned where only
         room that is out of service would fit the job; a job with an image kept off the nodes
-        whose workers run processes (``process``)."""
+        whose workers run processes (``gate``: those nodes, and GPU uuid -> node)."""
         actions = self.policy.decide(snapshot, now)
-        if process:
-            actions = runtime_gate(actions, snapshot.by_id().get, process, self.registry.gpu_nodes())
+        if gate is not None and gate[0]:
+            actions = runtime_gate(actions, lambda j: snapshot.by_id().get(j), *gate)
         return rc.classify(actions, snapshot.pending(), withheld) if withheld.any else actions
 
     async def _commit(self, snapshot: ClusterSnapshot, actions: list[Action]) -> tuple[Plan, list[Change]]:
