@@ -121,3 +121,18 @@ def test_a_gang_reclaims_when_idle_gpus_are_scattered() -> None:
     assert c.waits["g"].code == "WaitingForReclaim"
     c.step()
     assert c.jobs["g"].state.active
+
+
+def test_idle_gpus_taken_and_freed_keep_per_type_and_per_node_counts() -> None:
+    nodes: tuple[Node, ...] = build_cluster("v100:8/4,k80:4/4")
+    idle = IdleGpus.of(ClusterSnapshot(nodes, ()), [])
+    v100 = frozenset({"v100"})
+    idle.take(gpu_job("a", "x", 3), v100, 3)  # three V100s of the first node
+    assert idle.usable(gpu_job("b", "x", 1), v100) == 5
+    assert idle.usable(gpu_job("g", "x", 4, per_node=4), v100) == 4  # only the second node is whole
+    idle.take(gpu_job("g", "x", 4, per_node=4), v100, 4)
+    assert idle.usable(gpu_job("b", "x", 1), v100) == 1 and idle.usable(gpu_job("b", "x", 1), None) == 5
+    idle.add(g.uuid for g in nodes[1].gpus[:2])  # a preemption frees two on the second node
+    assert idle.usable(gpu_job("g", "x", 2, per_node=2), v100) == 2
+    idle.take(gpu_job("b", "x", 3), v100, 3)
+    assert idle.usable(gpu_job("b", "x", 1), v100) == 0 and idle.total == {"v100": 0, "k80": 4}
