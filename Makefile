@@ -47,6 +47,7 @@ bench: $(STAMP)  ## benchmarks (JSON lines); not part of the tests
 	$(BIN)/python bench/submit.py
 	$(BIN)/python bench/sim_scale.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/cli_startup.py
 
 sim: $(STAMP)  ## compare policies on Gavel's 2869ce_cap trace, 16 V100
 	$(BIN)/horus-sim --trace horus_core/data/traces/msr_seed0_2869ce_cap.trace --cluster v100:16 --policies fifo,binpack,gandiva,lucid,horus-util,horus,gavel-las-packed --out runs/sim

@@ -63,6 +63,9 @@ class ProfileHints:
     mem_mib: int | None = None
 
 
+_SEQUENCE_FIELDS = ("command", "mounts", "gpu_types")
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a user asks for. Validated by :func:`horus_core.validation.validate_spec`."""
@@ -109,6 +112,18 @@ class JobSpec:
     # job's own measurements take over. None = no card.
     model_card: ModelCard | None = None
 
+    def __post_init__(self) -> None:
+        # A string where a sequence of strings belongs would pass as a tuple of characters.
+        for name in _SEQUENCE_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, str | bytes):
+                hint = ' (e.g. ("sh", "-c", "echo hi") or "echo hi".split())' if name == "command" else ""
+                raise TypeError(
+                    f"JobSpec.{name} must be a sequence of strings{hint}, not the string {value!r}"
+                )
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
+
     @property
     def elastic(self) -> bool:
         return self.gpus_max > 0
@@ -151,6 +166,10 @@ class Job:
     # The nodes of the current/last attempt in rank order (``nodes[0] == node``); empty for an
     # attempt on one node (see :func:`horus_core.gang.job_nodes`).
     nodes: tuple[str, ...] = ()
+    # When an attempt was last stopped and the job re-queued (preemption, drain, reclaim, lost
+    # node) and why; None / "" = never. Filled in by the master's GetJob answer, never stored.
+    last_preempted_at: float | None = None
+    last_preemption: str = ""
 
 
 @dataclass(frozen=True, slots=True)

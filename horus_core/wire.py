@@ -11,7 +11,7 @@ from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState, ProfileHints
 from horus_core.modelcard import card_to_json, parse_card
-from horus_core.queues.usage import QueueUsage
+from horus_core.queueusage import QueueUsage
 
 # ------------------------------------------------------------------------------------ enums
 
@@ -146,6 +146,8 @@ def job_to_pb(job: Job) -> pb.Job:
         queue_position=job.queue_position,
         queue_name=job.queue_name,
         nodes=list(job.nodes),
+        last_preempted_at=job.last_preempted_at or 0.0,
+        last_preemption=job.last_preemption,
     )
     if job.started_at is not None:
         msg.started_at = job.started_at
@@ -175,6 +177,8 @@ def job_from_pb(msg: pb.Job) -> Job:
         queue_position=msg.queue_position,
         queue_name=msg.queue_name,
         nodes=tuple(msg.nodes),
+        last_preempted_at=msg.last_preempted_at or None,
+        last_preemption=msg.last_preemption,
     )
 
 

@@ -231,12 +231,12 @@ async def serve(
     )
     host = config.listen.rsplit(":", 1)[0]
     print(f"horus-master listening on {host}:{master.port}", flush=True)
-    for what, listen, port in (
-        ("dashboard", http, master.http.http_port),
-        ("metrics", metrics, master.http.metrics_port),
+    for what, listen, port, path in (
+        ("dashboard", http, master.http.http_port, "/"),
+        ("metrics", metrics, master.http.metrics_port, "/metrics"),
     ):
         if listen is not None:
-            print(f"horus-master {what} on http://{listen.rpartition(':')[0]}:{port}/", flush=True)
+            print(f"horus-master {what} on http://{listen.rpartition(':')[0]}:{port}{path}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

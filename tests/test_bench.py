@@ -144,3 +144,16 @@ def test_gang_wait_prints_the_reference_and_the_reservation_for_each_policy() ->
     for r in rows:
         assert r["bench"] == "gang_wait" and r["jobs"] == 30 and r["unfinished"] == 0
         assert r["gangs"] > 0 and r["gang_avg_jct_h"] > 0 and r["avg_jct_h"] > 0
+
+
+def test_cli_startup_measures_hctl_against_the_interpreter_in_one_run() -> None:
+    lines = bench("cli_startup.py", "--repeat", "2")
+    rows = {x["cmd"]: x for x in lines if "cmd" in x}
+    assert set(rows) == {"python -c pass", "hctl --version", "hctl jobs"}
+    ref = rows["python -c pass"]["wall_ms"]
+    for name in ("hctl --version", "hctl jobs"):
+        row = rows[name]
+        assert row["n"] == 2 and row["wall_ms"] > 0
+        assert abs(row["over_python_ms"] - (row["wall_ms"] - ref)) < 0.2
+    (imports,) = [x for x in lines if x.get("what") == "imports"]
+    assert imports["heavy"] == [] and imports["modules"] > 50

@@ -177,6 +177,7 @@ class Agent:
             self.state.epoch,
             advertise_addr=self.config.advertise_addr,
             rack=self.config.rack,
+            runtime=self._runtime.name,
         )
 
     def on_registered(self, msg: LeaseGrant) -> None:

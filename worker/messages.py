@@ -38,6 +38,7 @@ def register(
     resume_epoch: int = 0,
     advertise_addr: str = "",
     rack: str = "",
+    runtime: str = "",
 ) -> worker_pb2.WorkerMessage:
     pb_gpus = [
         gpu_to_pb(Gpu(g.uuid, name, g.index, g.model, g.memory_mib, gpu_type_of(g.model))) for g in gpus
@@ -52,6 +53,7 @@ def register(
         resume_epoch=resume_epoch,
         advertise_addr=advertise_addr,
         rack=rack,
+        runtime=runtime,
     )
     return worker_pb2.WorkerMessage(register=msg)
 

@@ -57,7 +57,9 @@ def job_record(job: Job, node_of: Mapping[str, str] | None = None) -> Record:
         "reason": job.reason,
         "reason_code": job.reason_code,
         "position": job.queue_position or None,  # pending: place in its queue (1 = next)
-        "predicted_slowdown": job.predicted_slowdown,
+        "predicted_slowdown": job.predicted_slowdown,  # a speed: 1.0 = as fast as alone
+        "last_preempted_at": job.last_preempted_at,
+        "last_preemption": job.last_preemption,
         "submitted_at": job.submitted_at,
         "updated_at": job.updated_at,
         "started_at": job.started_at,

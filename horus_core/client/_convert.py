@@ -68,7 +68,13 @@ def log_chunk_from_pb(msg: cpb.LogChunk) -> LogChunk:
 
 
 def cluster_info_from_pb(msg: cpb.ClusterInfo) -> ClusterInfo:
-    return ClusterInfo(version=msg.version, policy=msg.policy, max_gpus_per_node=msg.max_gpus_per_node)
+    return ClusterInfo(
+        version=msg.version,
+        policy=msg.policy,
+        max_gpus_per_node=msg.max_gpus_per_node,
+        gpu_types=tuple(msg.gpu_types),
+        job_types=tuple(msg.job_types),
+    )
 
 
 def latency_from_pb(msg: cpb.LatencySummary) -> LatencySummary:

@@ -78,6 +78,8 @@ class ClusterInfo:
     version: str
     policy: str
     max_gpus_per_node: int
+    gpu_types: tuple[str, ...] = ()  # of the registered nodes
+    job_types: tuple[str, ...] = ()  # with a profile: the packaged table's and the learned ones
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,19 +127,27 @@ class SubmitJobResponse(_message.Message):
 
     JOB_FIELD_NUMBER: _builtins.int
     CREATED_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     created: _builtins.bool
     """false when request_id matched an earlier submission"""
     @_builtins.property
     def job(self) -> _types_pb2.Job: ...
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What may keep the accepted job from running as meant: an unknown job type, a GPU type no
+        node has (with the known names); shown by hctl, raised as HorusWarning by the SDK.
+        """
+
     def __init__(
         self,
         *,
         job: _types_pb2.Job | None = ...,
         created: _builtins.bool = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "job", b"job"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "job", b"job", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -172,10 +180,15 @@ class ListJobsRequest(_message.Message):
     OWNER_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    FINISHED_WITHIN_S_FIELD_NUMBER: _builtins.int
     owner: _builtins.str
     page_size: _builtins.int
     """0 = default (100), at most 1000"""
     page_token: _builtins.str
+    finished_within_s: _builtins.float
+    """Also jobs that ended within this many seconds (by the master's clock), whatever their
+    state; 0 = no.
+    """
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[_types_pb2.JobState.ValueType]:
         """empty = all"""
@@ -187,10 +200,11 @@ class ListJobsRequest(_message.Message):
         owner: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        finished_within_s: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "states", b"states"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished_within_s", b"finished_within_s", "owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "states", b"states"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -461,19 +475,31 @@ class ClusterInfo(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     POLICY_FIELD_NUMBER: _builtins.int
     MAX_GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
+    GPU_TYPES_FIELD_NUMBER: _builtins.int
+    JOB_TYPES_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     policy: _builtins.str
     max_gpus_per_node: _builtins.int
+    @_builtins.property
+    def gpu_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the GPU types of the registered nodes"""
+
+    @_builtins.property
+    def job_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the job types with a profile (the packaged table or learned)"""
+
     def __init__(
         self,
         *,
         version: _builtins.str = ...,
         policy: _builtins.str = ...,
         max_gpus_per_node: _builtins.int = ...,
+        gpu_types: _abc.Iterable[_builtins.str] | None = ...,
+        job_types: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_gpus_per_node", b"max_gpus_per_node", "policy", b"policy", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_types", b"gpu_types", "job_types", b"job_types", "max_gpus_per_node", b"max_gpus_per_node", "policy", b"policy", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

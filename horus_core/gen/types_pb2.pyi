@@ -262,6 +262,8 @@ class Job(_message.Message):
     QUEUE_POSITION_FIELD_NUMBER: _builtins.int
     QUEUE_NAME_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
+    LAST_PREEMPTED_AT_FIELD_NUMBER: _builtins.int
+    LAST_PREEMPTION_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     state: Global___JobState.ValueType
     attempt: _builtins.int
@@ -280,6 +282,12 @@ class Job(_message.Message):
     """A pending job's place in its queue as the active policy serves it (1 = next); 0 = unknown."""
     queue_name: _builtins.str
     """the queue that position counts in ("default" without queues)"""
+    last_preempted_at: _builtins.float
+    """The last time an attempt of the job was stopped and the job re-queued (a preemption, a
+    drain, a reclaim, a lost node), and why; 0 / "" = never. Read from the job's events by
+    GetJob, not stored on the job (issue 29).
+    """
+    last_preemption: _builtins.str
     @_builtins.property
     def spec(self) -> Global___JobSpec: ...
     @_builtins.property
@@ -310,10 +318,12 @@ class Job(_message.Message):
         queue_position: _builtins.int = ...,
         queue_name: _builtins.str = ...,
         nodes: _abc.Iterable[_builtins.str] | None = ...,
+        last_preempted_at: _builtins.float = ...,
+        last_preemption: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "exit_code", b"exit_code", "finished_at", b"finished_at", "spec", b"spec", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "attempt", b"attempt", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "id", b"id", "node", b"node", "nodes", b"nodes", "predicted_slowdown", b"predicted_slowdown", "queue_name", b"queue_name", "queue_position", b"queue_position", "reason", b"reason", "reason_code", b"reason_code", "spec", b"spec", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "attempt", b"attempt", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "id", b"id", "last_preempted_at", b"last_preempted_at", "last_preemption", b"last_preemption", "node", b"node", "nodes", b"nodes", "predicted_slowdown", b"predicted_slowdown", "queue_name", b"queue_name", "queue_position", b"queue_position", "reason", b"reason", "reason_code", b"reason_code", "spec", b"spec", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015

@@ -54,6 +54,7 @@ class Register(_message.Message):
     RESUME_EPOCH_FIELD_NUMBER: _builtins.int
     ADVERTISE_ADDR_FIELD_NUMBER: _builtins.int
     RACK_FIELD_NUMBER: _builtins.int
+    RUNTIME_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     token: _builtins.str
     """join token, when the master requires one"""
@@ -71,6 +72,8 @@ class Register(_message.Message):
     """The rack (switch) the node sits in, from horus-worker --rack; "" = not given. Gangs spread
     over nodes prefer one rack (issue 11).
     """
+    runtime: _builtins.str
+    """How it runs jobs: "process" or "docker" (a job with an image needs "docker"); "" = unknown."""
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Gpu]: ...
     @_builtins.property
@@ -95,10 +98,11 @@ class Register(_message.Message):
         resume_epoch: _builtins.int = ...,
         advertise_addr: _builtins.str = ...,
         rack: _builtins.str = ...,
+        runtime: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise_addr", b"advertise_addr", "finished", b"finished", "gpus", b"gpus", "name", b"name", "rack", b"rack", "resume_epoch", b"resume_epoch", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise_addr", b"advertise_addr", "finished", b"finished", "gpus", b"gpus", "name", b"name", "rack", b"rack", "resume_epoch", b"resume_epoch", "running", b"running", "runtime", b"runtime", "token", b"token", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -72,6 +72,7 @@ def registration_from_pb(msg: wpb.Register, identity: str = "anonymous", peer: s
         msg.resume_epoch,
         advertise_addr=msg.advertise_addr or peer,
         rack=msg.rack,
+        runtime=msg.runtime,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from horus_core.model import Gpu, Node, NodeState
+from horus_core.model import Gpu, Node, NodeState, gpu_type_of
 from horus_core.plane import Assignment, GpuReading, Heartbeat, JobGpuReading, ToWorker
 from master.services.session import Session
 
@@ -46,6 +46,7 @@ class NodeEntry:
     )
     _node_memo: Node | None = field(default=None, repr=False, compare=False)
     rack: str = ""  # horus-worker --rack (issue 11)
+    runtime: str = ""  # how its worker runs jobs: "process" or "docker" ("": not said)
     # An admin's cordon/drain and the GPUs quarantined (uuid -> why): copied from the registry's
     # ServiceBook whenever either changes (NodeRegistry.apply_service).
     admin: NodeState | None = None  # CORDONED or DRAINING
@@ -183,6 +184,14 @@ class NodeRegistry:
         if self._gpu_nodes is None:
             self._gpu_nodes = {g.uuid: e.name for e in self._nodes.values() for g in e.gpus}
         return self._gpu_nodes
+
+    def gpu_types(self) -> set[str]:
+        """The GPU types of the registered nodes (``hctl info``, the submit warnings)."""
+        return {g.gpu_type or gpu_type_of(g.model) for e in self._nodes.values() for g in e.gpus}
+
+    def runtimes(self) -> dict[str, str]:
+        """Node -> how its worker runs jobs ("process", "docker"), for the nodes that said."""
+        return {e.name: e.runtime for e in self._nodes.values() if e.runtime}
 
     def is_lost(self, name: str) -> bool:
         entry = self._nodes.get(name)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from horus_core import gang
 from horus_core import reasoncodes as rc
-from horus_core.model import Action, Assign, ClusterSnapshot, JobState, Node, NodeState
+from horus_core.advice import DOCKER, runtime_gate
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
 from horus_core.policies.optimus.history import BulkProgressObserver, ProgressObserver
@@ -187,7 +188,9 @@ class Scheduler:
         live = self.writer.live
         snapshot = ClusterSnapshot.split_as(nodes, live.jobs(), live.split(), live.handout())
         t1 = time.perf_counter()
-        actions = await asyncio.to_thread(self._decide, snapshot, now, self._withheld())
+        process = {n for n, r in self.registry.runtimes().items() if r != DOCKER}
+        gate = (process, self.registry.gpu_nodes())
+        actions = await asyncio.to_thread(self._decide, snapshot, now, self._withheld(), gate)
         self.positions(rc.QueuePositions(actions, self.writer.live.job))
         actions = [*actions, *await self.floor.preempts(), *drains]
         t2 = time.perf_counter()
@@ -216,10 +219,19 @@ class Scheduler:
         jobs = [r.job for n in held for r in live.active_on(n)]
         return rc.out_of_service([e.model() for e in self.registry.all() if e.name in held], jobs)
 
-    def _decide(self, snapshot: ClusterSnapshot, now: float, withheld: rc.OutOfService) -> list[Action]:
+    def _decide(
+        self,
+        snapshot: ClusterSnapshot,
+        now: float,
+        withheld: rc.OutOfService,
+        gate: tuple[set[str], Mapping[str, str]] | None = None,
+    ) -> list[Action]:
         """(Off the loop.) The policy's actions, each Wait's code final: NodeCordoned where only
-        room that is out of service would fit the job."""
+        room that is out of service would fit the job; a job with an image kept off the nodes
+        whose workers run processes (``gate``: those nodes, and GPU uuid -> node)."""
         actions = self.policy.decide(snapshot, now)
+        if gate is not None and gate[0]:
+            actions = runtime_gate(actions, lambda j: snapshot.by_id().get(j), *gate)
         return rc.classify(actions, snapshot.pending(), withheld) if withheld.any else actions
 
     async def _commit(self, snapshot: ClusterSnapshot, actions: list[Action]) -> tuple[Plan, list[Change]]:
@@ -282,9 +294,16 @@ class Scheduler:
             if before.state is JobState.PENDING and after.state is JobState.ASSIGNED:
                 self.dispatch.assign(after)
             elif before.state.active and after.state is JobState.PENDING:
+                _log_requeue(before, after.reason)
                 self.dispatch.kill(before.node, before.id, before.attempt, after.reason)
                 if not gang.is_gang(before):  # (a gang's parts: the gang book, as it stops them)
                     self.stopping.add_attempt(before, self.registry)
         dropped = set(assigns) - {c.after.job.id for c in changes if c.after.job.state is JobState.ASSIGNED}
         for job_id in dropped:
             log.info("assignment of %s skipped: the job changed meanwhile", job_id)
+
+
+def _log_requeue(job: Job, why: str) -> None:
+    """One line per preemption, drain and reclaim: the attempt stopped and why."""
+    where = ",".join(job.nodes) or job.node
+    log.info("job %s attempt %d on %s stopped and requeued: %s", job.id, job.attempt, where, why)

@@ -66,6 +66,7 @@ class Registration:
     resume_epoch: int = 0
     advertise_addr: str = ""  # where other nodes reach it (its own flag, else the peer address)
     rack: str = ""  # horus-worker --rack (issue 11)
+    runtime: str = ""  # how it runs jobs: "process" or "docker" ("": not said, an older worker)
 
 
 class WorkerPlane:
@@ -122,6 +123,8 @@ class WorkerPlane:
             )
         if reg.rack and not NODE_NAME.match(reg.rack):
             raise InvalidArgument("register.rack", f"not a valid rack name: {reg.rack[:80]!r}")
+        if reg.runtime and not NODE_NAME.match(reg.runtime):
+            raise InvalidArgument("register.runtime", f"not a runtime name: {reg.runtime[:80]!r}")
         for uuid in uuids:
             other = self.registry.owner_of_gpu(uuid)
             if other is not None and other != reg.name:
@@ -142,7 +145,7 @@ class WorkerPlane:
             )
             entry.identity, entry.epoch = reg.identity, secrets.randbits(63) | 1
             entry.advertise_addr = reg.advertise_addr
-            entry.rack = reg.rack
+            entry.rack, entry.runtime = reg.rack, reg.runtime
             self.registry.put(entry)
             session.send(self._registered(epoch=entry.epoch))
             log.info(
