@@ -22,8 +22,11 @@ WINDOW_S = 60.0  # ... spanning at least this long
 
 
 def effective_floor(job: Job, default: float) -> float:
-    """The job's own floor, else the cluster default (0: none)."""
-    return job.spec.min_speed if job.spec.min_speed > 0.0 else default
+    """The job's own floor, else the cluster default (0: none; a job's ``NO_FLOOR``: none)."""
+    own = job.spec.min_speed
+    if own < 0.0:
+        return 0.0
+    return own if own > 0.0 else default
 
 
 @dataclass

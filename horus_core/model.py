@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import operator
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -22,6 +23,9 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 DEFAULT_GRACE_S = 30.0  # a job's stop grace when its spec says 0
+# ``JobSpec.min_speed`` of a job that asks for no speed floor at all (not even the cluster's
+# default, which fills in a 0 at submission): ``hctl submit --min-speed none``.
+NO_FLOOR = -1.0
 
 
 class JobState(enum.Enum):
@@ -87,7 +91,7 @@ class JobSpec:
     gpus_max: int = 0
     # Speed floor (issue 10): the lowest predicted/measured normalised speed (1.0 = solo) this
     # job accepts while sharing a GPU; 0 = the cluster default (filled in by the master at
-    # submission, by the simulator at arrival). See docs/policies.md.
+    # submission, by the simulator at arrival); NO_FLOOR (-1) = none at all. docs/policies.md.
     min_speed: float = 0.0
     # GPU types the job accepts, lowercase families as in ``Gpu.gpu_type`` ("v100", "a100");
     # empty = any type. Every policy places the job only on GPUs of these types.
@@ -102,6 +106,10 @@ class JobSpec:
     queue: str = ""
     priority_class: str = ""
     grace_s: float = 0.0
+    # GPU memory cap per GPU in MiB (issue 31, docs/sharing.md): what the job may use on each of
+    # its GPUs while it shares them; the master packs by it and the worker enforces it. 0 = not
+    # declared: the master uses the predicted or measured peak footprint (plus a margin).
+    gpu_memory_mib: int = 0
 
     @property
     def elastic(self) -> bool:
@@ -145,6 +153,14 @@ class Job:
     # The nodes of the current/last attempt in rank order (``nodes[0] == node``); empty for an
     # attempt on one node (see :func:`horus_core.gang.job_nodes`).
     nodes: tuple[str, ...] = ()
+    # GPU memory (issue 31, docs/sharing.md): the cap per GPU of the current/last attempt, set at
+    # placement (0: none, the job has its GPUs to itself), and the peak per GPU the worker
+    # measured for the last attempt that ended (0: not known).
+    gpu_memory_cap_mib: int = 0
+    gpu_memory_peak_mib: int = 0
+    # > 0: an attempt went over its GPU memory while sharing; the job now runs alone with this
+    # cap (its ``spec`` reads exclusive, with this ``gpu_memory_mib``: horus_core.caps.alone).
+    contained_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +175,10 @@ class Gpu:
     # Why the master quarantined it (an Xid or ECC error, docs/nodes.md); "" = not quarantined.
     # A quarantined GPU is also ``healthy=False`` in what policies see.
     quarantine: str = ""
+    # A MIG instance the worker reports as a GPU of its own (docs/sharing.md): its share of the
+    # physical GPU's compute and that GPU's UUID; a whole GPU: 1.0 and "".
+    compute_fraction: float = 1.0
+    parent_uuid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,10 +380,20 @@ class Wait:
 Action = Assign | Preempt | Wait
 
 
+_MIG_PROFILE = re.compile(r"\bmig\s+(\d+g\.\d+gb)(\+me)?\b")
+
+
 def gpu_type_of(model: str) -> str:
-    """Normalise a GPU model name to the family key used by interference data."""
+    """Normalise a GPU model name to the family key used by interference data; a MIG instance
+    (NVML names it like "NVIDIA H100 80GB HBM3 MIG 3g.40gb") is its family and profile,
+    "h100-3g.40gb" (docs/sharing.md)."""
     low = model.lower()
-    for family in ("h200", "h100", "a100", "a10g", "l40s", "l4", "v100", "p100", "k80", "t4", "a10"):
+    mig = _MIG_PROFILE.search(low)
+    for family in ("h200", "h100", "a100", "a10g", "l40s", "l4", "v100", "p100", "k80", "t4", "a30", "a10"):
         if family in low:
+            if mig is not None:
+                return f"{family}-{mig.group(1)}" + ("-me" if mig.group(2) else "")
             return family
+    if mig is not None:
+        return f"mig-{mig.group(1)}" + ("-me" if mig.group(2) else "")
     return low.replace(" ", "-") or "unknown"

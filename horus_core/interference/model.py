@@ -27,6 +27,7 @@ from itertools import combinations
 import numpy as np
 from numpy.typing import NDArray
 
+from horus_core.caps import with_margin
 from horus_core.interference.learned import Choice, CompletedPairs, PairObservations
 from horus_core.interference.profiles import (
     GAVEL_PROFILES,
@@ -35,11 +36,14 @@ from horus_core.interference.profiles import (
     gpu_memory_of,
 )
 from horus_core.interference.signature import (
+    CAP_MARK,
     JobProfile,
     default_profile,
+    demand_key,
     hints_of_signature,
     profile_from_hints,
     signature_of,
+    split_demand,
 )
 from horus_core.interference.table import INFEASIBLE, TABLE_GPU_MEMORY_MIB, ThroughputTable, packaged_table
 from horus_core.model import JobSpec, ProfileHints
@@ -53,7 +57,8 @@ _MATRIX_CACHE = 64
 class InterferenceModel:
     def __init__(self, table: ThroughputTable) -> None:
         self._table = table
-        self._measured: dict[str, JobProfile] = {}
+        self._measured: dict[str, JobProfile] = {}  # memory: the measured peak with the margin
+        self._measured_mem: dict[str, int] = {}  # the measured peak footprint itself
         self._hinted: dict[str, JobProfile] = {}
         self._pairs = PairObservations(EWMA_WEIGHT)
         self._completed: dict[str, CompletedPairs] = {}
@@ -67,6 +72,11 @@ class InterferenceModel:
     def signature(self, spec: JobSpec) -> str:
         return signature_of(spec)
 
+    def demand(self, spec: JobSpec) -> str:
+        """The key the packing knows ``spec`` by: :func:`~.signature.demand_key` (its signature,
+        with its declared GPU memory cap); :meth:`profile_of` gives that cap as its memory."""
+        return demand_key(spec)
+
     def profile(self, spec: JobSpec) -> JobProfile:
         sig = signature_of(spec)
         known = self._measured.get(sig) or self._table_profile(sig)
@@ -79,6 +89,11 @@ class InterferenceModel:
         return known or self.profile_of(sig)
 
     def profile_of(self, signature: str) -> JobProfile:
+        """The profile of a signature, or of a :meth:`demand` key (its memory is then the cap)."""
+        if CAP_MARK in signature:
+            base, cap = split_demand(signature)
+            prof = self.profile_of(base)
+            return JobProfile(prof.util_avg, prof.util_peak, cap, prof.source)
         known = self._measured.get(signature) or self._table_profile(signature)
         if known is not None:
             return known
@@ -133,6 +148,8 @@ class InterferenceModel:
 
     def pair_speeds(self, a: str, b: str, gpu_type: str) -> tuple[float, float]:
         """Normalised speeds of a and b sharing one GPU, ignoring memory (see module doc)."""
+        if CAP_MARK in a or CAP_MARK in b:  # a declared cap changes memory, not speed
+            a, b = split_demand(a)[0], split_demand(b)[0]
         observed = self._pairs.get(gpu_type, a, b)
         if observed is not None:
             return observed
@@ -162,9 +179,8 @@ class InterferenceModel:
             return False
         tables = [t for t, mib in TABLE_GPU_MEMORY_MIB.items() if mib + _TABLE_SLACK_MIB >= gpu_memory_mib]
         pairs = self._table.pairs
-        return not any(
-            pairs.get((t, a, b)) == INFEASIBLE for a, b in combinations(signatures, 2) for t in tables
-        )
+        sigs = [split_demand(s)[0] for s in signatures]
+        return not any(pairs.get((t, a, b)) == INFEASIBLE for a, b in combinations(sigs, 2) for t in tables)
 
     def predicted_slowdown(self, signatures: Sequence[str], gpu_type: str) -> float:
         return min(self.co_speeds(signatures, gpu_type), default=1.0)
@@ -195,17 +211,33 @@ class InterferenceModel:
 
     # ------------------------------------------------------------------ learning
     def observe_profile(self, signature: str, util_avg: float, util_peak: float, mem_mib: int) -> None:
-        """A live measurement. Utilisations follow an EWMA; memory rises at once to a larger
-        reading and decays only slowly, so that packing stays on the safe side."""
+        """A live measurement. Utilisations follow an EWMA; the peak memory rises at once to a
+        larger reading and decays only slowly, so that packing stays on the safe side; the
+        profile's memory is that peak with the caps' margin (:func:`horus_core.caps.with_margin`):
+        it is the cap a job of this workload gets."""
         old = self._measured.get(signature)
         if old is not None:
             w = EWMA_WEIGHT
             util_avg = old.util_avg + w * (util_avg - old.util_avg)
             util_peak = old.util_peak + w * (util_peak - old.util_peak)
-            mem_mib = max(mem_mib, round(old.mem_mib + w * (mem_mib - old.mem_mib)))
+            was = self._measured_mem.get(signature, mem_mib)
+            mem_mib = max(mem_mib, round(was + w * (mem_mib - was)))
         avg = min(100.0, max(0.0, util_avg))
         peak = max(avg, min(100.0, util_peak))
-        self._measured[signature] = JobProfile(avg, peak, max(1, int(mem_mib)), "measured")
+        self._measured_mem[signature] = max(1, int(mem_mib))
+        self._measured[signature] = JobProfile(avg, peak, with_margin(max(1, int(mem_mib))), "measured")
+        self._invalidate()
+
+    def observe_memory(self, signature: str, peak_mib: int) -> None:
+        """A peak GPU memory measured while the workload shared a GPU (an attempt stopped for
+        going over its cap): the signature's footprint is at least this from now on."""
+        if peak_mib <= self._measured_mem.get(signature, 0):
+            return
+        prof = self._measured.get(signature) or self.profile_of(signature)
+        self._measured_mem[signature] = peak_mib
+        self._measured[signature] = JobProfile(
+            prof.util_avg, prof.util_peak, with_margin(peak_mib), "measured"
+        )
         self._invalidate()
 
     def observe_pair(self, a: str, b: str, gpu_type: str, speed_a: float, speed_b: float) -> None:

@@ -30,6 +30,15 @@ class ProfileObs:
 
 
 @dataclass(frozen=True)
+class MemoryObs:
+    """A peak GPU memory measured while the workload shared a GPU (an attempt contained for its
+    memory, docs/sharing.md): its footprint is at least this from now on."""
+
+    signature: str
+    peak_mib: int
+
+
+@dataclass(frozen=True)
 class PairObs:
     """The stored estimates of one pair: a's speed next to b, and b's next to a if measured."""
 
@@ -44,9 +53,9 @@ class ModelFeed:
     def __init__(self, model: InterferenceModel, limit: int) -> None:
         self._model = model
         self._limit = limit
-        self._pending: list[ProfileObs | PairObs] = []
+        self._pending: list[ProfileObs | PairObs | MemoryObs] = []
 
-    def add(self, obs: ProfileObs | PairObs) -> None:
+    def add(self, obs: ProfileObs | PairObs | MemoryObs) -> None:
         if len(self._pending) < self._limit:
             self._pending.append(obs)
 
@@ -57,6 +66,8 @@ class ModelFeed:
             try:
                 if isinstance(obs, ProfileObs):
                     self._profile(obs)
+                elif isinstance(obs, MemoryObs):
+                    self._model.observe_memory(obs.signature, obs.peak_mib)
                 else:
                     self._pair(obs)
             except Exception:
