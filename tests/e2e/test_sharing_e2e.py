@@ -12,8 +12,8 @@ simulated V100, two stand-in workloads with GPU memory caps on it.
 from __future__ import annotations
 
 import json
-import pathlib
 import os
+import pathlib
 import re
 import sys
 import time
