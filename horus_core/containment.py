@@ -3,16 +3,18 @@ means for its job (pure).
 
 The worker names the cause of such an ending: its memory watchdog stopped the attempt above its
 cap (``GpuMemoryExceeded``), or the job exited non-zero with CUDA's out-of-memory error in its
-log (``CudaOutOfMemory``); with it come the attempt's measured peak on any one GPU and whether
-another attempt shared one of its GPUs meanwhile. The rules:
+log (``CudaOutOfMemory``); with it come the attempt's measured peak on any one GPU, whether
+another attempt shared one of its GPUs meanwhile, and whether the watchdog saw such a neighbour
+above its own cap. The rules:
 
-- **The grower** (stopped by the watchdog, or out of memory at or over its cap while sharing, or
-  with no peak measured) is re-queued once to run alone: its GPUs to itself, with its measured
-  peak plus the margin as its new cap (:func:`horus_core.caps.raised`). It is not counted as its
-  own failure. The job stays alone from then on, so it is never contained twice: a job with its
-  GPUs to itself that runs out of memory has failed.
-- **A neighbour** that ran out of memory below its own cap while sharing was killed by someone
-  else's growth: it runs again as it was, without penalty.
+- **A neighbour** that ran out of memory while another attempt on its GPU was over its cap was
+  killed by someone else's growth: it runs again as it was, without penalty.
+- **The grower** (stopped by the watchdog, or out of memory while sharing with no neighbour over
+  its cap: under MPS or HAMi-core its own limit refused it) is re-queued once to run alone: its
+  GPUs to itself, with its measured peak (at least its cap) plus the margin as its new cap
+  (:func:`horus_core.caps.raised`). It is not counted as its own failure. The job stays alone
+  from then on, so it is never contained twice: a job with its GPUs to itself that runs out of
+  memory has failed.
 - Out of memory **alone** (not sharing): the job's own failure; the update stands.
 """
 
@@ -27,7 +29,6 @@ from horus_core.model import Job
 CAUSE_GPU_MEMORY_EXCEEDED = "GpuMemoryExceeded"
 CAUSE_CUDA_OOM = "CudaOutOfMemory"
 CAUSES = frozenset({CAUSE_GPU_MEMORY_EXCEEDED, CAUSE_CUDA_OOM})
-SLACK_MIB = 256  # an OOM with the peak within this of the cap hit the cap (MPS' pinned limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ class Ending:
     cause: str = ""
     peak_mib: int = 0
     shared: bool = False
+    neighbour_over: bool = False  # another attempt on its GPUs was seen above its cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +58,7 @@ def contain(job: Job, ending: Ending) -> Contained | None:
     cap, peak, n = job.gpu_memory_cap_mib, ending.peak_mib, job.attempt
     if ending.cause == CAUSE_CUDA_OOM and not ending.shared:
         return None
-    grew = ending.cause == CAUSE_GPU_MEMORY_EXCEEDED or cap <= 0 or peak <= 0 or peak + SLACK_MIB >= cap
-    if grew:
+    if ending.cause == CAUSE_GPU_MEMORY_EXCEEDED or not ending.neighbour_over:
         new_cap = raised(cap, peak)
         how = (
             "stopped by the GPU memory watchdog"
@@ -72,7 +73,7 @@ def contain(job: Job, ending: Ending) -> Contained | None:
         )
     return Contained(
         0,
-        f"attempt {n} ran out of GPU memory at {format_mib(peak)}, below its cap {format_mib(cap)}, "
-        "while sharing its GPU: a neighbour grew; re-queued without penalty",
+        f"attempt {n} ran out of GPU memory at {format_mib(peak)} (cap {format_mib(cap)}) while a "
+        "job sharing its GPU was over its own cap: a neighbour grew; re-queued without penalty",
         rc.PREEMPTED,
     )

@@ -62,10 +62,12 @@ class AttemptUpdate:
     at: float = 0.0
     # A final update's sharing facts (docs/sharing.md): the peak GPU memory on any one GPU (MiB,
     # 0 = unknown), the cause where the worker knows one (horus_core.containment: CAUSE_*), and
-    # whether another attempt shared one of its GPUs while it ran.
+    # whether another attempt shared one of its GPUs while it ran, and whether one of those was
+    # seen above its cap meanwhile.
     peak_gpu_memory_mib: int = 0
     cause: str = ""
     shared: bool = False
+    neighbour_over_cap: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -311,6 +311,7 @@ def attempt_update_from_pb(msg: wpb.AttemptUpdate, field: str = "update.state") 
         peak_gpu_memory_mib=max(0, msg.peak_gpu_memory_mib),
         cause=msg.cause[:64],
         shared=msg.shared,
+        neighbour_over_cap=msg.neighbour_over_cap,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import pathlib
 import time
@@ -305,13 +306,12 @@ class Agent:
     # ------------------------------------------------------------- safe sharing (guard)
 
     async def _ending(self, key: AttemptKey, status: ExitStatus) -> Ending:
-        """Its peak GPU memory, whether it shared a GPU, and a CUDA OOM its log shows."""
-        peak, shared = self.guard.ended((key.job_id, key.attempt))
+        """Its sharing facts (the guard's) and a CUDA OOM its log shows."""
+        ending = self.guard.ended((key.job_id, key.attempt))
         files = self._files.get(key)
-        oom = False
-        if status.state is JobState.FAILED and files is not None:
-            oom = is_oom(status.exit_code, await asyncio.to_thread(read_tail, files.log))
-        return Ending(CAUSE_CUDA_OOM if oom else "", peak, shared)
+        failed = status.state is JobState.FAILED and files is not None
+        tail = await asyncio.to_thread(read_tail, files.log) if failed and files is not None else b""
+        return dataclasses.replace(ending, cause=CAUSE_CUDA_OOM) if is_oom(status.exit_code, tail) else ending
 
     def _over_cap(self, key: tuple[str, int], reason: str) -> None:
         self._apply(self.state.on_over_cap(AttemptKey(*key), reason))

@@ -105,6 +105,7 @@ def update(u: Update) -> worker_pb2.WorkerMessage:
         peak_gpu_memory_mib=e.peak_mib,
         cause=e.cause,
         shared=e.shared,
+        neighbour_over_cap=e.neighbour_over,
     )
     if u.exit_code is not None:
         msg.exit_code = u.exit_code

@@ -25,6 +25,7 @@ case (CANCELLED) whatever the runtime reports and whether or not a renewal came 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -337,9 +338,9 @@ class WorkerState:
             why = "lease expired: stopped by the lease watchdog"
             return effects + self._finish(attempt, JobState.CANCELLED, status.exit_code, why)
         if attempt.cause:
-            ending = Ending(attempt.cause, ending.peak_mib, ending.shared)
+            ending = dataclasses.replace(ending, cause=attempt.cause)
         elif lapsed or status.state is not JobState.FAILED:
-            ending = Ending("", ending.peak_mib, ending.shared)  # (an OOM counts only as a failure)
+            ending = dataclasses.replace(ending, cause="")  # (an OOM counts only as a failure)
         return effects + self._finish(attempt, status.state, status.exit_code, status.reason, ending)
 
     # -------------------------------------------------------------------------- shutdown

@@ -159,6 +159,7 @@ class AttemptUpdate(_message.Message):
     PEAK_GPU_MEMORY_MIB_FIELD_NUMBER: _builtins.int
     CAUSE_FIELD_NUMBER: _builtins.int
     SHARED_FIELD_NUMBER: _builtins.int
+    NEIGHBOUR_OVER_CAP_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     attempt: _builtins.int
     state: _types_pb2.JobState.ValueType
@@ -170,10 +171,12 @@ class AttemptUpdate(_message.Message):
     """A final update (docs/sharing.md): the attempt's peak GPU memory on any one GPU (MiB, 0 =
     unknown), why it ended where the worker knows a sharing cause ("GpuMemoryExceeded": stopped
     by the memory watchdog; "CudaOutOfMemory": exited with CUDA's out-of-memory error), and
-    whether another attempt shared one of its GPUs while it ran.
+    whether another attempt shared one of its GPUs while it ran, and whether the memory watchdog
+    saw such another attempt above its cap meanwhile (then an OOM of this one was not its own).
     """
     cause: _builtins.str
     shared: _builtins.bool
+    neighbour_over_cap: _builtins.bool
     def __init__(
         self,
         *,
@@ -186,10 +189,11 @@ class AttemptUpdate(_message.Message):
         peak_gpu_memory_mib: _builtins.int = ...,
         cause: _builtins.str = ...,
         shared: _builtins.bool = ...,
+        neighbour_over_cap: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "at", b"at", "attempt", b"attempt", "cause", b"cause", "exit_code", b"exit_code", "job_id", b"job_id", "peak_gpu_memory_mib", b"peak_gpu_memory_mib", "reason", b"reason", "shared", b"shared", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "at", b"at", "attempt", b"attempt", "cause", b"cause", "exit_code", b"exit_code", "job_id", b"job_id", "neighbour_over_cap", b"neighbour_over_cap", "peak_gpu_memory_mib", b"peak_gpu_memory_mib", "reason", b"reason", "shared", b"shared", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015

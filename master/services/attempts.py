@@ -121,7 +121,7 @@ class AttemptHandler:
             return
         verdict = tr.UpdateVerdict()
         now = self.clock.now()
-        ending = Ending(msg.cause, msg.peak_gpu_memory_mib, msg.shared)
+        ending = Ending(msg.cause, msg.peak_gpu_memory_mib, msg.shared, msg.neighbour_over_cap)
         fn = part_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict, ending)
         changes = await self.writer.apply([(msg.job_id, fn)])
         if verdict.kill or (not verdict.seen and state is JobState.RUNNING):

@@ -97,10 +97,17 @@ def preempt(reason: str, now: float) -> Transition:
     return fn
 
 
+# A job re-queued to run alone after going over its GPU memory keeps that code and sentence
+# while it merely waits for room (docs/sharing.md): why it waits is what happened to it.
+_KEPT_WHILE_WAITING = frozenset({rc.RESOURCES, rc.PRIORITY, rc.INTERFERENCE})
+
+
 def set_wait_reason(reason: str, now: float, code: str = "") -> Transition:
     def fn(row: JobRow) -> JobRow | None:
         job = row.job
         if job.state is not JobState.PENDING or (job.reason == reason and job.reason_code == code):
+            return None
+        if job.reason_code == rc.GPU_MEMORY_EXCEEDED and (code or rc.RESOURCES) in _KEPT_WHILE_WAITING:
             return None
         job = evolve(job, reason=reason, reason_code=code or rc.RESOURCES)
         return evolve(row, job=job)

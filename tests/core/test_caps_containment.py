@@ -60,17 +60,17 @@ def test_the_watchdogs_victim_runs_again_alone_with_its_peak_plus_the_margin() -
     assert out.reason.startswith("GpuMemoryExceeded: attempt 1 stopped by the GPU memory watchdog")
 
 
-def test_an_oom_at_its_own_cap_while_sharing_is_the_growers() -> None:
-    out = contain(_job(), Ending(CAUSE_CUDA_OOM, 4000, shared=True))  # (MPS' pinned limit: at the cap)
-    assert out is not None and out.alone_mib == raised(4096, 4000)
-    unknown = contain(_job(), Ending(CAUSE_CUDA_OOM, 0, shared=True))  # no peak measured: the grower
-    assert unknown is not None and unknown.alone_mib > 0
+def test_an_oom_while_sharing_with_no_neighbour_over_its_cap_is_the_growers() -> None:
+    out = contain(_job(), Ending(CAUSE_CUDA_OOM, 3000, shared=True))  # (its own MPS limit refused it)
+    assert out is not None and out.alone_mib == raised(4096, 3000) == raised(4096, 0)
 
 
-def test_a_neighbour_out_of_memory_below_its_cap_runs_again_as_it_was() -> None:
-    out = contain(_job(), Ending(CAUSE_CUDA_OOM, 1500, shared=True))
+def test_a_neighbour_out_of_memory_while_another_was_over_its_cap_runs_again_as_it_was() -> None:
+    out = contain(_job(), Ending(CAUSE_CUDA_OOM, 1500, shared=True, neighbour_over=True))
     assert out is not None and out.alone_mib == 0 and out.code == rc.PREEMPTED
     assert "a neighbour grew" in out.reason
+    stopped = contain(_job(), Ending(CAUSE_GPU_MEMORY_EXCEEDED, 6000, shared=True, neighbour_over=True))
+    assert stopped is not None and stopped.alone_mib > 0  # (over its own cap: the grower all the same)
 
 
 def test_an_oom_alone_or_of_a_job_alone_is_its_own_failure() -> None:

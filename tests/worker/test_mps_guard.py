@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
+from horus_core.containment import Ending
 from horus_core.model import JobSpec
 from worker.gpu.base import GpuInfo, ProbeTarget
 from worker.gpu.simulated import FallbackModel, SimulatedProbe
@@ -146,6 +147,7 @@ async def test_the_watchdog_reads_workloads_memory_and_stops_one_over_its_cap(tm
     assert [k for k, _ in stops] == [("a", 1)] and stops[0][1].startswith("GpuMemoryExceeded: used 5000 MiB")
     files["b"].write_text("3500\n")
     await g.check(watched)
-    assert g.ended(("b", 1)) == (3500, True) and g.ended(("a", 1)) == (5000, True)
-    assert g.ended(("z", 1)) == (0, False)
+    assert g.ended(("b", 1)) == Ending("", 3500, shared=True, neighbour_over=True)  # (saw a over its cap)
+    assert g.ended(("a", 1)) == Ending("", 5000, shared=True, neighbour_over=False)
+    assert g.ended(("z", 1)) == Ending()
     await g.close()

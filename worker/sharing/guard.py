@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from horus_core.caps import format_mib
-from horus_core.containment import CAUSE_GPU_MEMORY_EXCEEDED
+from horus_core.containment import CAUSE_GPU_MEMORY_EXCEEDED, Ending
 from horus_core.model import JobSpec
 from worker.gpu.base import GpuInfo, GpuProbe, ProbeTarget
 from worker.sharing import modes
@@ -79,6 +79,7 @@ class SharingGuard:
         self.daemons: dict[str, MpsDaemon] = {}
         self.peaks = Peaks()
         self._shared: set[Key] = set()
+        self._witnessed: set[Key] = set()  # saw another attempt on its GPUs above its cap
         self._gpus_of: dict[Key, tuple[str, ...]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -106,13 +107,15 @@ class SharingGuard:
             return Prepared(env + modes.hami_env(lib, cache, limits), ((str(lib), str(lib), True),))
         return Prepared(env)
 
-    def ended(self, key: Key) -> tuple[int, bool]:
-        """An attempt is over: (its peak GPU memory on one GPU, whether it shared a GPU)."""
+    def ended(self, key: Key) -> Ending:
+        """An attempt is over: its peak GPU memory on one GPU, whether it shared a GPU, and
+        whether another attempt on its GPUs was seen above its cap meanwhile."""
         self._gpus_of.pop(key, None)
-        shared = key in self._shared
+        shared, witnessed = key in self._shared, key in self._witnessed
         self._shared.discard(key)
+        self._witnessed.discard(key)
         self._spawn(self._carry_out(self.book.ended(key)))
-        return self.peaks.pop(key), shared
+        return Ending("", self.peaks.pop(key), shared, witnessed)
 
     def _jobs_on(self, gpus: tuple[str, ...]) -> int:
         return max((sum(1 for g in self._gpus_of.values() if u in g) for u in gpus), default=1)
@@ -154,6 +157,7 @@ class SharingGuard:
                 f"{b.gpu_uuid}, above its cap {cap} (+{slack} MiB slack)"
             )
             log.warning("%s/%d: %s", key[0], key[1], reason)
+            self._witnessed.update(k for k, gpus in self._gpus_of.items() if k != key and b.gpu_uuid in gpus)
             self._over_cap(key, reason)
 
     # ------------------------------------------------------------------ MPS daemons
