@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from horus_core.errors import InvalidArgument
+from horus_core.floor import DEFAULT_MIN_SPEED
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Node
 from horus_core.policies import Policy, make_policy
@@ -67,9 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--min-speed",
         type=float,
-        default=0.0,
+        default=DEFAULT_MIN_SPEED,
         metavar="FRACTION",
-        help="speed floor of every job in [0, 1], as the master's --min-speed default (0: none)",
+        help="speed floor of every job in [0, 1], as the master's --min-speed default "
+        f"(default {DEFAULT_MIN_SPEED:g}; 0: none beyond the policy's own rule)",
     )
     p.add_argument("--jobs", type=int, default=0, metavar="N", help="only the trace's first N jobs (0: all)")
     p.add_argument(
