@@ -43,6 +43,7 @@ class Clock(Protocol):
 
 
 NO_ENDING = Ending()
+Env = tuple[tuple[str, str], ...]
 
 
 class Phase(enum.Enum):
@@ -224,22 +225,12 @@ class WorkerState:
     # -------------------------------------------------------------------- from the master
 
     def on_assignment(
-        self,
-        key: AttemptKey,
-        spec: JobSpec,
-        gpus: tuple[str, ...],
-        env: tuple[tuple[str, str], ...] = (),
-        cap_mib: int = 0,
+        self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...], env: Env = (), cap_mib: int = 0
     ) -> list[Effect]:
         return self._check_lease() + self._assignment(key, spec, gpus, env, cap_mib)
 
     def _assignment(
-        self,
-        key: AttemptKey,
-        spec: JobSpec,
-        gpus: tuple[str, ...],
-        env: tuple[tuple[str, str], ...],
-        cap_mib: int = 0,
+        self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...], env: Env, cap_mib: int = 0
     ) -> list[Effect]:
         known = self.attempts.get(key)
         if known is not None:  # a copy: started once only; a finished one gets its final again
@@ -273,8 +264,7 @@ class WorkerState:
         return self._stop(attempt, reason, self.job_grace(attempt))
 
     def on_over_cap(self, key: AttemptKey, reason: str) -> list[Effect]:
-        """The memory watchdog saw the attempt above its cap: stop it now (no grace beyond the
-        job's own: its neighbours' memory is at stake); its final carries the cause."""
+        """The memory watchdog saw the attempt above its cap: stop it; its final names the cause."""
         effects = self._check_lease()
         attempt = self.attempts.get(key)
         if attempt is None or attempt.phase is not Phase.RUNNING or not attempt.capped:
@@ -326,8 +316,7 @@ class WorkerState:
         after a lease deadline the attempt lived through is the lease case (the watchdog signals
         every attempt once the deadline has passed, and a job may answer SIGTERM with any code),
         even when a renewal came between the kill and this call; one before it keeps its result.
-        ``ending``: its sharing facts (peak, shared, an OOM the shell saw in its log); a stop by
-        the memory watchdog is its cause whatever the exit."""
+        ``ending``: its sharing facts; a stop by the memory watchdog is its cause, whatever the exit."""
         effects = [e for e in self._check_lease() if not (isinstance(e, Stop) and e.key == key)]
         attempt = self.attempts.get(key)
         if attempt is None or attempt.phase is Phase.FINISHED:
@@ -398,14 +387,9 @@ class WorkerState:
         return effects
 
     def _finish(
-        self,
-        attempt: Attempt,
-        state: JobState,
-        exit_code: int | None,
-        reason: str,
-        ending: Ending = NO_ENDING,
+        self, attempt: Attempt, state: JobState, code: int | None, reason: str, ending: Ending = NO_ENDING
     ) -> list[Effect]:
         attempt.phase = Phase.FINISHED
-        attempt.final = Update(attempt.key, state, exit_code, reason, self.clock.time(), ending)
+        attempt.final = Update(attempt.key, state, code, reason, self.clock.time(), ending)
         attempt.finished_at = self.clock.monotonic()
         return [Send(attempt.final)]
