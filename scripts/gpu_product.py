@@ -188,6 +188,7 @@ async def _run_jobs(addr: str, jobs: Jobs) -> dict[str, Any]:
         "contained": contained,
         "grower_seen_over_cap_at_s": over[0] if over else None,
         "first_attempt_tail": first[-600:],
+        "caps_seen_mib": {names.get(j, j): sorted({c for _, k, _, c in samples if k == j}) for j in names},
         "per_job_gpu_mib": [(t, names.get(j, j), used, cap) for t, j, used, cap in samples][::4],
     }  # fmt: skip
 

@@ -83,6 +83,7 @@ class Agent:
         self.state = WorkerState([g.uuid for g in gpus], clock or SystemClock(), grace_s=config.grace_s)
         self.connection = Connection(config.master, self, credentials=config.credentials)
         self._handles: dict[AttemptKey, RunningAttempt] = {}
+        self._pids: dict[AttemptKey, tuple[int, ...]] = {}  # each live attempt's, at the last heartbeat
         self._files: dict[AttemptKey, AttemptFiles] = {}
         self._logs: dict[AttemptKey, LogTail] = {}
         self._progress: dict[AttemptKey, ProgressTail] = {}
@@ -320,10 +321,16 @@ class Agent:
         self._apply(self.state.on_kill(AttemptKey(*key), reason))
 
     async def _watched(self) -> list[Watched]:
-        """The live attempts as the memory watchdog reads them (their PIDs read in a thread)."""
+        """The live attempts as the memory watchdog reads them. Their PIDs are the last heartbeat's
+        (a GPU process started since is still found through its parents); only an attempt none has
+        seen yet is read now, in a thread: no pass over /proc per attempt twice a second."""
         live = [(a, self._handles[a.key]) for a in self.state.live() if a.key in self._handles and a.spec]
-        pids = await asyncio.to_thread(lambda: {a.key: tuple(h.pids()) for a, h in live})
-        return [Watched(self._target(a, pids[a.key]), a.cap_mib if a.capped else 0) for a, _ in live]
+        new = [(a, h) for a, h in live if a.key not in self._pids]
+        if new:
+            self._pids.update(await asyncio.to_thread(lambda: {a.key: tuple(h.pids()) for a, h in new}))
+        return [
+            Watched(self._target(a, self._pids.get(a.key, ())), a.cap_mib if a.capped else 0) for a, _ in live
+        ]
 
     def _target(self, a: Attempt, pids: tuple[int, ...]) -> ProbeTarget:
         assert a.spec is not None
@@ -374,6 +381,7 @@ class Agent:
     async def _heartbeat(self) -> None:
         live = [(a, self._handles[a.key]) for a in self.state.live() if a.key in self._handles and a.spec]
         pids = await asyncio.to_thread(lambda: {a.key: tuple(h.pids()) for a, h in live})
+        self._pids = dict(pids)  # (what the memory watchdog reads until the next heartbeat)
         targets = [self._target(a, pids[a.key]) for a, _ in live]
         try:
             readings, procs = await self._probe.read(targets)
