@@ -24,6 +24,7 @@ PREEMPTED = "Preempted"
 SUBMITTED = "Submitted"
 QUOTA_EXCEEDED = "QuotaExceeded"
 WAITING_FOR_RECLAIM = "WaitingForReclaim"
+GPU_MEMORY_EXCEEDED = "GpuMemoryExceeded"
 
 # code -> (what it means, what to do): the documented vocabulary (docs/reasons.md).
 VOCABULARY: dict[str, tuple[str, str]] = {
@@ -58,6 +59,11 @@ VOCABULARY: dict[str, tuple[str, str]] = {
     WAITING_FOR_RECLAIM: (
         "its queue's quota is lent out and borrowed jobs are being preempted to give it back",
         "wait (within the preemption grace period)",
+    ),
+    GPU_MEMORY_EXCEEDED: (
+        "an attempt went over its GPU memory cap while sharing; it runs again alone, with its "
+        "measured peak as its new cap (docs/sharing.md)",
+        "wait for a GPU to itself, or submit with a larger --gpu-memory",
     ),
 }
 CODES = frozenset(VOCABULARY)

@@ -13,6 +13,7 @@ import sys
 
 from horus_core.errors import InvalidArgument
 from horus_core.interference.table import load_table
+from horus_core.floor import DEFAULT_MIN_SPEED
 from horus_core.policies import policy_names
 from horus_core.queues import load_config
 from master import gctune
@@ -95,9 +96,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--min-speed",
         type=float,
-        default=0.0,
+        default=DEFAULT_MIN_SPEED,
         metavar="FRACTION",
-        help="cluster default speed floor in [0, 1] for jobs submitted without one (0: none)",
+        help="cluster default speed floor in [0, 1] for jobs submitted without one: no job that shares a "
+        f"GPU runs below this fraction of its solo speed (default {DEFAULT_MIN_SPEED:g}; 0: none; "
+        "docs/sharing.md)",
     )
     p.add_argument(
         "--optimus-replan-s",

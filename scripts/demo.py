@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from importlib import resources
 
 from horus_core import HorusClient
+from horus_core.floor import DEFAULT_MIN_SPEED
 from horus_core.model import JobSpec, JobState
 from horus_core.sim.traces import load_trace
 
@@ -153,6 +154,12 @@ async def run_workload(addr: str) -> float:
         failed = [j for j in results if j.state is not JobState.SUCCEEDED]
         if failed:
             raise SystemExit(f"demo: {len(failed)} job(s) did not succeed: {[j.id for j in failed]}")
+        slowest = min(j.predicted_slowdown for j in results)
+        floors = sorted({j.spec.min_speed for j in results})
+        say(
+            f"Speed floor: every job got the cluster's default floor {', '.join(f'{f:g}' for f in floors)}x; "
+            f"the slowest placement was predicted at {slowest:.2f}x of solo (never below the floor)"
+        )
         return elapsed
 
 
@@ -190,13 +197,16 @@ def compile_ahead() -> None:
 
 
 def compare_policies() -> None:
-    from horus_core.sim import compare, summarize
+    from horus_core.sim import SimConfig, compare, simulate, summarize
 
     trace = resources.files("horus_core") / "data" / "traces" / "msr_seed0_2869ce_cap.trace"
     with resources.as_file(trace) as path:
         results = {name: summarize(r) for name, r in compare(str(path), "v100:16", list(POLICIES)).items()}
+        floor = SimConfig(min_speed=DEFAULT_MIN_SPEED)
+        results["floor"] = summarize(simulate(str(path), "v100:16", "horus", config=floor))
     print(f"{'policy':<44} {'avg JCT':>8} {'work per busy GPU':>18} {'jobs slowed <0.8x':>18}")
-    for name, label in POLICIES.items():
+    labels = {**POLICIES, "floor": f"Horus with the default floor ({DEFAULT_MIN_SPEED:g}x of solo)"}
+    for name, label in labels.items():
         m = results[name]
         print(f"{label:<44} {m['avg_jct_h']:>6.1f} h {m['useful_per_busy']:>17.2f}x {m['slow_share']:>17.0%}")
     print(f"{'Gavel best policy (its own simulator)':<44} {25.0:>6.1f} h")

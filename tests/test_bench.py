@@ -157,3 +157,14 @@ def test_cli_startup_measures_hctl_against_the_interpreter_in_one_run() -> None:
         assert abs(row["over_python_ms"] - (row["wall_ms"] - ref)) < 0.2
     (imports,) = [x for x in lines if x.get("what") == "imports"]
     assert imports["heavy"] == [] and imports["modules"] > 50
+
+
+def test_floor_tradeoff_prints_each_floor_against_no_floor_in_one_run() -> None:
+    lines = bench("floor_tradeoff.py", "--trace", "synthetic:jobs=80,rate=20,seed=1", "--clusters", "v100:4",
+                  "--floors", "0.7")  # fmt: skip
+    assert [(x["cluster"], x["floor"]) for x in lines] == [("v100:4", 0.0), ("v100:4", 0.7)]
+    none, floor = lines
+    assert none["jct_vs_none"] == 1.0 and floor["jct_vs_none"] == round(
+        floor["avg_jct_h"] / none["avg_jct_h"], 4
+    )
+    assert floor["min_speed"] >= 0.7 and all(x["unfinished"] == 0 for x in lines)

@@ -70,8 +70,18 @@ def gpu_row(s: GpuStatus) -> tuple[object, ...]:
         f"{fmt.mib(s.stats.mem_used_mib)}/{fmt.mib(total)}",
         f"{s.stats.temperature_c:.0f}C",
         f"QUARANTINED ({s.gpu.quarantine})" if s.gpu.quarantine else "ok" if healthy else "UNHEALTHY",
-        ",".join(s.job_ids),
+        ",".join(job_memory_text(job_id, s) for job_id in s.job_ids),
     )
+
+
+def job_memory_text(job_id: str, s: GpuStatus) -> str:
+    """``ID (use/cap)``: a job on a GPU with what it uses of its GPU memory cap there
+    (docs/sharing.md; ``-`` where not measured yet or without a cap)."""
+    use = next((u for u in s.jobs if u.job_id == job_id), None)
+    if use is None:
+        return job_id
+    cap = fmt.mib(use.cap_mib) if use.cap_mib > 0 else "-"
+    return f"{job_id} ({fmt.mib(use.mem_used_mib)}/{cap})"
 
 
 async def list_profiles(client: HorusClient, args: argparse.Namespace, out: Output) -> int:

@@ -6,6 +6,7 @@ import argparse
 import shlex
 from collections.abc import Mapping
 
+from horus_core import caps
 from horus_core.cli import output as fmt
 from horus_core.cli.base import ACTIVE_STATES, Subparsers, add_command, job_state
 from horus_core.cli.output import Output
@@ -175,8 +176,11 @@ async def show_job(client: HorusClient, args: argparse.Namespace, out: Output) -
             out.line(f"  {uuid}: {', '.join(ids) if ids else '(none)'}")
     if usage:
         out.line("GPU use:")
-        rows = [(u.gpu_uuid, u.attempt, fmt.pct(u.util_sm), fmt.mib(u.mem_used_mib)) for u in usage]
-        out.line(_indent(fmt.render_table(("GPU", "ATTEMPT", "UTIL", "MEM"), rows)))
+        rows = [
+            (u.gpu_uuid, u.attempt, fmt.pct(u.util_sm), fmt.mib(u.mem_used_mib), cap_of(u.cap_mib))
+            for u in usage
+        ]
+        out.line(_indent(fmt.render_table(("GPU", "ATTEMPT", "UTIL", "MEM", "CAP"), rows)))
     return 0
 
 
@@ -196,7 +200,8 @@ def job_fields(job: Job, node_of: Mapping[str, str] | None = None) -> list[tuple
         ("Command", shlex.join(spec.command)),
         ("Image", spec.image or "(none: runs as a process)"),
         ("Requested", f"{requested_text(spec)}{shape_text(spec)}, {share}, priority {spec.priority}"),
-        ("Speed floor", f"{spec.min_speed:g}x of solo" if spec.min_speed > 0 else "(cluster default)"),
+        ("Speed floor", floor_text(spec)),
+        ("GPU memory", memory_text(job)),
         ("GPU types", ", ".join(spec.gpu_types) or "(any)"),
         ("Queue", f"{spec.queue or '(default)'}, class {spec.priority_class or '(default)'}"),
         ("Stop grace", f"{spec.grace_s:g} s" if spec.grace_s > 0 else "(worker default)"),
@@ -225,6 +230,28 @@ def _preempted_text(job: Job) -> str:
     if not job.last_preempted_at:
         return "never"
     return f"{fmt.timestamp(job.last_preempted_at)}: {job.last_preemption}"
+
+
+def floor_text(spec: JobSpec) -> str:
+    if spec.min_speed < 0:
+        return "none (asked for no floor)"
+    return f"{spec.min_speed:g}x of solo" if spec.min_speed > 0 else "(cluster default)"
+
+
+def memory_text(job: Job) -> str:
+    """The GPU memory cap per GPU and where it comes from, and the last measured peak."""
+    spec, parts = job.spec, []
+    if job.contained_mib > 0:
+        parts.append(f"cap {caps.format_mib(job.contained_mib)}, alone since an attempt went over")
+    elif spec.gpu_memory_mib > 0:
+        parts.append(f"cap {caps.format_mib(spec.gpu_memory_mib)} (declared)")
+    elif job.gpu_memory_cap_mib > 0:
+        parts.append(f"cap {caps.format_mib(job.gpu_memory_cap_mib)} (its workload's footprint)")
+    else:
+        parts.append("no cap (its GPUs to itself)" if spec.exclusive else "cap set at placement")
+    if job.gpu_memory_peak_mib > 0:
+        parts.append(f"last attempt's peak {caps.format_mib(job.gpu_memory_peak_mib)}")
+    return "; ".join(parts)
 
 
 def requested_text(spec: JobSpec) -> str:
@@ -268,6 +295,10 @@ def usage_of(job: Job, statuses: list[GpuStatus]) -> list[JobGpuStats]:
     if not job.state.active:
         return []
     return [u for s in statuses for u in s.jobs if u.job_id == job.id and u.attempt == job.attempt]
+
+
+def cap_of(mib: int) -> str:
+    return fmt.mib(mib) if mib > 0 else "-"
 
 
 def _indent(text: str) -> str:

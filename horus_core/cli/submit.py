@@ -8,13 +8,14 @@ import os
 import sys
 from pathlib import Path
 
+from horus_core.caps import parse_size
 from horus_core.cli.base import Subparsers, add_command
 from horus_core.cli.output import Output
 from horus_core.cli.records import job_record
 from horus_core.client import HorusClient
 from horus_core.errors import InvalidArgument
 from horus_core.gpurange import parse_gpus
-from horus_core.model import JobSpec, ProfileHints
+from horus_core.model import NO_FLOOR, JobSpec, ProfileHints
 from horus_core.modelcard import ModelCard, parse_card
 from horus_core.validation import validate_spec
 
@@ -57,11 +58,19 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("--priority", type=int, default=0)
     p.add_argument(
         "--min-speed",
-        type=float,
+        type=parse_min_speed,
         default=0.0,
         metavar="FRACTION",
         help="speed floor in [0, 1]: never share a GPU where this job would run below this fraction "
-        "of its solo speed (0: the cluster default)",
+        "of its solo speed (0: the cluster default; none: no floor at all)",
+    )
+    p.add_argument(
+        "--gpu-memory",
+        type=parse_gpu_memory,
+        default=0,
+        metavar="SIZE",
+        help="GPU memory cap per GPU while sharing, e.g. 12GiB or 4096MiB: the job is packed by it and "
+        "stopped above it (default: its predicted or measured footprint; docs/sharing.md)",
     )
     p.add_argument(
         "--gpu-type",
@@ -104,6 +113,23 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("argv", nargs="*", metavar="CMD", help=argparse.SUPPRESS)
 
 
+def parse_min_speed(text: str) -> float:
+    """A floor in [0, 1], or ``none`` (:data:`~horus_core.model.NO_FLOOR`)."""
+    if text.strip().lower() == "none":
+        return NO_FLOOR
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1] or 'none', got {text!r}") from None
+
+
+def parse_gpu_memory(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_spec(args: argparse.Namespace) -> JobSpec:
     """The spec the arguments describe, validated here first so mistakes fail fast (exit 2)."""
     command: list[str] = list(args.command_argv)
@@ -130,6 +156,7 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         memory_mib=args.memory_mib,
         mounts=tuple(args.mounts),
         min_speed=args.min_speed,
+        gpu_memory_mib=args.gpu_memory,
         gpu_types=parse_gpu_types(args.gpu_types),
         gpus_min=gpus_min,
         gpus_max=gpus_max,

@@ -138,3 +138,4 @@ class JobProgress:
     target_step: float | None
     curve: tuple[float, float, float] | None  # (b0, b1, b2) of l(k) = 1 / (b0*k + b1) + b2
     history: tuple[ProgressReport, ...] = ()
+    measured_speed: float | None = None  # running: latest samples/s over learned solo (1.0 = alone)

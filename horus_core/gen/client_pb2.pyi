@@ -673,6 +673,7 @@ class JobProgressReport(_message.Message):
     CURVE_B2_FIELD_NUMBER: _builtins.int
     TARGET_STEP_FIELD_NUMBER: _builtins.int
     HISTORY_FIELD_NUMBER: _builtins.int
+    MEASURED_SPEED_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     points: _builtins.int
     """reports kept in the bounded history"""
@@ -690,6 +691,10 @@ class JobProgressReport(_message.Message):
     curve_b2: _builtins.float
     target_step: _builtins.float
     """total_steps or the curve's convergence step"""
+    measured_speed: _builtins.float
+    """A running job's measured speed (its latest samples/s over its workload's learned solo
+    samples/s on that GPU type: 1.0 = as fast as alone); unset where either is not known.
+    """
     @_builtins.property
     def latest(self) -> Global___ProgressPoint:
         """unset when the job never reported"""
@@ -710,10 +715,11 @@ class JobProgressReport(_message.Message):
         curve_b2: _builtins.float | None = ...,
         target_step: _builtins.float | None = ...,
         history: _abc.Iterable[Global___ProgressPoint] | None = ...,
+        measured_speed: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0", "_curve_b1", b"_curve_b1", "_curve_b2", b"_curve_b2", "_seconds_left", b"_seconds_left", "_steps_left", b"_steps_left", "_target_step", b"_target_step", "curve_b0", b"curve_b0", "curve_b1", b"curve_b1", "curve_b2", b"curve_b2", "latest", b"latest", "seconds_left", b"seconds_left", "steps_left", b"steps_left", "target_step", b"target_step"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0", "_curve_b1", b"_curve_b1", "_curve_b2", b"_curve_b2", "_measured_speed", b"_measured_speed", "_seconds_left", b"_seconds_left", "_steps_left", b"_steps_left", "_target_step", b"_target_step", "curve_b0", b"curve_b0", "curve_b1", b"curve_b1", "curve_b2", b"curve_b2", "latest", b"latest", "measured_speed", b"measured_speed", "seconds_left", b"seconds_left", "steps_left", b"steps_left", "target_step", b"target_step"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0", "_curve_b1", b"_curve_b1", "_curve_b2", b"_curve_b2", "_seconds_left", b"_seconds_left", "_steps_left", b"_steps_left", "_target_step", b"_target_step", "curve_b0", b"curve_b0", "curve_b1", b"curve_b1", "curve_b2", b"curve_b2", "estimate_from", b"estimate_from", "history", b"history", "job_id", b"job_id", "latest", b"latest", "points", b"points", "seconds_left", b"seconds_left", "steps_left", b"steps_left", "target_step", b"target_step"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0", "_curve_b1", b"_curve_b1", "_curve_b2", b"_curve_b2", "_measured_speed", b"_measured_speed", "_seconds_left", b"_seconds_left", "_steps_left", b"_steps_left", "_target_step", b"_target_step", "curve_b0", b"curve_b0", "curve_b1", b"curve_b1", "curve_b2", b"curve_b2", "estimate_from", b"estimate_from", "history", b"history", "job_id", b"job_id", "latest", b"latest", "measured_speed", b"measured_speed", "points", b"points", "seconds_left", b"seconds_left", "steps_left", b"steps_left", "target_step", b"target_step"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__curve_b0: _TypeAlias = _typing.Literal["curve_b0"]  # noqa: Y015
     _WhichOneofArgType__curve_b0: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0"]  # noqa: Y015
@@ -721,6 +727,8 @@ class JobProgressReport(_message.Message):
     _WhichOneofArgType__curve_b1: _TypeAlias = _typing.Literal["_curve_b1", b"_curve_b1"]  # noqa: Y015
     _WhichOneofReturnType__curve_b2: _TypeAlias = _typing.Literal["curve_b2"]  # noqa: Y015
     _WhichOneofArgType__curve_b2: _TypeAlias = _typing.Literal["_curve_b2", b"_curve_b2"]  # noqa: Y015
+    _WhichOneofReturnType__measured_speed: _TypeAlias = _typing.Literal["measured_speed"]  # noqa: Y015
+    _WhichOneofArgType__measured_speed: _TypeAlias = _typing.Literal["_measured_speed", b"_measured_speed"]  # noqa: Y015
     _WhichOneofReturnType__seconds_left: _TypeAlias = _typing.Literal["seconds_left"]  # noqa: Y015
     _WhichOneofArgType__seconds_left: _TypeAlias = _typing.Literal["_seconds_left", b"_seconds_left"]  # noqa: Y015
     _WhichOneofReturnType__steps_left: _TypeAlias = _typing.Literal["steps_left"]  # noqa: Y015
@@ -733,6 +741,8 @@ class JobProgressReport(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__curve_b1) -> _WhichOneofReturnType__curve_b1 | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__curve_b2) -> _WhichOneofReturnType__curve_b2 | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__measured_speed) -> _WhichOneofReturnType__measured_speed | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__seconds_left) -> _WhichOneofReturnType__seconds_left | None: ...
     @_typing.overload

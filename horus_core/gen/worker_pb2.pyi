@@ -160,6 +160,10 @@ class AttemptUpdate(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     AT_FIELD_NUMBER: _builtins.int
+    PEAK_GPU_MEMORY_MIB_FIELD_NUMBER: _builtins.int
+    CAUSE_FIELD_NUMBER: _builtins.int
+    SHARED_FIELD_NUMBER: _builtins.int
+    NEIGHBOUR_OVER_CAP_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     attempt: _builtins.int
     state: _types_pb2.JobState.ValueType
@@ -167,6 +171,16 @@ class AttemptUpdate(_message.Message):
     exit_code: _builtins.int
     reason: _builtins.str
     at: _builtins.float
+    peak_gpu_memory_mib: _builtins.int
+    """A final update (docs/sharing.md): the attempt's peak GPU memory on any one GPU (MiB, 0 =
+    unknown), why it ended where the worker knows a sharing cause ("GpuMemoryExceeded": stopped
+    by the memory watchdog; "CudaOutOfMemory": exited with CUDA's out-of-memory error), and
+    whether another attempt shared one of its GPUs while it ran, and whether the memory watchdog
+    saw such another attempt above its cap meanwhile (then an OOM of this one was not its own).
+    """
+    cause: _builtins.str
+    shared: _builtins.bool
+    neighbour_over_cap: _builtins.bool
     def __init__(
         self,
         *,
@@ -176,10 +190,14 @@ class AttemptUpdate(_message.Message):
         exit_code: _builtins.int | None = ...,
         reason: _builtins.str = ...,
         at: _builtins.float = ...,
+        peak_gpu_memory_mib: _builtins.int = ...,
+        cause: _builtins.str = ...,
+        shared: _builtins.bool = ...,
+        neighbour_over_cap: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "at", b"at", "attempt", b"attempt", "exit_code", b"exit_code", "job_id", b"job_id", "reason", b"reason", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "at", b"at", "attempt", b"attempt", "cause", b"cause", "exit_code", b"exit_code", "job_id", b"job_id", "neighbour_over_cap", b"neighbour_over_cap", "peak_gpu_memory_mib", b"peak_gpu_memory_mib", "reason", b"reason", "shared", b"shared", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
@@ -339,6 +357,7 @@ class Assignment(_message.Message):
     WORLD_SIZE_FIELD_NUMBER: _builtins.int
     MASTER_ADDR_FIELD_NUMBER: _builtins.int
     MASTER_PORT_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_CAP_MIB_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     attempt: _builtins.int
     node_rank: _builtins.int
@@ -350,6 +369,10 @@ class Assignment(_message.Message):
     master_addr: _builtins.str
     """rank 0's address"""
     master_port: _builtins.int
+    gpu_memory_cap_mib: _builtins.int
+    """The attempt's GPU memory cap per GPU in MiB (0: none): the worker enforces it (MPS / HAMi
+    limits, and always its memory watchdog) unless the job has its GPUs to itself.
+    """
     @_builtins.property
     def spec(self) -> _types_pb2.JobSpec: ...
     @_builtins.property
@@ -368,10 +391,11 @@ class Assignment(_message.Message):
         world_size: _builtins.int = ...,
         master_addr: _builtins.str = ...,
         master_port: _builtins.int = ...,
+        gpu_memory_cap_mib: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "gpus", b"gpus", "job_id", b"job_id", "master_addr", b"master_addr", "master_port", b"master_port", "nnodes", b"nnodes", "node_rank", b"node_rank", "spec", b"spec", "world_size", b"world_size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "gpu_memory_cap_mib", b"gpu_memory_cap_mib", "gpus", b"gpus", "job_id", b"job_id", "master_addr", b"master_addr", "master_port", b"master_port", "nnodes", b"nnodes", "node_rank", b"node_rank", "spec", b"spec", "world_size", b"world_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

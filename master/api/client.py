@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
@@ -59,6 +59,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         queues: QueueService | None = None,
         progress: ProgressKeeper | None = None,
         position: Callable[[str], tuple[str, int] | None] = lambda _job_id: None,
+        speed: Callable[[Job], Awaitable[float | None]] | None = None,
     ) -> None:
         self.registry, self.read, self.events = registry, read, events
         self.jobs = jobs
@@ -71,6 +72,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         self.service = service  # cordon, drain, uncordon
         self.progress = progress  # the jobs' progress journals (GetJobProgress)
         self.position = position  # a pending job's (queue, position) at the last pass
+        self.speed = speed  # a running job's measured speed (GetJobProgress)
 
     def _job_pb(self, job: Job) -> pb.Job:
         """The job with its queue position from the last scheduling pass (pending jobs only)."""
@@ -179,7 +181,8 @@ class HorusServicer(cgrpc.HorusServiceServicer):
     @unary
     async def GetJobProgress(self, request: cpb.GetJobProgressRequest, context: Ctx) -> cpb.JobProgressReport:
         job = await self.jobs.get(request.job_id, caller())  # (access checked as for GetJob)
-        return await progress_report(self.progress, job, request.history)
+        speed = await self.speed(job) if self.speed is not None else None
+        return await progress_report(self.progress, job, request.history, speed)
 
     @unary
     async def GetServerStats(self, request: cpb.GetServerStatsRequest, context: Ctx) -> cpb.ServerStats:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from urllib.parse import quote
 
+from horus_core import caps
 from horus_core.model import Job
 from horus_core.modelcard import card_summary
 from horus_core.queueusage import QueueUsage
@@ -73,9 +74,18 @@ def util_bar(util: float) -> str:
     return f'<span class="bar" style="width:{width}px"></span> {util:.0f}%'
 
 
+def _memory_of(j: Job, g: GpuView) -> str:
+    """A job's GPU memory use and cap on one GPU (docs/sharing.md), as ``1.5 / 4 GiB``."""
+    use = next((u.mem_used_mib for u in g.usage if u.job_id == j.id and u.attempt == j.attempt), None)
+    cap = caps.format_mib(j.gpu_memory_cap_mib) if j.gpu_memory_cap_mib else "no cap"
+    used = caps.format_mib(use) if use else "?"
+    return f' <span class="muted">{e(used)} / {e(cap)}</span>'
+
+
 def _gpu_row(g: GpuView, visible: Visible) -> list[str]:
     s = g.sample()
-    jobs = "<br>".join(job_link(j, visible) for j in g.jobs) or '<span class="muted">idle</span>'
+    jobs = "<br>".join(job_link(j, visible) + _memory_of(j, g) for j in g.jobs)
+    jobs = jobs or '<span class="muted">idle</span>'
     return [
         e(g.gpu.node),
         e(g.gpu.index),
@@ -240,6 +250,8 @@ def job_page(
         ("GPUs", e(", ".join(job.gpus))),
         ("Predicted speed", _speed(job.predicted_slowdown) if job.attempt else "-"),
         ("Measured speed", _speed(view.speeds.get(job.id)) if placed else "-"),
+        ("Speed floor", e(f"{job.spec.min_speed:g}x" if job.spec.min_speed > 0 else "none")),
+        ("GPU memory (use / cap)", "<br>".join(_memory_of(job, g) for g in view.gpus_of(job)) or "-"),
     ]
     dl = table(("Field", "Value"), ([e(k), v] for k, v in facts), "job")
     co = view.co_runners(job) if placed else []

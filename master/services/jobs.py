@@ -13,6 +13,7 @@ from horus_core.advice import image_refusal, submit_warnings
 from horus_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from horus_core.gang import is_gang
 from horus_core.interference import InterferenceModel
+from horus_core.interference.profiles import RESERVE_MIB
 from horus_core.model import Job, JobSpec, JobState
 from horus_core.validation import check_request_id, spec_size, strip_reserved_env, validate_spec
 from master.clock import Clock
@@ -128,6 +129,7 @@ class JobService:
         refused = image_refusal(spec, set(self.registry.runtimes().values()))
         if refused is not None:
             raise FailedPrecondition(refused)
+        self._check_gpu_memory(spec)
         if self.queues is not None:
             spec = self.queues.check(spec)
         if spec.min_speed == 0.0 and self.config.min_speed > 0.0:  # the cluster default, stored
@@ -154,6 +156,20 @@ class JobService:
         self.events.publish(JobEvent(result.row.job, None, now, "submitted"))
         self.wakeup.poke()
         return result
+
+    def _check_gpu_memory(self, spec: JobSpec) -> None:
+        """A declared cap no GPU (of the types the job accepts) can hold, with the reserve the
+        packing keeps free, is refused: the job could never be placed (docs/sharing.md)."""
+        if spec.gpu_memory_mib <= 0:
+            return
+        largest = self.registry.largest_gpu_mib(spec.gpu_types)
+        if largest is not None and spec.gpu_memory_mib > largest - RESERVE_MIB:
+            kind = f" of type {','.join(spec.gpu_types)}" if spec.gpu_types else ""
+            raise InvalidArgument(
+                "gpu_memory",
+                f"asks for {spec.gpu_memory_mib} MiB per GPU but the largest GPU{kind} in the cluster has "
+                f"{largest} MiB, of which {largest - RESERVE_MIB} MiB may be given to jobs",
+            )
 
     async def _row(self, job_id: str, caller: Identity | None) -> JobRow:
         row = await self.read.job(check_job_id(job_id))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from horus_core import gang
 from horus_core import reasoncodes as rc
 from horus_core.advice import DOCKER, runtime_gate
+from horus_core.caps import attempt_cap
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.checks import Plan, check_actions
@@ -238,7 +239,8 @@ class Scheduler:
         """Check the actions, apply them in one transaction, dispatch after it."""
         plan = check_actions(snapshot, list(actions), IndexLookup(self.writer.live, snapshot.nodes))
         self._hold_stopping(plan)
-        todo = self._transitions(plan, self.clock.now(), self.registry.gpu_nodes())
+        caps = self._caps(plan)
+        todo = self._transitions(plan, self.clock.now(), self.registry.gpu_nodes(), caps)
         async with self.lock:
             changes = await self.writer.apply(todo)
             self._dispatch(changes, {a.job_id: a for a in plan.assigns})
@@ -247,17 +249,33 @@ class Scheduler:
                 await self.learner.attempt_ended(c.before.job, c.before.job.attempt)
         return plan, changes
 
+    def _caps(self, plan: Plan) -> dict[str, int]:
+        """Each assigned attempt's GPU memory cap (docs/sharing.md): the declared one, else the
+        footprint the packing counted for its workload; none for a job with its GPUs to itself."""
+        caps: dict[str, int] = {}
+        for a in plan.assigns:
+            row = self.writer.live.get(a.job_id)
+            if row is not None and not row.job.spec.exclusive:
+                spec = row.job.spec
+                caps[a.job_id] = attempt_cap(spec, self.learner.footprint(spec))
+        return caps
+
     @staticmethod
-    def _transitions(plan: Plan, now: float, gpu_nodes: Mapping[str, str]) -> list[tuple[str, Transition]]:
+    def _transitions(
+        plan: Plan, now: float, gpu_nodes: Mapping[str, str], caps: Mapping[str, int] | None = None
+    ) -> list[tuple[str, Transition]]:
         """The plan as transitions (``plan.waits`` holds only the Waits with a new reason); an
-        assign whose GPUs span nodes starts a gang attempt on those nodes, in rank order."""
+        assign whose GPUs span nodes starts a gang attempt on those nodes, in rank order;
+        ``caps``: the assigned attempts' GPU memory caps (none: 0)."""
+        caps = caps or {}
         todo: list[tuple[str, Transition]] = []
         for a in plan.assigns:
             nodes = gang_nodes(a, gpu_nodes)
             if nodes is None:
                 log.warning("policy action dropped: %s (GPUs not in rank order from its node)", a)
                 continue
-            todo.append((a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now, nodes)))
+            cap = caps.get(a.job_id, 0)
+            todo.append((a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now, nodes, cap)))
         todo += [(p.job_id, tr.preempt(p.reason, now)) for p in plan.preempts]
         todo += [(w.job_id, tr.set_wait_reason(w.reason, now, w.code)) for w in plan.waits]
         return todo

@@ -18,6 +18,7 @@ import secrets
 from dataclasses import dataclass
 
 from horus_core import gang
+from horus_core.containment import Ending
 from horus_core.errors import AlreadyExists, InvalidArgument, PermissionDenied, Unauthenticated
 from horus_core.model import Gpu, JobState, NodeState
 from horus_core.plane import LeaseGrant
@@ -29,6 +30,7 @@ from master.services.core import Dispatcher, JobWriter, Wakeup
 from master.services.gang_transitions import part_update
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.session import Session
+from master.services.transitions import NO_ENDING
 from master.store import Store
 from master.store.jobs import Change, Transition
 from master.store.nodes import SetNodeStateOp, UpsertNodeOp
@@ -52,6 +54,7 @@ class FinalUpdate:
     state: JobState
     exit_code: int | None
     reason: str
+    ending: Ending = NO_ENDING  # its sharing facts (docs/sharing.md)
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,9 @@ class WorkerPlane:
         todo = [
             (
                 f.job_id,
-                part_update(node, f.attempt, f.state, f.exit_code, f.reason, now, tr.UpdateVerdict()),
+                part_update(
+                    node, f.attempt, f.state, f.exit_code, f.reason, now, tr.UpdateVerdict(), f.ending
+                ),
             )
             for f in finished
             if f.state in _FINAL_STATES and f.attempt >= 1
@@ -257,7 +262,10 @@ class WorkerPlane:
 
     async def _ended(self, changes: list[Change]) -> None:
         for c in changes:
-            await self.learner.attempt_ended(c.before.job, c.before.job.attempt)
+            peak = c.after.job.gpu_memory_peak_mib
+            await self.learner.attempt_ended(c.before.job, c.before.job.attempt, peak)
+            if c.after.job.contained_mib > c.before.job.contained_mib:  # (docs/sharing.md)
+                await self.learner.grew(c.before.job, peak)
 
     def disconnected(self, session: Session) -> None:
         session.close("stream ended", by_peer=True)  # no-op if already closed

@@ -240,7 +240,14 @@ def test_job_detail_shows_reason_slowdown_co_runners_and_gpu_use(
     record = json.loads(out)
     assert record["co_runners"] == {"GPU-a0": [other]}
     assert record["gpu_stats"] == [
-        {"job_id": me, "attempt": 1, "gpu_uuid": "GPU-a0", "util_sm": 40.0, "mem_used_mib": 1000}
+        {
+            "job_id": me,
+            "attempt": 1,
+            "gpu_uuid": "GPU-a0",
+            "util_sm": 40.0,
+            "mem_used_mib": 1000,
+            "cap_mib": 0,
+        }
     ]
 
 

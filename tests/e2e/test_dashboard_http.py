@@ -13,6 +13,7 @@ import pytest
 from horus_core import HorusClient
 from horus_core.errors import InvalidArgument
 from horus_core.model import Gpu, Job, JobSpec, JobState, NodeState
+from horus_core.plane import JobGpuReading
 from horus_core.testing import FakeClock
 from master.app import Master
 from master.config import MasterConfig
@@ -199,3 +200,16 @@ async def test_the_queue_page_shows_the_quotas_and_what_the_cluster_cannot_honou
         assert (
             "the queues&#x27; quotas of v100 GPUs add up to 8 (team-a 4, team-b 4); the cluster has 4" in text
         )
+
+
+def test_the_pages_show_each_jobs_gpu_memory_use_and_cap_and_its_floor() -> None:
+    gpu = Gpu("g0", "n1", 0, "V100", 16384, "v100")
+    spec = JobSpec(command=("x",), min_speed=0.7)
+    job = Job("j1", spec, JobState.RUNNING, attempt=1, node="n1", gpus=("g0",), gpu_memory_cap_mib=4096)
+    use = JobGpuReading("j1", 1, "g0", 40.0, 1536, 4096)
+    entry = NodeEntry("n1", (gpu,), NodeState.READY, 0.0)
+    view = ClusterView((NodeView(entry, (GpuView(gpu, None, (job,), (use,)),)),), {"j1": job}, (), {})
+    row = pages.cluster_page(view, lambda j: True, None).split('id="gpus"')[1]
+    assert "1536 MiB / 4 GiB" in row
+    text = pages.job_page(job, view, [], "", lambda j: True, None)
+    assert "GPU memory (use / cap)" in text and "1536 MiB / 4 GiB" in text and "0.7x" in text
