@@ -26,6 +26,13 @@ OPEN_WORKER_PLANE = (
 class MasterConfig:
     db_path: pathlib.Path
     listen: str = "127.0.0.1:50051"
+    # A PostgreSQL database (postgresql://user@host:port/db) instead of the SQLite file db_path;
+    # db_path then only places the data dir's default (docs/ha.md).
+    db_url: str = ""
+    # With PostgreSQL: the leader's lease (docs/ha.md); a standby takes over within about this long.
+    leader_lease_s: float = 10.0
+    # Where clients and workers reach this master, as the lease row tells them ("": the listen address).
+    advertise: str = ""
     policy: str = "fifo"
     data_dir: pathlib.Path | None = None  # logs go to <data_dir>/logs; default: beside the db
     tick_s: float = 1.0
@@ -82,6 +89,8 @@ class MasterConfig:
             raise ValueError(f"min_run_s must be a number of seconds >= 0, got {self.min_run_s}")
         if self.round_s is not None and not (math.isfinite(self.round_s) and self.round_s > 0):
             raise ValueError(f"round_s must be a positive number of seconds, got {self.round_s}")
+        if not (math.isfinite(self.leader_lease_s) and self.leader_lease_s >= 1.0):
+            raise ValueError(f"leader_lease_s must be at least 1 s, got {self.leader_lease_s}")
         lo, hi = self.gang_ports
         if not 0 < lo <= hi < 65536:
             raise ValueError(f"gang_ports must be a range within 1-65535, got {lo}-{hi}")
@@ -104,6 +113,11 @@ class MasterConfig:
         if self.tls_client_ca is not None:
             return "mutual TLS client certificates" + (" and a join token" if self.join_token else "")
         return "a join token" if self.join_token else "none (the worker plane is open)"
+
+    @property
+    def db(self) -> pathlib.Path | str:
+        """What the store opens: the PostgreSQL URL, or the SQLite file."""
+        return self.db_url or self.db_path
 
     @property
     def logs_dir(self) -> pathlib.Path:

@@ -33,6 +33,14 @@ JOB_JSON = (
 )
 
 
+# The keys of each job's JSON document, in the order above (PostgreSQL's rows carry them as columns).
+JOB_KEYS = (
+    "id", "request_id", "owner", "spec", "state", "attempt", "submitted_at", "updated_at", "started_at",
+    "finished_at", "node", "gpus", "reason", "exit_code", "predicted_slowdown", "cancel_requested", "seq",
+    "version", "reason_code", "nodes", "parts",
+)  # fmt: skip
+
+
 # The same without the spec: for a caller that already knows the jobs' specs (a spec never changes
 # once stored), which is most of what decoding a row costs.
 JOB_JSON_NO_SPEC = JOB_JSON.replace("'spec', CAST(spec AS TEXT),", "")
