@@ -131,10 +131,17 @@ class Master:
                 await self._server.stop(None)
             await self.store.close()
             raise
-        self._loop_task = asyncio.create_task(self.scheduler.run(), name="horus-scheduler")
+        self._loop_task = asyncio.create_task(self._schedule(), name="horus-scheduler")
         self._monitor_task = asyncio.create_task(self.monitor.run(), name="horus-loop-monitor")
         where = self.store.target.describe() if self.store.target else cfg.db_path
         log.info("master started: policy %s, db %s, port %d", policy.name, where, self.port)
+
+    async def _schedule(self) -> None:
+        """The scheduling loop; a leader that just took over first waits one heartbeat interval,
+        so the workers re-register and are reconciled before anything is placed (docs/ha.md)."""
+        if self._fence is not None:
+            await asyncio.sleep(self.config.heartbeat_s)
+        await self.scheduler.run()
 
     async def _build(self, policy: Policy, model: InterferenceModel) -> None:
         cfg = self.config

@@ -23,6 +23,7 @@ from typing import Protocol
 import grpc
 from grpc import aio
 
+from horus_core.client import Masters
 from horus_core.gen import worker_pb2, worker_pb2_grpc
 from horus_core.plane import LeaseGrant, ToWorker
 from worker.messages import from_master, lease_grant
@@ -38,6 +39,9 @@ class StreamHandler(Protocol):
     def on_registered(self, msg: LeaseGrant) -> None: ...
     def on_message(self, msg: ToWorker) -> None: ...
     def on_closed(self, why: str) -> None: ...
+
+
+STANDBY_HOP_S = 0.1  # pause before dialling the master a standby named (or the next one listed)
 
 
 class Backoff:
@@ -69,7 +73,7 @@ class Connection:
         register_timeout_s: float = 10.0,
         write_timeout_s: float = 10.0,
     ) -> None:
-        self.target = target
+        self._masters = Masters(target)  # one address, or several (docs/ha.md): the leader is followed
         self._handler = handler
         self._credentials = credentials
         self._backoff = backoff or Backoff()
@@ -79,6 +83,11 @@ class Connection:
         self._closing = False
         self._wake = asyncio.Event()
         self._call: _Call | None = None
+
+    @property
+    def target(self) -> str:
+        """The master this worker talks to now (or will dial next)."""
+        return self._masters.current
 
     @property
     def registered(self) -> bool:
@@ -109,11 +118,13 @@ class Connection:
         """Sessions until :meth:`close`."""
         failures, last_warned = 0, -REPEAT_WARNING_S
         while not self._closing:
+            before = self.target
             why, registered = await self._session()
             if self._closing:
                 break
             failures = 0 if registered else failures + 1
-            delay = self._backoff.next()
+            # A standby named the leader (or another master is next): go there without the backoff.
+            delay = STANDBY_HOP_S if self.target != before else self._backoff.next()
             now = time.monotonic()
             quiet = failures > 1 and now - last_warned < REPEAT_WARNING_S
             if not quiet:
@@ -153,12 +164,14 @@ class Connection:
             why = await self._pump(call, queue)
         except aio.AioRpcError as exc:
             why = f"{exc.code().name}: {exc.details()}"
+            self._masters.after(exc)
             if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                 log.error("the master refused this worker: %s (check --join-token / TLS)", why)
         except asyncio.InvalidStateError:  # "RPC already finished": the call ended under us
             why = await _ended_why(call)
         except (TimeoutError, ProtocolError, OSError) as exc:
             why = str(exc) or type(exc).__name__
+            self._masters.rotate()
         except Exception as exc:  # never let one bad session end the worker's reconnect loop
             log.exception("stream to %s failed", self.target)
             why = f"{type(exc).__name__}: {exc}"

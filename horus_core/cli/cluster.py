@@ -19,6 +19,7 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         sub, "profiles", list_profiles, common, "what the master has learned: job profiles and pair speeds"
     )
     add_command(sub, "info", cluster_info, common, "master version, policy and largest node")
+    add_command(sub, "masters", list_masters, common, "each --master given: leader, standby or unreachable")
     service.register(sub, common)
 
 
@@ -112,6 +113,16 @@ async def list_profiles(client: HorusClient, args: argparse.Namespace, out: Outp
 def solo_text(solo: dict[str, float]) -> str:
     """``{"v100x1": 640.0}`` -> ``v100x1 640``."""
     return ", ".join(f"{k} {v:.4g}" for k, v in sorted(solo.items())) or "-"
+
+
+async def list_masters(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    """``hctl --master a,b,c masters``: which one leads (docs/ha.md). Exit 1 when none does."""
+    rows = await client.probe_masters()
+    if out.json:
+        out.dump([{"master": m, "role": role, "detail": detail} for m, role, detail in rows])
+    else:
+        out.table(("MASTER", "ROLE", "DETAIL"), rows)
+    return 0 if any(role == "leader" for _, role, _ in rows) else 1
 
 
 async def cluster_info(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
