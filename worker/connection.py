@@ -41,6 +41,7 @@ class StreamHandler(Protocol):
     def on_closed(self, why: str) -> None: ...
 
 
+SILENT_HEARTBEATS, SILENCE_SLACK_S = 3, 2.0  # several masters: a master this silent is left
 STANDBY_HOP_S = 0.1  # pause before dialling the master a standby named (or the next one listed)
 
 
@@ -74,6 +75,7 @@ class Connection:
         write_timeout_s: float = 10.0,
     ) -> None:
         self._masters = Masters(target)  # one address, or several (docs/ha.md): the leader is followed
+        self._silence_s = 10.0
         self._handler = handler
         self._credentials = credentials
         self._backoff = backoff or Backoff()
@@ -131,7 +133,8 @@ class Connection:
                 last_warned = now
             state = "closed" if registered else "unavailable"
             level = logging.DEBUG if quiet else logging.WARNING
-            log.log(level, "stream to %s %s (%s); reconnecting in %.1f s", self.target, state, why, delay)
+            nxt = f" (next: {self.target})" if self.target != before else ""
+            log.log(level, "stream to %s %s (%s); reconnecting in %.1f s%s", before, state, why, delay, nxt)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
@@ -158,7 +161,9 @@ class Connection:
             self._queue = queue = asyncio.Queue[worker_pb2.WorkerMessage]()
             self._backoff.reset()
             log.info("registered with %s", self.target)
-            self._handler.on_registered(lease_grant(first.registered))
+            grant = lease_grant(first.registered)
+            self._silence_s = SILENT_HEARTBEATS * grant.heartbeat_interval_s + SILENCE_SLACK_S
+            self._handler.on_registered(grant)
             if self._closing:
                 queue.put_nowait(_CLOSE)
             why = await self._pump(call, queue)
@@ -199,8 +204,15 @@ class Connection:
         return (reader if reader in done else writer).result()
 
     async def _read_loop(self, call: _Call) -> str:
+        # With several masters, one that answers nothing for a few heartbeats may be a stopped
+        # leader another master has replaced: leave it (its TCP connection may look alive).
+        silence = self._silence_s if len(self._masters.known) > 1 else None
         while True:
-            msg = await call.read()
+            try:
+                msg = await asyncio.wait_for(call.read(), silence)
+            except TimeoutError:
+                self._masters.rotate()
+                return f"the master sent nothing for {silence:.0f} s"
             if not isinstance(msg, worker_pb2.MasterMessage):  # grpc.aio.EOF
                 return "the master ended the stream"
             try:

@@ -77,6 +77,9 @@ async def try_acquire(conn: asyncpg.Connection, holder: str, address: str, lease
     """Take the lease if it has expired (or was given up): the epoch goes up by one and the term
     is recorded. None: another master holds it."""
     async with conn.transaction():
+        # (a leader's write holds the row while it commits; one cut off mid-write holds it until
+        # the server ends its session: wait a moment, then poll again)
+        await conn.execute("SET LOCAL lock_timeout = '2s'")
         epoch = await conn.fetchval(
             f"UPDATE leader_lease SET holder = $1, address = $2, epoch = epoch + 1, expires_at = {NOW} + $3"
             f" WHERE id = 1 AND (expires_at <= {NOW} OR holder = '') RETURNING epoch",

@@ -38,8 +38,26 @@ def unavailable(exc: BaseException) -> BaseException:
     return exc
 
 
+# Every session: a statement that hangs (the network cut silently) fails after COMMAND_TIMEOUT_S;
+# the server ends a session left idle inside a transaction (so a cut-off leader's open write
+# cannot hold the lease row's lock against a takeover), and probes idle clients over TCP.
+COMMAND_TIMEOUT_S = 10.0
+SESSION_SETTINGS = {
+    "idle_in_transaction_session_timeout": "5000",  # ms; our transactions never idle this long
+    "tcp_keepalives_idle": "5",
+    "tcp_keepalives_interval": "2",
+    "tcp_keepalives_count": "3",
+}
+
+
 async def connect(url: str) -> asyncpg.Connection:
-    return await asyncpg.connect(url, timeout=CONNECT_TIMEOUT_S, statement_cache_size=256)
+    return await asyncpg.connect(
+        url,
+        timeout=CONNECT_TIMEOUT_S,
+        command_timeout=COMMAND_TIMEOUT_S,
+        statement_cache_size=256,
+        server_settings=SESSION_SETTINGS,
+    )
 
 
 async def migrate(conn: asyncpg.Connection, migrations: list[Migration] | None = None) -> list[int]:
@@ -80,8 +98,9 @@ class PgPool:
     @classmethod
     async def open(cls, url: str, size: int) -> PgPool:
         pool = await asyncpg.create_pool(
-            url, min_size=1, max_size=size, timeout=CONNECT_TIMEOUT_S, statement_cache_size=256
-        )
+            url, min_size=1, max_size=size, timeout=CONNECT_TIMEOUT_S, command_timeout=COMMAND_TIMEOUT_S,
+            statement_cache_size=256, server_settings=SESSION_SETTINGS,
+        )  # fmt: skip
         return cls(pool)
 
     async def all(self, sql: str, params: Sequence[object]) -> list[Any]:
