@@ -8,6 +8,7 @@ import asyncio
 import pathlib
 import time
 from collections import defaultdict
+from itertools import pairwise
 
 import asyncpg
 
@@ -55,7 +56,7 @@ def check_runs(record: pathlib.Path, ids: set[str]) -> None:
         spans = sorted(
             (r["start"], r.get("end", r.get("killed", float("inf"))), a) for a, r in attempts.items()
         )
-        for (s1, e1, a1), (s2, _, a2) in zip(spans, spans[1:], strict=False):
+        for (s1, e1, a1), (s2, _, a2) in pairwise(spans):
             assert s2 >= e1, f"job {job}: attempts {a1} and {a2} overlapped ({s1}-{e1}, from {s2})"
         assert len(complete) == 1, f"job {job} ran to its end {len(complete)} times: {attempts}"
 
@@ -74,7 +75,7 @@ async def _terms(url: str) -> list[tuple[int, str, float, float]]:
 def check_terms(cluster: HaCluster) -> list[tuple[int, str, float, float]]:
     """No term began before the one before it was last renewed (database clock)."""
     terms = asyncio.run(_terms(cluster.pg.url))
-    for (e1, _, _, renewed), (e2, _, started, _) in zip(terms, terms[1:], strict=False):
+    for (e1, _, _, renewed), (e2, _, started, _) in pairwise(terms):
         assert e2 == e1 + 1 and started >= renewed, f"terms {e1} and {e2} overlap: {terms}"
     return terms
 

@@ -151,7 +151,7 @@ class HaCluster:
                         stdout=log,
                         stderr=subprocess.STDOUT,
                         text=True,
-                    )  # fmt: skip
+                    )
                 )
 
     def db_url(self, i: int) -> str:
@@ -161,11 +161,24 @@ class HaCluster:
     def start_master(self, i: int) -> None:
         with open(self.tmp / f"master{i}.log", "a") as log:
             proc = subprocess.Popen(
-                [str(BIN / "horus-master"), "--listen", self.addrs[i], "--db", self.db_url(i),
-                 "--data-dir", str(self.tmp / f"m{i}"), "--policy", "fifo",
-                 "--leader-lease-s", f"{self.lease_s:g}", *TIMEOUTS],
-                stdout=subprocess.PIPE, stderr=log, text=True,
-            )  # fmt: skip
+                [
+                    str(BIN / "horus-master"),
+                    "--listen",
+                    self.addrs[i],
+                    "--db",
+                    self.db_url(i),
+                    "--data-dir",
+                    str(self.tmp / f"m{i}"),
+                    "--policy",
+                    "fifo",
+                    "--leader-lease-s",
+                    f"{self.lease_s:g}",
+                    *TIMEOUTS,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert "listening on" in line, line + self.logs()
