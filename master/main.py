@@ -247,8 +247,8 @@ async def serve_ha(
     ready.cancel()
     if ha.ready.is_set():
         host = config.listen.rsplit(":", 1)[0]
-        print(f"horus-master listening on {host}:{ha.port} (PostgreSQL, lease {config.leader_lease_s:g} s; "
-              f"holder {ha.holder})", flush=True)  # fmt: skip
+        print(f"horus-master listening on {host}:{ha.port}", flush=True)
+        log.info("PostgreSQL with standbys: lease %g s, this master is %s", config.leader_lease_s, ha.holder)
     gctune.tune()
     await runner
     log.info("stopped")
