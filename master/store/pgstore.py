@@ -64,10 +64,12 @@ async def migrate(conn: asyncpg.Connection, migrations: list[Migration] | None =
     """Apply the migrations not yet recorded, each in a transaction of its own with its
     ``schema_version`` row; masters starting together take turns (an advisory lock)."""
     todo = packaged_migrations() if migrations is None else migrations
-    await conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_version ("
-        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
-    )
+    async with conn.transaction():  # (two masters creating it at once collide without the lock)
+        await conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATE_LOCK})")
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+        )
     applied: list[int] = []
     for mig in todo:
         async with conn.transaction():
