@@ -52,9 +52,10 @@ class Fence:
         term = self.term
         if term is None:
             raise Fenced("this master is not the leader; it writes nothing")
+        # (and names the epoch for the transaction: job_events.epoch takes it, migration 0015)
         row = conn.execute(  # type: ignore[attr-defined]
-            "SELECT epoch FROM leader_lease WHERE id = 1 AND holder = ? AND epoch = ?"
-            f" AND expires_at > {NOW} FOR SHARE",
+            "SELECT set_config('horus.epoch', epoch::text, true) FROM leader_lease"
+            f" WHERE id = 1 AND holder = ? AND epoch = ? AND expires_at > {NOW} FOR SHARE",
             (term.holder, term.epoch),
         ).fetchone()
         if row is None:

@@ -80,6 +80,27 @@ def check_terms(cluster: HaCluster) -> list[tuple[int, str, float, float]]:
     return terms
 
 
+async def _epochs(url: str) -> list[tuple[int, int, int, int]]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT epoch, min(id), max(id), count(*) FROM job_events GROUP BY epoch ORDER BY epoch"
+        )
+        return [(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
+    finally:
+        await conn.close()
+
+
+def check_write_epochs(cluster: HaCluster) -> int:
+    """Every job event was written under a leader's fence (its epoch, never 0), and all of one
+    term's events come before all of the next term's: no two leaders' writes interleave."""
+    epochs = asyncio.run(_epochs(cluster.pg.url))
+    assert epochs and epochs[0][0] > 0, f"events written outside a term: {epochs}"
+    for (e1, _, last, _), (e2, first, _, _) in pairwise(epochs):
+        assert last < first, f"the writes of terms {e1} and {e2} interleave: {epochs}"
+    return len(epochs)
+
+
 async def _first_placement(url: str, after: float) -> float | None:
     conn = await asyncpg.connect(url)
     try:

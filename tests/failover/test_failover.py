@@ -21,7 +21,7 @@ import time
 import pytest
 
 from horus_core.model import JobState
-from tests.failover.checks import check_runs, check_terms, failover_s, wait_all_done
+from tests.failover.checks import check_runs, check_terms, check_write_epochs, failover_s, wait_all_done
 from tests.failover.harness import HaCluster, ha_cluster
 
 TAKEOVER_S = 15.0  # with the default lease (10 s)
@@ -39,7 +39,9 @@ def check_all(cluster: HaCluster) -> dict[str, object]:
     assert not bad, f"acknowledged jobs that did not succeed: {bad}\n{cluster.logs()}"
     check_runs(cluster.record, set(states))
     terms = check_terms(cluster)
-    return {"jobs": len(states), "terms": len(terms), "unacknowledged": len(cluster.submitted.failures)}
+    writing = check_write_epochs(cluster)
+    return {"jobs": len(states), "terms": len(terms), "terms_that_wrote": writing,
+            "unacknowledged": len(cluster.submitted.failures)}  # fmt: skip
 
 
 def test_failover_faults(tmp_path: pathlib.Path) -> None:

@@ -61,6 +61,8 @@ async def test_the_fence_stops_a_deposed_leaders_writes() -> None:
             assert await leases.try_acquire(conn, "b", "b:1", 5.0) is None  # held: no takeover
             fence.term = term
             assert (await store.write(SubmitOp(job(), None))).created
+            # (the event names the epoch it was written under: migration 0015)
+            assert await conn.fetchval("SELECT epoch FROM job_events") == 1
             # Another master takes over (the lease ran out meanwhile: forced here).
             await conn.execute("UPDATE leader_lease SET expires_at = 0")
             other = await leases.try_acquire(conn, "b", "b:1", 5.0)
