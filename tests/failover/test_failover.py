@@ -44,6 +44,7 @@ def check_all(cluster: HaCluster) -> dict[str, object]:
             "unacknowledged": len(cluster.submitted.failures)}  # fmt: skip
 
 
+@pytest.mark.timeout(900)  # (about 2 minutes; a loaded CI machine may take longer)
 def test_failover_faults(tmp_path: pathlib.Path) -> None:
     figures: dict[str, object] = {}
     with ha_cluster(tmp_path) as cluster:
@@ -93,6 +94,7 @@ def test_failover_faults(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_failover_kill_sweep(tmp_path: pathlib.Path) -> None:
     took: list[float] = []
     with ha_cluster(tmp_path) as cluster:
