@@ -129,6 +129,12 @@ class HaMaster:
             await self._standby.stop(None)
             self._standby = None
 
+    def _drop_db(self) -> None:
+        """Forget a connection that failed (closed at once: the next call makes a new one)."""
+        if self._conn is not None:
+            self._conn.terminate()
+        self._conn = None
+
     async def _db(self) -> asyncpg.Connection:
         if self._conn is None or self._conn.is_closed():
             conn = await connect(self.config.db_url)
@@ -153,9 +159,11 @@ class HaMaster:
                         return term
                 else:
                     wait = min(wait, max(row.remaining_s, 0.05))
-            except (*CONNECTION_ERRORS, asyncpg.PostgresError) as exc:
+            except CONNECTION_ERRORS as exc:
                 log.warning("standby: the database does not answer (%s); trying again", exc)
-                self._conn = None
+                self._drop_db()
+            except asyncpg.PostgresError as exc:  # (e.g. the lease row was locked past lock_timeout)
+                log.info("standby: could not take the lease this time (%s)", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
         return None
@@ -172,9 +180,10 @@ class HaMaster:
         master = Master(cfg, tokens=self._tokens, fence=self.fence, http_listen=self._http[0],
                         metrics_listen=self._http[1])  # fmt: skip
         keeper = asyncio.create_task(self._keep(term, renewed_at), name="horus-lease")
+        started = False
         try:
             await master.start()
-            self.master = master
+            self.master, started = master, True
             waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._lost.wait())]
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             for w in waits:
@@ -189,7 +198,7 @@ class HaMaster:
             self.master = None
             with contextlib.suppress(Exception):
                 await master.stop()
-            if stop.is_set() and not self._lost.is_set():
+            if (stop.is_set() or not started) and not self._lost.is_set():  # hand it on at once
                 with contextlib.suppress(Exception):
                     await leases.release(await self._db(), term)
             self.term = None
@@ -209,7 +218,7 @@ class HaMaster:
                 ok = await asyncio.wait_for(leases.renew(await self._db(), term, self.lease_s), period)
             except (*CONNECTION_ERRORS, asyncpg.PostgresError) as exc:
                 log.warning("lease renewal failed (%s); retrying until the lease runs out", exc)
-                self._conn = None
+                self._drop_db()
                 continue
             if not ok:
                 return self._deposed("the lease was taken or ran out")

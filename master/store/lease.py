@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from horus_core.errors import Unavailable
+from master.store.writer import Conn
 
 NOW = "extract(epoch from clock_timestamp())::float8"
 
@@ -48,12 +49,12 @@ class Fence:
         self.term: Term | None = None
         self._on_fenced = on_fenced
 
-    def check(self, conn: object) -> None:
+    def check(self, conn: Conn) -> None:
         term = self.term
         if term is None:
             raise Fenced("this master is not the leader; it writes nothing")
         # (and names the epoch for the transaction: job_events.epoch takes it, migration 0015)
-        row = conn.execute(  # type: ignore[attr-defined]
+        row = conn.execute(
             "SELECT set_config('horus.epoch', epoch::text, true) FROM leader_lease"
             f" WHERE id = 1 AND holder = ? AND epoch = ? AND expires_at > {NOW} FOR SHARE",
             (term.holder, term.epoch),
