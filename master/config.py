@@ -91,6 +91,11 @@ class MasterConfig:
             raise ValueError(f"round_s must be a positive number of seconds, got {self.round_s}")
         if not (math.isfinite(self.leader_lease_s) and self.leader_lease_s >= 1.0):
             raise ValueError(f"leader_lease_s must be at least 1 s, got {self.leader_lease_s}")
+        problem = leader_lease_problem(
+            self.db_url, self.leader_lease_s, self.heartbeat_s, self.node_timeout_s
+        )
+        if problem is not None:
+            raise ValueError(problem)
         lo, hi = self.gang_ports
         if not 0 < lo <= hi < 65536:
             raise ValueError(f"gang_ports must be a range within 1-65535, got {lo}-{hi}")
@@ -153,6 +158,21 @@ def timeout_problem(
             f"{_flag('lease_s')} ({lease_s:g}) + {grace_name} ({grace:g}) + margin "
             f"({LEASE_MARGIN_S:g}) = {need:g} s, or a worker cut off from the master could still run "
             "an attempt the master has re-queued"
+        )
+    return None
+
+
+def leader_lease_problem(
+    db_url: str, lease_s: float, heartbeat_s: float, node_timeout_s: float
+) -> str | None:
+    """With standbys (PostgreSQL), a new leader must hear a node before its timeout: the workers
+    move over once the old leader is gone, within about a lease of its last renewal."""
+    need = lease_s + 2 * heartbeat_s
+    if db_url and node_timeout_s < need:
+        return (
+            f"--node-timeout-s {node_timeout_s:g} must be at least --leader-lease-s ({lease_s:g}) + two "
+            f"heartbeats ({2 * heartbeat_s:g}) = {need:g} s, or a new leader could declare nodes lost "
+            "that are still moving over from the old one (docs/ha.md)"
         )
     return None
 

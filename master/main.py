@@ -17,7 +17,7 @@ from horus_core.queues import load_config
 from master import gctune
 from master.app import Master
 from master.auth import TokenTable
-from master.config import OPEN_WORKER_PLANE, MasterConfig, timeout_problem
+from master.config import OPEN_WORKER_PLANE, MasterConfig, leader_lease_problem, timeout_problem
 from master.ha import HaMaster
 from master.store.target import parse_db
 
@@ -156,6 +156,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(str(exc))
     if not (math.isfinite(args.leader_lease_s) and args.leader_lease_s >= 1.0):
         p.error(f"--leader-lease-s must be at least 1 s, got {args.leader_lease_s}")
+    problem = leader_lease_problem(
+        args.target.url, args.leader_lease_s, args.heartbeat_s, args.node_timeout_s
+    )
+    if problem is not None:
+        p.error(problem)
     args.policy = args.policy or default_policy()
     if args.policy not in policy_names():
         p.error(f"unknown policy {args.policy!r}; choose one of {', '.join(policy_names())}")

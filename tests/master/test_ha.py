@@ -48,6 +48,15 @@ def test_master_refuses_an_unknown_scheme(capsys: pytest.CaptureFixture[str]) ->
     assert "unknown database URL scheme 'postgresq'" in capsys.readouterr().err
 
 
+def test_the_node_timeout_must_outlast_a_failover(capsys: pytest.CaptureFixture[str]) -> None:
+    url = "postgresql://u@h/db"
+    with pytest.raises(SystemExit):
+        parse_args(["--db", url, "--leader-lease-s", "30"])  # node timeout 30 s < 30 + 2 x 2
+    assert "--node-timeout-s 30 must be at least --leader-lease-s (30)" in capsys.readouterr().err
+    assert parse_args(["--db", url, "--leader-lease-s", "30", "--node-timeout-s", "34"]).leader_lease_s == 30
+    parse_args(["--db", "/tmp/h.db", "--leader-lease-s", "30"])  # (SQLite: no standbys, no rule)
+
+
 async def test_the_fence_stops_a_deposed_leaders_writes() -> None:
     async with fresh_database() as url:
         fence = Fence()
@@ -167,16 +176,16 @@ async def test_a_stopped_leader_is_deposed_and_writes_nothing(tmp_path: pathlib.
         )
         async with running(a), running(b):
             await until(lambda: a.master is not None or b.master is not None)
-            first, second = (a, b) if a.master is not None else (b, a)  # (either may win)
-            old = first.master
+            old = a.master if a.master is not None else b.master  # (either may win)
             assert old is not None
             conn = await asyncpg.connect(url)
             await conn.execute("UPDATE leader_lease SET expires_at = 0")  # as if a stalled past it
-            await until(lambda: second.master is not None)
-            with pytest.raises(Unavailable):
+            # A new term (either master may win it: the deposed one campaigns again at once).
+            await until(lambda: any(h.term is not None and h.term.epoch > 1 for h in (a, b)))
+            with pytest.raises(Unavailable):  # the old term's store writes nothing
                 await old.store.write(SubmitOp(job(), None))
-            await until(lambda: first.master is None)
-            assert (await leases.read_lease(conn)).holder == second.holder
+            await until(lambda: any(h.master is not None and h.master is not old for h in (a, b)))
+            assert a.master is not old and b.master is not old and (await leases.read_lease(conn)).epoch > 1
             await conn.close()
 
 
