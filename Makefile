@@ -5,13 +5,20 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SHARED  ?= ../shared
 
-.PHONY: demo test check lint typecheck contracts proto bench sim clean docker-setup
+.PHONY: demo test check lint typecheck contracts proto bench sim clean docker-setup describe-extra
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+# The describe extra (model cards) with CPU builds of torch: newer versions on PyPI pull CUDA
+# builds of several GB. Pinned first, then the extra (which accepts them).
+TORCH_PINS ?= torch==2.13.0 torchvision==0.28.0
+describe-extra: $(STAMP)  ## install torch (CPU) and the describe extra into .venv
+	$(BIN)/python -m pip install -q $(TORCH_PINS)
+	$(BIN)/python -m pip install -q -e '.[dev,describe]'
 
 demo: $(STAMP)  ## run an embedded cluster (master + 2 workers x 4 simulated GPUs) on a sample workload
 	$(BIN)/python scripts/demo.py
@@ -40,9 +47,10 @@ bench: $(STAMP)  ## benchmarks (JSON lines); not part of the tests
 	$(BIN)/python bench/submit.py
 	$(BIN)/python bench/sim_scale.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/cli_startup.py
 
-sim: $(STAMP)  ## compare policies on Gavel's 2869ce_cap trace, 16 V100
-	$(BIN)/horus-sim --trace horus_core/data/traces/msr_seed0_2869ce_cap.trace --cluster v100:16 --policies fifo,binpack,gandiva,lucid,horus-util,horus,gavel-las-packed --out runs/sim
+sim: $(STAMP)  ## compare policies on Gavel's 2869ce_cap trace, 16 V100 (no speed floor, as the published systems; the default floor's cost: docs/sharing.md)
+	$(BIN)/horus-sim --trace horus_core/data/traces/msr_seed0_2869ce_cap.trace --cluster v100:16 --policies fifo,binpack,gandiva,lucid,horus-util,horus,gavel-las-packed --min-speed 0 --out runs/sim
 
 docker-setup:  ## install and start a local Docker engine + the offline test image (root, Debian)
 	bash scripts/docker-test-setup.sh

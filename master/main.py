@@ -12,6 +12,8 @@ import signal
 import sys
 
 from horus_core.errors import InvalidArgument
+from horus_core.interference.table import load_table
+from horus_core.floor import DEFAULT_MIN_SPEED
 from horus_core.policies import policy_names
 from horus_core.queues import load_config
 from master import gctune
@@ -115,9 +117,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--min-speed",
         type=float,
-        default=0.0,
+        default=DEFAULT_MIN_SPEED,
         metavar="FRACTION",
-        help="cluster default speed floor in [0, 1] for jobs submitted without one (0: none)",
+        help="cluster default speed floor in [0, 1] for jobs submitted without one: no job that shares a "
+        f"GPU runs below this fraction of its solo speed (default {DEFAULT_MIN_SPEED:g}; 0: none; "
+        "docs/sharing.md)",
     )
     p.add_argument(
         "--optimus-replan-s",
@@ -146,6 +150,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         metavar="SECONDS",
         help="round length of the gavel-* policies (default: $HORUS_GAVEL_ROUND_S, else 360)",
+    )
+    p.add_argument(
+        "--throughputs",
+        type=pathlib.Path,
+        default=None,
+        metavar="FILE",
+        help="a measured pair table in Gavel's format instead of the packaged one (docs/prediction.md)",
     )
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -188,6 +199,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             load_config(str(args.queues))
         except InvalidArgument as exc:
             p.error(f"--queues: {exc}")
+    if args.throughputs is not None:
+        try:
+            load_table(args.throughputs)  # (checked here: a bad table never starts a master)
+        except InvalidArgument as exc:
+            p.error(f"--throughputs: {exc}")
     if args.round_s is not None and not (math.isfinite(args.round_s) and args.round_s > 0):
         p.error(f"--round-s must be a positive number of seconds, got {args.round_s}")
     return args
@@ -222,6 +238,7 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         min_run_s=args.min_run_s,
         round_s=args.round_s,
         gang_ports=args.gang_ports,
+        throughputs=args.throughputs,
     )
 
 
@@ -278,12 +295,12 @@ async def serve(
     )
     host = config.listen.rsplit(":", 1)[0]
     print(f"horus-master listening on {host}:{master.port}", flush=True)
-    for what, listen, port in (
-        ("dashboard", http, master.http.http_port),
-        ("metrics", metrics, master.http.metrics_port),
+    for what, listen, port, path in (
+        ("dashboard", http, master.http.http_port, "/"),
+        ("metrics", metrics, master.http.metrics_port, "/metrics"),
     ):
         if listen is not None:
-            print(f"horus-master {what} on http://{listen.rpartition(':')[0]}:{port}/", flush=True)
+            print(f"horus-master {what} on http://{listen.rpartition(':')[0]}:{port}{path}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -82,3 +82,16 @@ def test_no_production_module_imports_the_plain_packing_oracle() -> None:
                 offenders.append(name)
     assert offenders == []
     assert _imports(ROOT / "tests" / "core" / "test_policy_cache.py") & ORACLES  # the scan sees imports
+
+
+def test_pyproject_reads_without_deprecation_warnings() -> None:
+    """``pip install`` must not warn (a licence given as a TOML table is deprecated: SPDX text)."""
+    code = (
+        "from setuptools.config import pyprojecttoml; from setuptools.dist import Distribution;"
+        "d = Distribution(); pyprojecttoml.apply_configuration(d, 'pyproject.toml');"
+        "print(d.metadata.license_expression)"
+    )
+    argv = [sys.executable, "-W", "error", "-c", code]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "Apache-2.0"

@@ -5,12 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from horus_core.model import Assign, ClusterSnapshot, Job, JobState, Node
-
-
-def idle_gpus(snapshot: ClusterSnapshot, running: Sequence[Job]) -> int:
-    busy = {u for j in running for u in j.gpus}
-    return sum(1 for g in snapshot.ready_gpus() if g.uuid not in busy)
+from horus_core.model import Assign, Job, JobState, Node
 
 
 def hide_gpus(nodes: Sequence[Node], hide: set[str]) -> tuple[Node, ...]:

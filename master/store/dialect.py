@@ -31,6 +31,9 @@ PG_TYPES = {
     "reason_code": "text",
     "nodes": "text",
     "parts": "text",
+    "gpu_memory_cap_mib": "int",
+    "gpu_memory_peak_mib": "int",
+    "contained_mib": "int",
 }
 
 

@@ -130,17 +130,22 @@ class RecordAttemptOp(WriteOp[None]):
                 s.samples_per_s,
             ),
         )
-        p = self.profile
-        if p is not None:
-            conn.execute(
-                _PROFILE_UPSERT,
-                (
-                    p.job_type,
-                    p.util_avg,
-                    p.util_peak,
-                    p.mem_mib,
-                    p.samples,
-                    json.dumps(p.co_speed),
-                    p.updated_at,
-                ),
-            )
+        if self.profile is not None:
+            _save_profile(conn, self.profile)
+
+
+@dataclass(frozen=True)
+class SaveProfileOp(WriteOp[None]):
+    """Store a signature's profile (the learner's memory peak of a contained attempt)."""
+
+    profile: ProfileRow
+
+    def apply(self, conn: Conn) -> None:
+        _save_profile(conn, self.profile)
+
+
+def _save_profile(conn: Conn, p: ProfileRow) -> None:
+    conn.execute(
+        _PROFILE_UPSERT,
+        (p.job_type, p.util_avg, p.util_peak, p.mem_mib, p.samples, json.dumps(p.co_speed), p.updated_at),
+    )

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from horus_core.errors import InvalidArgument
+from horus_core.caps import alone
 from horus_core.evolve import evolve
 from horus_core.model import Gpu, Job, JobSpec, JobState, ProfileHints
+from horus_core.modelcard import ModelCard, card_from_dict, card_to_dict
 
 JOB_JSON = (
     "json_object('id', id, 'request_id', request_id, 'owner', owner, 'spec', CAST(spec AS TEXT),"
@@ -29,16 +33,14 @@ JOB_JSON = (
     " 'reason', reason, 'exit_code', exit_code, 'predicted_slowdown', predicted_slowdown,"
     " 'cancel_requested', cancel_requested, 'seq', seq,"
     " 'version', version, 'reason_code', reason_code,"
-    " 'nodes', CAST(nodes AS TEXT), 'parts', CAST(parts AS TEXT))"
+    " 'nodes', CAST(nodes AS TEXT), 'parts', CAST(parts AS TEXT),"
+    " 'gpu_memory_cap_mib', gpu_memory_cap_mib, 'gpu_memory_peak_mib', gpu_memory_peak_mib,"
+    " 'contained_mib', contained_mib)"
 )
 
 
 # The keys of each job's JSON document, in the order above (PostgreSQL's rows carry them as columns).
-JOB_KEYS = (
-    "id", "request_id", "owner", "spec", "state", "attempt", "submitted_at", "updated_at", "started_at",
-    "finished_at", "node", "gpus", "reason", "exit_code", "predicted_slowdown", "cancel_requested", "seq",
-    "version", "reason_code", "nodes", "parts",
-)  # fmt: skip
+JOB_KEYS = tuple(re.findall(r"'(\w+)', ", JOB_JSON))
 
 
 # The same without the spec: for a caller that already knows the jobs' specs (a spec never changes
@@ -124,7 +126,10 @@ def spec_to_json(spec: JobSpec) -> str:
         "grace_s": spec.grace_s,
         "gpus_per_node": spec.gpus_per_node,
         "nodes": spec.nodes,
+        "gpu_memory_mib": spec.gpu_memory_mib,
     }
+    if spec.model_card is not None:
+        doc["model_card"] = card_to_dict(spec.model_card)
     return json.dumps(doc, separators=(",", ":"), allow_nan=False)  # SQLite's JSON has no NaN
 
 
@@ -176,7 +181,18 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         grace_s=_finite(d.get("grace_s", 0.0)),
         gpus_per_node=int(d.get("gpus_per_node", 0)),
         nodes=int(d.get("nodes", 0)),
+        model_card=_card(d.get("model_card")),
+        gpu_memory_mib=int(d.get("gpu_memory_mib", 0)),
     )
+
+
+def _card(raw: Any) -> ModelCard | None:
+    if raw is None:
+        return None
+    try:
+        return card_from_dict(raw)
+    except InvalidArgument as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _loaded(value: Any) -> Any:
@@ -185,10 +201,14 @@ def _loaded(value: Any) -> Any:
 
 
 def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
-    """``spec``: the job's spec when already decoded (``d["spec"]`` is then not read)."""
+    """``spec``: the job's spec when already decoded (``d["spec"]`` is then not read). A job
+    contained after going over its GPU memory reads with the spec it runs with now
+    (:func:`horus_core.caps.alone`; the stored spec stays the one submitted)."""
+    contained = int(d.get("contained_mib") or 0)
+    spec = spec if spec is not None else spec_from_dict(_loaded(d["spec"]))
     job = Job(
         id=d["id"],
-        spec=spec if spec is not None else spec_from_dict(_loaded(d["spec"])),
+        spec=alone(spec, contained) if contained > 0 else spec,
         state=JobState(d["state"]),
         attempt=int(d["attempt"]),
         submitted_at=_finite(d["submitted_at"]),
@@ -203,6 +223,9 @@ def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
         version=int(d["version"]),
         reason_code=str(d.get("reason_code") or ""),
         nodes=_strings(_loaded(d.get("nodes") or "[]")),
+        gpu_memory_cap_mib=int(d.get("gpu_memory_cap_mib") or 0),
+        gpu_memory_peak_mib=int(d.get("gpu_memory_peak_mib") or 0),
+        contained_mib=contained,
     )
     parts = _strings(_loaded(d.get("parts") or "[]"))
     return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"], parts=parts)
@@ -289,6 +312,9 @@ JOB_UPDATE_COLUMNS = (
     "reason_code",
     "nodes",
     "parts",
+    "gpu_memory_cap_mib",
+    "gpu_memory_peak_mib",
+    "contained_mib",
 )
 
 
@@ -313,6 +339,9 @@ def job_columns(row: JobRow) -> tuple[Any, ...]:
         j.reason_code,
         j.nodes,
         row.parts,
+        j.gpu_memory_cap_mib,
+        j.gpu_memory_peak_mib,
+        j.contained_mib,
     )
 
 
@@ -336,11 +365,21 @@ def gpus_to_json(gpus: tuple[Gpu, ...]) -> str:
                 "memory_mib": g.memory_mib,
                 "gpu_type": g.gpu_type,
                 "healthy": g.healthy,
+                **(
+                    {"compute_fraction": g.compute_fraction, "parent_uuid": g.parent_uuid}
+                    if g.parent_uuid
+                    else {}
+                ),
             }
             for g in gpus
         ],
         separators=(",", ":"),
     )
+
+
+def _mig_fields(g: Gpu) -> dict[str, Any]:
+    """A MIG instance's compute share and physical GPU (none for a whole GPU)."""
+    return {"compute_fraction": g.compute_fraction, "parent_uuid": g.parent_uuid} if g.parent_uuid else {}
 
 
 def gpus_from_json(text: str, node: str) -> tuple[Gpu, ...]:
@@ -353,6 +392,8 @@ def gpus_from_json(text: str, node: str) -> tuple[Gpu, ...]:
             memory_mib=int(d.get("memory_mib", 0)),
             gpu_type=d.get("gpu_type", ""),
             healthy=bool(d.get("healthy", True)),
+            compute_fraction=float(d.get("compute_fraction", 1.0)),
+            parent_uuid=str(d.get("parent_uuid", "")),
         )
         for d in json.loads(text)
     )

@@ -291,3 +291,13 @@ async def test_a_write_of_many_rows_starts_without_the_commit_delay(db: Db) -> N
         assert await small == []  # (that reason is set already)
     finally:
         await store.close()
+
+
+def test_every_written_job_column_has_its_postgresql_type() -> None:
+    """A column added to the jobs' UPDATEs needs its type for PostgreSQL's VALUES rows
+    (master/store/dialect.py), and a key of the read for its SELECT list."""
+    from master.store.dialect import PG_TYPES
+    from master.store.rows import JOB_KEYS, JOB_UPDATE_COLUMNS
+
+    assert set(JOB_UPDATE_COLUMNS) <= set(PG_TYPES)
+    assert set(JOB_UPDATE_COLUMNS) <= set(JOB_KEYS)
