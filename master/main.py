@@ -12,8 +12,8 @@ import signal
 import sys
 
 from horus_core.errors import InvalidArgument
-from horus_core.interference.table import load_table
 from horus_core.floor import DEFAULT_MIN_SPEED
+from horus_core.interference.table import load_table
 from horus_core.policies import policy_names
 from horus_core.queues import load_config
 from master import gctune

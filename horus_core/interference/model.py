@@ -354,7 +354,8 @@ class InterferenceModel:
             return
         prof = self._measured.get(signature) or self.profile_of(signature)
         self._measured_mem[signature] = peak_mib
-        self._measured[signature] = JobProfile(prof.util_avg, prof.util_peak, with_margin(peak_mib), "measured")
+        capped = with_margin(peak_mib)
+        self._measured[signature] = JobProfile(prof.util_avg, prof.util_peak, capped, "measured")
         self._invalidate()
 
     def observe_no_fit(self, a: str, b: str, gpu_memory_mib: int) -> None:

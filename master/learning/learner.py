@@ -157,6 +157,7 @@ class Learner:
         its signature's profile from it, from the next pass on (docs/prediction.md)."""
         if job.spec.model_card is not None:
             self._feed.add(CardObs(self.signature(job), job.spec.model_card))
+
     def footprint(self, spec: JobSpec) -> int:
         """The GPU memory the packing counts for ``spec`` (MiB): its declared cap, else its
         workload's footprint, a measured one with the caps' margin (docs/sharing.md)."""

@@ -37,6 +37,9 @@ class CardObs:
 
     signature: str
     card: ModelCard
+
+
+@dataclass(frozen=True)
 class MemoryObs:
     """A peak GPU memory measured while the workload shared a GPU (an attempt contained for its
     memory, docs/sharing.md): its footprint is at least this from now on."""

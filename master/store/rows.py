@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from horus_core.errors import InvalidArgument
 from horus_core.caps import alone
+from horus_core.errors import InvalidArgument
 from horus_core.evolve import evolve
 from horus_core.model import Gpu, Job, JobSpec, JobState, ProfileHints
 from horus_core.modelcard import ModelCard, card_from_dict, card_to_dict

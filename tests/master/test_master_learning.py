@@ -233,7 +233,7 @@ async def test_learning_survives_a_restart(db: Db) -> None:
         assert fresh.pair_speeds(A, B, "v100") == pytest.approx((0.25, 0.25), abs=1e-3)
         assert fresh.pair_speeds(B, A, "v100") == pytest.approx((0.25, 0.25), abs=1e-3)
         assert fresh.profile_of(C).source == "measured"
-        assert fresh.profile_of(C).mem_mib == with_margin(900)  # (the measured peak, as a cap: docs/sharing.md)
+        assert fresh.profile_of(C).mem_mib == with_margin(900)  # (the measured peak as a cap: sharing.md)
     finally:
         await store.close()
 
