@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from horus_core.model import Assign, ClusterSnapshot, Job, JobState, Node
+from horus_core.model import Assign, ClusterSnapshot, Job, Node
+from horus_core.policies._placed import placed_view
 
 
 def idle_gpus(snapshot: ClusterSnapshot, running: Sequence[Job]) -> int:
@@ -36,9 +37,7 @@ def only_gpus(nodes: Sequence[Node], keep: set[str]) -> tuple[Node, ...]:
 
 
 def as_running(jobs: Sequence[Job], assigns: Sequence[Assign]) -> list[Job]:
+    """The jobs ``assigns`` placed, as the next tier must see them: ASSIGNED on their GPUs, each
+    at a version of its own (a pending version would name the GPUs of an earlier pass)."""
     by_id = {j.id: j for j in jobs}
-    return [
-        dataclasses.replace(by_id[a.job_id], state=JobState.ASSIGNED, node=a.node, gpus=a.gpus)
-        for a in assigns
-        if a.job_id in by_id
-    ]
+    return [placed_view(by_id[a.job_id], a.node, a.gpus) for a in assigns if a.job_id in by_id]
