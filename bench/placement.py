@@ -51,10 +51,11 @@ import numpy as np
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, NodeState
-from horus_core.packing import PackParams, Placement, Problem, codes, place, place_reference
-from horus_core.packing._plain import build_problem
+from horus_core.packing import PackParams, Placement, Problem, codes, place
 from horus_core.policies import make_policy
 from horus_core.policies.horus import MIN_GAIN, MIN_SPEED, HorusPolicy
+from horus_core.testing.kernel_twin import place_reference
+from horus_core.testing.plain_problem import build_problem
 
 SIZES = [(100, 128), (1_000, 1_024), (2_000, 2_048), (5_000, 4_096), (10_000, 8_192)]
 Rng = np.random.Generator

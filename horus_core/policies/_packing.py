@@ -5,7 +5,7 @@
 last pass's ``Wait`` objects (reused while a job's reason stays the same; actions are
 immutable). Each policy writes its queue order once, over the pass's live jobs (``Order``).
 There is one path: the placement of that queue is exactly what the plain per-job oracle
-(``horus_core/policies/_plain.py``, imported only by tests and benches) gives, which the
+(``horus_core/testing/plain_packer.py``, imported only by tests and benches) gives, which the
 property tests check. A snapshot that lists one job id twice with two specs is refused.
 """
 

@@ -31,19 +31,19 @@ from horus_core.model import (
     Wait,
 )
 from horus_core.packing import PackParams, codes
-from horus_core.packing._plain import build_problem
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies import Policy, make_policy
 from horus_core.policies._order import by_keys
 from horus_core.policies._packing import Ix, Order
-from horus_core.policies._plain import PlainPacker
 from horus_core.policies._wide import split
 from horus_core.policies.gandiva import GandivaPolicy
 from horus_core.policies.horus import HorusPolicy
 from horus_core.policies.horus_plus import HorusPlusPolicy
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
+from horus_core.testing.plain_packer import PlainPacker
+from horus_core.testing.plain_problem import build_problem
 
 PACKING = ["binpack", "gandiva", "horus", "horus-paper", "horus-util", "horus+", "lucid"]
 GAVEL = ["ResNet-18 (batch size 16)", "ResNet-50 (batch size 128)", "Recommendation (batch size 512)", "A3C"]

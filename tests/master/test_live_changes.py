@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from horus_core.interference import default_model
 from horus_core.model import ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node
 from horus_core.policies import make_policy
-from horus_core.policies._plain import PlainPacker
 from horus_core.policies.attained import Attained
 from horus_core.policies.backfill import GangReserve
 from horus_core.policies.gputypes import TypeGate
+from horus_core.testing.plain_packer import PlainPacker
 from master.store.live import LiveIndex
 from master.store.rows import JobRow
 

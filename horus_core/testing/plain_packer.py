@@ -1,10 +1,10 @@
 """The plain packing path, one job at a time: the test oracle the policies' one path is held to.
 
 :class:`PlainPacker` is a :class:`~horus_core.policies._packing.Packer` that places each
-pass's queue with :func:`pack_actions` (:func:`~horus_core.packing._plain.build_problem`, the
+pass's queue with :func:`pack_actions` (:func:`~horus_core.testing.plain_problem.build_problem`, the
 kernel, a Wait reason per job) instead of the cached, vectorised arrays. Tests and benches put
 it on a policy (``policy.packer = PlainPacker()``) and compare; no production module imports
-it (tests/test_project.py checks).
+it (an import contract in pyproject.toml keeps product code off ``horus_core.testing``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, Wait
 from horus_core.packing import PackParams, PairFilter, codes, place
-from horus_core.packing._plain import build_problem
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._packing import Ix, Packer
 from horus_core.policies.reasons import WaitFacts, wait_code, wait_reason
+from horus_core.testing.plain_problem import build_problem
 
 
 class PlainPacker(Packer):
