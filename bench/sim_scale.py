@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.policies import make_policy
-from horus_core.policies._packing import Packer
+from horus_core.policies.packer import Packer
 from horus_core.sim import (
     SimConfig,
     Simulator,

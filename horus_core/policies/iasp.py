@@ -33,6 +33,9 @@ from horus_core.packing.cluster import gpu_type
 from horus_core.policies import spread
 from horus_core.policies.base import arrival_order
 from horus_core.policies.gputypes import TypeGate
+from horus_core.policies.staged import Stages
+from horus_core.policies.state import Book
+from horus_core.policies.views import View
 
 MAX_SHARE = 2  # residents a GPU may already hold for the new job to join
 MIN_SPEED = 0.6  # every job on a shared GPU keeps at least this normalised speed
@@ -58,16 +61,15 @@ class _Choice:
 
 
 @dataclass
-class IaspPolicy:
+class IaspPolicy(Stages):
     model: InterferenceModel
     name: str = "iasp"
     min_speed: float = MIN_SPEED
     gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
+    book: Book = field(default_factory=Book, init=False, repr=False, compare=False)
 
-    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        return self.gate.decide(snapshot, now, self._decide, self.model)
-
-    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+    def serve(self, view: View) -> list[Action]:
+        snapshot = view.snapshot
         pending = snapshot.pending()
         if not pending:
             return []

@@ -1,6 +1,6 @@
 """The plain packing path, one job at a time: the test oracle the policies' one path is held to.
 
-:class:`PlainPacker` is a :class:`~horus_core.policies._packing.Packer` that places each
+:class:`PlainPacker` is a :class:`~horus_core.policies.packer.Packer` that places each
 pass's queue with :func:`pack_actions` (:func:`~horus_core.testing.plain_problem.build_problem`, the
 kernel, a Wait reason per job) instead of the cached, vectorised arrays. Tests and benches put
 it on a policy (``policy.packer = PlainPacker()``) and compare; no production module imports
@@ -16,26 +16,27 @@ from horus_core.model import Action, Assign, ClusterSnapshot, Job, Wait
 from horus_core.packing import PackParams, PairFilter, codes, place
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
-from horus_core.policies._packing import Ix, Packer
+from horus_core.policies.packer import Order, Packer
 from horus_core.policies.reasons import WaitFacts, wait_code, wait_reason
+from horus_core.policies.views import View
 from horus_core.testing.plain_problem import build_problem
 
 
 class PlainPacker(Packer):
     def _place(
         self,
-        snapshot: ClusterSnapshot,
+        view: View,
         live: Live,
         layout: ClusterLayout,
-        positions: Ix,
         model: InterferenceModel,
         params: PackParams,
         refuse_text: str,
-        *,
+        order: Order,
         split_by_gpus: bool,
         pair_filter: PairFilter | None,
     ) -> list[Action]:
-        queue = [live.pending[i] for i in positions.tolist()]
+        queue = [live.pending[i] for i in order(live, layout).tolist()]
+        snapshot = ClusterSnapshot(view.nodes, tuple(view.snapshot.jobs))
         return pack_actions(snapshot, queue, model, params, refuse_text,
                             split_by_gpus=split_by_gpus, pair_filter=pair_filter)  # fmt: skip
 

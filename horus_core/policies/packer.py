@@ -1,0 +1,153 @@
+"""The packing policies' placement stage: a view's queue through the kernel, into actions.
+
+:class:`Packer` places the pending jobs of a view of a pass (:class:`~horus_core.policies.views.View`)
+in the order a policy gives (``Order``, over the view's jobs in the pass's job table), with the
+Numba kernel: an Assign for every job it places, a Wait with a reason (and its code) for the
+rest. Gangs wider than any node are placed apart first (:mod:`._wide`) and the rest packed
+around them. There is one path: the placement of that queue is exactly what the plain per-job
+oracle (``horus_core/testing/plain_packer.py``, imported only by tests and benches) gives,
+which the property tests check.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable
+from itertools import chain
+
+import numpy as np
+from numpy.typing import NDArray
+
+from horus_core.interference import InterferenceModel
+from horus_core.model import Action, Assign, Wait
+from horus_core.packing import PackParams, PairFilter, Placement, Problem, codes, place
+from horus_core.packing.assemble import assemble
+from horus_core.packing.cluster import ClusterLayout
+from horus_core.packing.hints import register_hints
+from horus_core.packing.jobs import Live
+from horus_core.policies._wide import has_wide, narrowed, place_wide, wide_of
+from horus_core.policies.reasons import wait_codes, wait_texts
+from horus_core.policies.views import View
+
+# A policy's queue order: positions into ``live.pending``, first served first.
+Ix = NDArray[np.intp]
+Order = Callable[[Live, ClusterLayout], Ix]
+_GPUS = operator.attrgetter("gpus")
+
+
+class Packer:
+    def pack(
+        self,
+        view: View,
+        model: InterferenceModel,
+        params: PackParams,
+        refuse_text: str,
+        order: Order,
+        *,
+        split_by_gpus: bool = False,
+        pair_filter: PairFilter | None = None,
+    ) -> list[Action]:
+        """An Assign for every pending job of ``view`` the kernel places, a Wait with a reason
+        for the rest, in queue order (``order``)."""
+        if not view.pending():
+            return []
+        live, layout = view.live(model), view.layout
+        args = (model, params, refuse_text, order, split_by_gpus, pair_filter)
+        if not has_wide(live, layout):
+            return self._place(view, live, layout, *args)
+        pending, active = wide_of(
+            live, layout
+        )  # gangs across nodes: placed apart, the rest packed around them
+        busy = set(chain.from_iterable(map(_GPUS, live.active)))
+        wide, hidden = place_wide(view.snapshot, layout.largest_node, pending, active, busy)
+        narrow = narrowed(live, layout)
+        if not narrow.pending:
+            return wide
+        around = view.hide_uuids(hidden)
+        return [*wide, *self._place(around, narrow, around.layout, *args)]
+
+    def _place(
+        self,
+        view: View,
+        live: Live,
+        layout: ClusterLayout,
+        model: InterferenceModel,
+        params: PackParams,
+        refuse_text: str,
+        order: Order,
+        split_by_gpus: bool,
+        pair_filter: PairFilter | None,
+    ) -> list[Action]:
+        """Place the queue (``order`` over ``live.pending``) with the kernel."""
+        positions = order(live, layout)
+        register_hints(live, layout, positions, model)
+        problem, _ = assemble(layout, live, positions, model, split_by_gpus=split_by_gpus,
+                              pair_filter=pair_filter)  # fmt: skip
+        placement = place(problem, params)
+        failed = placement.node < 0
+        at = np.flatnonzero(failed)  # (the jobs left waiting)
+        texts = _reasons(placement, failed, at, problem, layout.largest_node, params, refuse_text)
+        why = wait_codes(placement.reason[at], problem.job_gpus[at], layout.largest_node)
+        ids: NDArray[np.object_] = np.array(live.p_ids, dtype=object)[positions]
+        return _actions(ids, placement, at, problem.job_gpus, layout, list(zip(texts, why, strict=True)))
+
+
+def _reasons(
+    placement: Placement,
+    failed: NDArray[np.bool_],
+    at: NDArray[np.intp],
+    problem: Problem,
+    largest: int,
+    params: PackParams,
+    refuse_text: str,
+) -> list[str]:
+    """The reason of each job left waiting (``failed``, at positions ``at``)."""
+    if not len(at):
+        return []
+    counted = failed & (placement.reason != codes.R_LOOKAHEAD)
+    blocked = np.cumsum(counted) - counted  # misses (not look-ahead ones) before each job
+    gpus, excl, mem = problem.job_gpus[at], problem.job_excl[at], problem.cls_mem[problem.job_cls[at]]
+    return wait_texts(placement.reason[at], gpus, excl, mem, placement.detail[at], blocked[at], largest,
+                      params, refuse_text)  # fmt: skip
+
+
+def _actions(
+    ids: NDArray[np.object_],
+    placement: Placement,
+    failed: NDArray[np.intp],
+    job_gpus: NDArray[np.int32],
+    layout: ClusterLayout,
+    texts: list[tuple[str, str]],
+) -> list[Action]:
+    """Actions in queue order: Assigns built in bulk, 1-GPU and gang apart; Waits for the jobs
+    at ``failed``."""
+    node, off = placement.node, placement.offsets
+    out: list[Action] = [_NONE] * len(ids)  # every slot is filled below
+    names = layout.node_names
+    one = np.flatnonzero((node >= 0) & (job_gpus == 1))
+    singles = layout.singles
+    _put(out, one, map(
+        Assign, ids[one].tolist(), [names[n] for n in node[one].tolist()],
+        [singles[d] for d in placement.gpus[off[one]].tolist()], placement.speed[one].tolist(),
+    ))  # fmt: skip
+    gang = np.flatnonzero((node >= 0) & (job_gpus > 1))
+    uuids, flat = layout.gpu_uuids, placement.gpus.tolist()
+    spans = zip(off[gang].tolist(), off[gang + 1].tolist(), strict=True)
+    _put(out, gang, map(
+        Assign, ids[gang].tolist(), [names[n] for n in node[gang].tolist()],
+        [tuple([uuids[d] for d in flat[lo:hi]]) for lo, hi in spans], placement.speed[gang].tolist(),
+    ))  # fmt: skip
+    _put(
+        out,
+        failed,
+        (Wait(jid, text, code) for jid, (text, code) in zip(ids[failed].tolist(), texts, strict=True)),
+    )
+    return out
+
+
+_NONE = Wait("", "")
+
+
+def _put(out: list[Action], at: NDArray[np.intp], items: Iterable[Action]) -> None:
+    for i, item in zip(at.tolist(), items, strict=True):
+        out[i] = item
