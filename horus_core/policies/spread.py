@@ -12,7 +12,7 @@ GPUs of the gang), then rank 1, and so on; ``Assign.node`` is the rank-0 node.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Collection, Container, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,8 +130,13 @@ class Pool:
     def take(self, plan: Spread) -> None:
         """Mark the plan's GPUs used."""
         for name, uuids in plan.parts:
-            node = self.nodes[name]
-            left = FreeNode(node.name, node.free[len(uuids) :], node.rack, node.kind)
+            self.remove(name, uuids)
+
+    def remove(self, name: str, uuids: Collection[str]) -> None:
+        """Mark the GPUs ``uuids`` of node ``name`` used (those of them that are free)."""
+        node = self.nodes[name]
+        left = FreeNode(node.name, tuple(u for u in node.free if u not in uuids), node.rack, node.kind)
+        if len(left.free) < len(node.free):
             self.nodes[name] = left
             self.kinds[node.kind].moved(node, left)
 
