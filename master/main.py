@@ -12,7 +12,7 @@ import signal
 import sys
 
 from horus_core.errors import InvalidArgument
-from horus_core.policies import policy_names
+from horus_core.policies import load_policy_module, policy_names
 from horus_core.queues import load_config
 from master import gctune
 from master.app import Master
@@ -49,6 +49,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--db", required=True, type=pathlib.Path, help="SQLite database file")
     p.add_argument("--policy", default=None, help=f"scheduling policy (one of: {', '.join(policy_names())})")
+    p.add_argument(
+        "--policy-module",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a Python file that registers policies (docs/adding-a-policy.md); repeatable",
+    )
     p.add_argument("--data-dir", type=pathlib.Path, default=None, help="for logs (default: the db folder)")
     p.add_argument("--tick-s", type=float, default=1.0, help="scheduling pass interval")
     p.add_argument("--node-timeout-s", type=float, default=30.0, help="silence after which a node is LOST")
@@ -129,6 +136,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
+    for path in args.policy_module:
+        try:
+            load_policy_module(str(path))
+        except InvalidArgument as exc:
+            p.error(f"--policy-module: {exc}")
     args.policy = args.policy or default_policy()
     if args.policy not in policy_names():
         p.error(f"unknown policy {args.policy!r}; choose one of {', '.join(policy_names())}")

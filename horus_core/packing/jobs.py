@@ -41,7 +41,6 @@ _ID, _VERSION = operator.attrgetter("id"), operator.attrgetter("version")
 _INT31 = 1 << 31
 _INT64_MAX = (1 << 63) - 1
 _KNOWN = ("measured", "table")
-_SPEEDS_KEPT = 1024
 _BEYOND = np.iinfo(np.int32).max  # ``reach`` of a job shaped over nodes: more than any node has
 
 
@@ -167,7 +166,6 @@ class JobTable:
         self.reach: I32 = np.empty(cap, np.int32)  # GPUs it needs on one node (shaped over nodes: beyond any)
         self.hint: I32 = np.empty(cap, np.int32)  # job_type + hints (model.profile may register them)
         self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
-        self._speeds: dict[tuple[object, ...], F64] = {}
 
     def scan(
         self,
@@ -251,25 +249,17 @@ class JobTable:
     def _claim(self, missed: list[Job]) -> tuple[Ix, bool]:
         """Slots for the missed jobs (new at the end, else their old one), and whether an old
         slot got a new spec object."""
-        ids = [j.id for j in missed]
-        first = len(self.specs)
-        if not any(map(self._slot.__contains__, ids)) and len(set(ids)) == len(ids):  # all new
-            self._slot.update(zip(ids, range(first, first + len(ids)), strict=True))
-            self.specs.extend(j.spec for j in missed)
-            claimed = np.arange(first, first + len(ids), dtype=np.intp)
-            overwrote = False
-        else:
-            out, overwrote = [], False
-            for job in missed:
-                s = self._slot.get(job.id)
-                if s is None:
-                    s = self._slot[job.id] = len(self.specs)
-                    self.specs.append(job.spec)
-                else:
-                    self.specs[s] = job.spec
-                    overwrote = True
-                out.append(s)
-            claimed = np.array(out, np.intp)
+        out, overwrote = [], False
+        for job in missed:
+            s = self._slot.get(job.id)
+            if s is None:
+                s = self._slot[job.id] = len(self.specs)
+                self.specs.append(job.spec)
+            else:
+                self.specs[s] = job.spec
+                overwrote = True
+            out.append(s)
+        claimed = np.array(out, np.intp)
         while len(self.specs) > len(self.code):
             self._grow()
         self.seen[claimed] = [j.version for j in missed]
@@ -333,21 +323,8 @@ class JobTable:
         pair_filter: PairFilter | None,
     ) -> F64:
         """:func:`~horus_core.packing.build.class_speeds` of the classes whose keys are
-        ``ordered`` (:meth:`class_keys`), kept per (those keys, GPU kinds, model version) when
-        there is no pair filter (a filter may hold state of its own). The keys are kept as
-        bytes: a code names one signature until the table starts over, which drops them."""
-        if pair_filter is not None:
-            keys = self.class_keys(ordered, split_by_gpus)
-            return class_speeds(model, keys, kinds, split_by_gpus, pair_filter)
-        key = (ordered.tobytes(), kinds, split_by_gpus, model.version)
-        got = self._speeds.get(key)
-        if got is None:
-            if len(self._speeds) >= _SPEEDS_KEPT:
-                self._speeds.clear()
-            keys = self.class_keys(ordered, split_by_gpus)
-            got = self._speeds[key] = class_speeds(model, keys, kinds, split_by_gpus, None)
-            got.flags.writeable = False
-        return got
+        ``ordered`` (:meth:`class_keys`)."""
+        return class_speeds(model, self.class_keys(ordered, split_by_gpus), kinds, split_by_gpus, pair_filter)
 
     def profiles(self, model: InterferenceModel) -> Profiles:
         names = self.sigs.names

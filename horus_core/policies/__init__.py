@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from horus_core.errors import InvalidArgument
@@ -33,7 +36,28 @@ _FACTORIES: dict[str, Factory] = {
 
 
 def register(name: str, factory: Factory) -> None:
+    """Make ``make_policy(name)`` (``horus-sim --policies``, ``horus-master --policy``) build a
+    policy with ``factory`` (``docs/adding-a-policy.md``)."""
     _FACTORIES[name] = factory
+
+
+def load_policy_module(path: str) -> list[str]:
+    """Run the Python file ``path``, which registers policies (:func:`register`); returns the
+    names it added (``--policy-module`` of ``horus-sim`` and ``horus-master``)."""
+    before = set(_FACTORIES)
+    spec = importlib.util.spec_from_file_location(f"horus_policy_module_{len(_MODULES)}", path)
+    if spec is None or spec.loader is None or not os.path.isfile(path):
+        raise InvalidArgument("policy_module", f"no Python file at {path!r}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # (whatever the file raises: a clear error, not a traceback)
+        raise InvalidArgument("policy_module", f"{path}: {type(exc).__name__}: {exc}") from None
+    _MODULES.append(module)
+    return sorted(set(_FACTORIES) - before)
+
+
+_MODULES: list[ModuleType] = []  # the policy modules loaded (kept: their factories refer to them)
 
 
 def policy_names() -> list[str]:
@@ -56,4 +80,4 @@ def make_policy(
     return factory(interference)
 
 
-__all__ = ["Policy", "make_policy", "policy_names", "register"]
+__all__ = ["Policy", "load_policy_module", "make_policy", "policy_names", "register"]

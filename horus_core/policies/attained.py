@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from horus_core.errors import InvalidArgument
 from horus_core.model import Action, ClusterSnapshot, Job, Node, NodeState, Preempt, Wait
-from horus_core.policies.ledger import Columns, Served
+from horus_core.policies.ledger import Columns
 from horus_core.policies.remaining import RemainingWork
 from horus_core.policies.state import PassState
 
@@ -107,9 +107,9 @@ class Attained:
             self.left = self._left(state, self.work, gone)
 
     @property
-    def service(self) -> Served:
+    def service(self) -> dict[str, float]:
         """Job id -> GPU-seconds attained (the ids credited at least once)."""
-        return Served(self.columns)
+        return self.columns.service()
 
     @service.setter
     def service(self, gpu_s: Mapping[str, float]) -> None:
@@ -139,7 +139,7 @@ class Attained:
     def level(self, job_id: str) -> int:
         """The level of the job's attained service, or of its confident remaining work where that
         is lower (an estimate moves a job ahead, never behind: module doc)."""
-        las = bisect.bisect_right(self.bounds, self.service.get(job_id, 0.0) or 0.0)
+        las = bisect.bisect_right(self.bounds, self._served(job_id))
         left = self.left.get(job_id)
         return las if left is None else min(las, bisect.bisect_right(self.bounds, left))
 
@@ -177,7 +177,7 @@ class Attained:
             return []
         victims = self.columns.jobs(stoppable)
         waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
-        victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)
+        victims.sort(key=lambda j: (self._class(j), self._served(j.id), j.id), reverse=True)
         held: dict[str, set[str]] = {}  # GPU uuid -> the active jobs on it (one walk, not one per node)
         for active in snapshot.active():
             for uuid in active.gpus:
@@ -229,6 +229,10 @@ class Attained:
             estimate = self._estimate(cols.view(int(slots[k])))
             best = max(best, level if estimate is None else min(level, bisect.bisect_right(bounds, estimate)))
         return (high, best)
+
+    def _served(self, job_id: str) -> float:
+        s = self.columns.slots.get(job_id)
+        return 0.0 if s is None else float(self.columns.served[s])
 
     def _las_levels(self, ids: Sequence[str]) -> NDArray[np.intp]:
         """The LAS level of each id (attained service alone)."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, Assign
+from horus_core.model import Action
 from horus_core.policies import spread
-from horus_core.policies.base import arrival_order, busy_gpu_uuids
+from horus_core.policies._wide import place_wide
+from horus_core.policies.base import busy_gpu_uuids
 from horus_core.policies.gputypes import TypeGate
 from horus_core.policies.staged import Stages
 from horus_core.policies.state import Book
@@ -29,15 +30,6 @@ class FifoPolicy(Stages):
     book: Book = field(default_factory=Book, init=False, repr=False, compare=False)
 
     def serve(self, view: View) -> list[Action]:
-        snapshot = view.snapshot
-        pool = spread.Pool(spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs)))
-        largest = spread.largest_node(snapshot)
-        actions: list[Action] = []
-        for job in arrival_order(snapshot.pending()):
-            plan = pool.place(spread.shape_of(job.spec, largest))
-            if isinstance(plan, str):
-                actions.append(spread.wait(job, plan, snapshot))
-                continue
-            pool.take(plan)
-            actions.append(Assign(job.id, plan.node, plan.gpus))
-        return actions
+        """Every pending job placed as the packing policies place their gangs across nodes."""
+        s = view.snapshot
+        return place_wide(s, spread.largest_node(s), s.pending(), (), busy_gpu_uuids(s.jobs).keys())[0]

@@ -2,17 +2,18 @@
 with service attained), kept across passes.
 
 A pass credits every running job, and, while a job waits, looks for the running jobs it may
-stop and their highest class. Over the slots those are a few array operations, not walks over
-the running jobs' objects; only the jobs that changed since the last pass are written, one by
-one. Slot 0 is never a job's: an id the ledger does not know reads as no service, not running.
+stop and their highest class: over the slots those are a few array operations, not walks over
+the running jobs' objects (10,000s in a large cluster); only the jobs that changed since the
+last pass are written, one by one (the running stints come from the pass's book,
+:mod:`horus_core.policies.state`). Slot 0 is never a job's: an id the ledger does not know
+reads as no service, not running.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import repeat
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -44,17 +45,14 @@ class Columns:
         if found is not None:
             return found
         if not self._free:
-            self._grow()
+            n = len(self.views)
+            for name in ("served", "credited", "running", "begun", "width", "rank"):
+                column = getattr(self, name)
+                setattr(self, name, np.concatenate([column, np.zeros_like(column)]))
+            self.views += [None] * n
+            self._free = list(range(2 * n - 1, n - 1, -1))
         taken = self.slots[job_id] = self._free.pop()
         return taken
-
-    def _grow(self) -> None:
-        n = len(self.views)
-        for name in ("served", "credited", "running", "begun", "width", "rank"):
-            column = getattr(self, name)
-            setattr(self, name, np.concatenate([column, np.zeros_like(column)]))
-        self.views += [None] * n
-        self._free = list(range(2 * n - 1, n - 1, -1))
 
     def run(self, job: Job, since: float) -> None:
         """``job`` runs, in a stint that began at ``since``."""
@@ -83,14 +81,16 @@ class Columns:
             s = self.slot(job_id)
             self.served[s], self.credited[s] = value, True
 
-    def halt_all(self) -> None:
-        self.running[:] = False
-        self.views = [None] * len(self.views)
+    def service(self) -> dict[str, float]:
+        """Job id -> GPU-seconds attained (the ids credited at least once)."""
+        return {i: float(self.served[s]) for i, s in self.slots.items() if self.credited[s]}
 
     def credit(self, span: float, fresh: Collection[str]) -> None:
         """Add ``GPUs x span`` to every running job but those of ``fresh`` (stints begun now)."""
-        skip = np.fromiter(map(self.slots.__getitem__, fresh), np.intp, len(fresh))
-        _credit(span, skip, self.running, self.width, self.served, self.credited)
+        paid = self.running.copy()
+        paid[[self.slots[i] for i in fresh]] = False
+        self.served[paid] += self.width[paid] * span
+        self.credited |= paid
 
     def served_of(self, ids: Sequence[str]) -> NDArray[np.float64]:
         """GPU-seconds attained per id (0: none), in bulk."""
@@ -105,9 +105,12 @@ class Columns:
         """Of the jobs ``stoppable`` marks (one at least): the highest class's first key (minus
         the priority), and the slots of the jobs of that priority with their LAS levels (the
         number of ``bounds`` at or below their service), highest level first, then by slot."""
-        order, levels = np.empty(len(self.views), np.intp), np.empty(len(self.views), np.intp)
-        high, n = _tops(stoppable, self.rank, self.served, bounds, order, levels)
-        return int(high), order[:n], levels[:n]
+        at = np.flatnonzero(stoppable)
+        high = int(self.rank[at].max())
+        at = at[self.rank[at] == high]
+        levels = np.searchsorted(bounds, self.served[at], side="right")
+        order = np.lexsort((at, -levels))
+        return high, at[order], levels[order]
 
     def jobs(self, mask: NDArray[np.bool_]) -> list[Job]:
         """The views of the running jobs ``mask`` marks."""
@@ -119,85 +122,3 @@ class Columns:
         if job is None:
             raise KeyError(f"slot {s} holds no running job")
         return job
-
-
-class Served(MutableMapping[str, float]):
-    """The columns' attained service as ``{job id: GPU-seconds}`` (ids credited at least once)."""
-
-    def __init__(self, columns: Columns) -> None:
-        self.columns = columns
-
-    def __getitem__(self, job_id: str) -> float:
-        cols = self.columns
-        s = cols.slots.get(job_id)
-        if s is None or not cols.credited[s]:
-            raise KeyError(job_id)
-        return float(cols.served[s])
-
-    def __setitem__(self, job_id: str, gpu_s: float) -> None:
-        cols = self.columns
-        s = cols.slot(job_id)
-        cols.served[s], cols.credited[s] = gpu_s, True
-
-    def __delitem__(self, job_id: str) -> None:
-        cols = self.columns
-        s = cols.slots.get(job_id)
-        if s is None or not cols.credited[s]:
-            raise KeyError(job_id)
-        cols.served[s], cols.credited[s] = 0.0, False
-
-    def get(self, job_id: str, default: float | None = None) -> float | None:  # type: ignore[override]
-        cols = self.columns
-        s = cols.slots.get(job_id)
-        return float(cols.served[s]) if s is not None and cols.credited[s] else default
-
-    def __iter__(self) -> Iterator[str]:
-        credited = self.columns.credited
-        return (i for i, s in list(self.columns.slots.items()) if credited[s])
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-@numba.njit(cache=True)
-def _credit(
-    span: float, skip: NDArray[np.intp], running: NDArray[np.bool_], width: NDArray[np.float64],
-    served: NDArray[np.float64], credited: NDArray[np.bool_],
-) -> None:  # fmt: skip
-    """:meth:`Columns.credit`, as one loop (``skip``: slots of running jobs left out)."""
-    for k in range(skip.shape[0]):
-        running[skip[k]] = False
-    for s in range(running.shape[0]):
-        if running[s]:
-            served[s] += width[s] * span
-            credited[s] = True
-    for k in range(skip.shape[0]):
-        running[skip[k]] = True
-
-
-@numba.njit(cache=True)
-def _tops(
-    stoppable: NDArray[np.bool_], rank: NDArray[np.int64], served: NDArray[np.float64],
-    bounds: NDArray[np.float64], order: Ix, levels: Ix,
-) -> tuple[int, int]:  # fmt: skip
-    """:meth:`Columns.tops` into ``order`` and ``levels``; returns the rank and how many."""
-    high, top = rank[0], 0
-    first = True
-    for s in range(stoppable.shape[0]):
-        if stoppable[s] and (first or rank[s] > high):
-            high, first = rank[s], False
-    level = np.empty(stoppable.shape[0], np.intp)
-    most = 0
-    for s in range(stoppable.shape[0]):
-        if stoppable[s] and rank[s] == high:
-            k = 0
-            while k < bounds.shape[0] and bounds[k] <= served[s]:
-                k += 1
-            level[s] = k
-            most = max(most, k)
-    for k in range(most, -1, -1):  # (highest level first; a level's slots in order)
-        for s in range(stoppable.shape[0]):
-            if stoppable[s] and rank[s] == high and level[s] == k:
-                order[top], levels[top] = s, k
-                top += 1
-    return high, top

@@ -15,9 +15,6 @@ import bisect
 from collections.abc import Collection, Container, Iterable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from numpy.typing import NDArray
-
 from horus_core import reasoncodes as rc
 from horus_core.model import ClusterSnapshot, Job, JobSpec, NodeState, Wait
 from horus_core.packing.cluster import gpu_type
@@ -187,18 +184,10 @@ class _Kind:
         self.rack_total: dict[str, int] = {}
         self.by_free: dict[int, list[str]] = {}  # free count (> 0) -> node names, sorted
         self.total = 0
-        self._totals: NDArray[np.int64] | None = None  # rack_total as an array, in rack order
-        self._names: list[str] = []  # the racks in that order
-        self._at: dict[str, int] = {}  # rack -> its position in that array
 
     def holding(self, need: int) -> list[str]:
-        """The racks (in order) with at least ``need`` free GPUs: one array test, not a loop."""
-        if self._totals is None:
-            self._names = list(self.racks)
-            self._at = {r: i for i, r in enumerate(self._names)}
-            self._totals = np.array([self.rack_total[r] for r in self._names], np.int64)
-        names = self._names
-        return [names[i] for i in np.flatnonzero(self._totals >= need).tolist()]
+        """The racks (in order) with at least ``need`` free GPUs."""
+        return [r for r, total in self.rack_total.items() if total >= need]
 
     @staticmethod
     def of(nodes: Sequence[FreeNode]) -> _Kind:
@@ -219,8 +208,6 @@ class _Kind:
     def moved(self, old: FreeNode, new: FreeNode) -> None:
         gone = len(old.free) - len(new.free)
         self.rack_total[old.rack] -= gone
-        if self._totals is not None:
-            self._totals[self._at[old.rack]] -= gone
         self.total -= gone
         self.by_free[len(old.free)].remove(old.name)
         if new.free:

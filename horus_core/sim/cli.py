@@ -18,7 +18,7 @@ from pathlib import Path
 from horus_core.errors import InvalidArgument
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Node
-from horus_core.policies import Policy, make_policy
+from horus_core.policies import Policy, load_policy_module, make_policy
 from horus_core.queues import QueueConfig, QueuedPolicy, load_config
 from horus_core.sim.api import check_policies, load_workload
 from horus_core.sim.cluster import DEFAULT_GPUS_PER_NODE, build_cluster
@@ -46,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", required=True, help="GPUs per type, e.g. v100:64 or k80:32,p100:32,v100:32")
     p.add_argument("--gpus-per-node", type=int, default=DEFAULT_GPUS_PER_NODE)
     p.add_argument("--policies", default="fifo", help="comma-separated policy names")
+    p.add_argument(
+        "--policy-module",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a Python file that registers policies (docs/adding-a-policy.md); repeatable",
+    )
     p.add_argument("--out", type=Path, help="directory for metrics.json and PNG plots")
     p.add_argument("--json", action="store_true", help="print {policy: {metric: value}} instead of a table")
     p.add_argument("--seed", type=int, help="seed of a synthetic trace that names none")
@@ -108,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    for path in args.policy_module:
+        load_policy_module(path)
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
     if not names:
         raise InvalidArgument("policies", "give at least one policy name")

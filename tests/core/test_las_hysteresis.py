@@ -160,6 +160,6 @@ def test_a_gang_over_nodes_holds_its_gpus_on_every_node_and_is_no_victim(gang_no
     ledger.observe(ClusterSnapshot(cluster, before), 0.0)
     snap = ClusterSnapshot(cluster, (*before, new))
     ledger.observe(snap, 1.5 * HOUR)  # the gang 4.5 GPU-hours, "other" 3: both above the new job
-    las.service["small"] = 0.5 * HOUR  # level 0, as the new job: not a victim for it
+    las.service = {**las.service, "small": 0.5 * HOUR}  # level 0, as the new job: not a victim for it
     (act,) = las.preempts(snap, [Wait("new", "no room")], 1.5 * HOUR)
     assert isinstance(act, Preempt) and act.job_id == "other" and "job new" in act.reason
