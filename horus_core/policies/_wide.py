@@ -11,7 +11,7 @@ gang that crosses nodes, where one slow GPU would slow them all.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import compress
 
@@ -78,16 +78,34 @@ def narrowed(live: Live, layout: ClusterLayout) -> Live:
     return out
 
 
+def free_on(layout: ClusterLayout, racks: Mapping[str, str], busy: AbstractSet[str]) -> list[spread.FreeNode]:
+    """:func:`spread.free_nodes` read from a layout (its ready GPUs, in index order per node):
+    each node's GPUs not in ``busy``, its rack and the type of its first GPU."""
+    uuids, start, kinds = layout.gpu_uuids, layout.node_start.tolist(), layout.types
+    out = []
+    for n, name in enumerate(layout.node_names):
+        lo, hi = start[n], start[n + 1]
+        free = (
+            tuple(uuids[lo:hi])
+            if busy.isdisjoint(uuids[lo:hi])
+            else tuple(u for u in uuids[lo:hi] if u not in busy)
+        )
+        out.append(spread.FreeNode(name, free, racks[name], kinds[lo] if hi > lo else ""))
+    return out
+
+
 def place_wide(
     snapshot: ClusterSnapshot,
     largest: int,
     pending: Sequence[Job],
     active: Sequence[Job],
     busy: AbstractSet[str],
+    free: list[spread.FreeNode] | None = None,
 ) -> tuple[list[Action], set[str]]:
     """The wide pending jobs' actions, and the GPUs to hide from the kernel that packs the rest
-    (those of the wide jobs, running and just placed; ``busy``: the GPUs any active job holds)."""
-    pool = spread.Pool(spread.free_nodes(snapshot, busy))
+    (those of the wide jobs, running and just placed; ``busy``: the GPUs any active job holds;
+    ``free``: the free GPUs per node where the caller has them, else read from the snapshot)."""
+    pool = spread.Pool(spread.free_nodes(snapshot, busy) if free is None else free)
     actions: list[Action] = []
     hidden = {u for j in active for u in j.gpus}
     total = sum(len(n.gpus) for n in snapshot.nodes)

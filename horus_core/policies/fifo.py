@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action
-from horus_core.policies import spread
-from horus_core.policies._wide import place_wide
+from horus_core.policies._wide import free_on, place_wide
 from horus_core.policies.base import busy_gpu_uuids
 from horus_core.policies.gputypes import TypeGate
 from horus_core.policies.staged import Stages
@@ -31,5 +30,7 @@ class FifoPolicy(Stages):
 
     def serve(self, view: View) -> list[Action]:
         """Every pending job placed as the packing policies place their gangs across nodes."""
-        s = view.snapshot
-        return place_wide(s, spread.largest_node(s), s.pending(), (), busy_gpu_uuids(s.jobs).keys())[0]
+        s, layout = view.snapshot, view.layout
+        busy = busy_gpu_uuids(s.jobs).keys()
+        free = free_on(layout, {n.name: n.rack for n in s.nodes}, busy)
+        return place_wide(s, layout.largest_node, s.pending(), (), busy, free)[0]

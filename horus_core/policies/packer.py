@@ -25,7 +25,7 @@ from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.hints import register_hints
 from horus_core.packing.jobs import Live
-from horus_core.policies._wide import has_wide, narrowed, place_wide, wide_of
+from horus_core.policies._wide import free_on, has_wide, narrowed, place_wide, wide_of
 from horus_core.policies.reasons import wait_codes, wait_texts
 from horus_core.policies.views import View
 
@@ -59,7 +59,8 @@ class Packer:
             live, layout
         )  # gangs across nodes: placed apart, the rest packed around them
         busy = set(chain.from_iterable(map(_GPUS, live.active)))
-        wide, hidden = place_wide(view.snapshot, layout.largest_node, pending, active, busy)
+        free = free_on(layout, {n.name: n.rack for n in view.state.snapshot.nodes}, busy)
+        wide, hidden = place_wide(view.snapshot, layout.largest_node, pending, active, busy, free)
         narrow = narrowed(live, layout)
         if not narrow.pending:
             return wide

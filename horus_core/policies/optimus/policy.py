@@ -70,8 +70,6 @@ class OptimusPolicy(Stages):
     targets: dict[str, int] = field(default_factory=dict)
     _fits: dict[str, tuple[int, LossCurve | None]] = field(default_factory=dict, repr=False)
     _rates: dict[tuple[str, str], tuple[float, ...]] = field(default_factory=dict, repr=False)
-    _sigs: dict[str, str] = field(default_factory=dict, repr=False)
-    _pairs: dict[tuple[str, str, str], tuple[float, float]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not (self.replan_s >= 0 and self.restart_s >= 0):
@@ -79,9 +77,8 @@ class OptimusPolicy(Stages):
 
     def _forget(self, keep: set[str]) -> None:
         self.history.forget(keep)
-        for cache in (self._fits, self._sigs):
-            for job_id in [k for k in cache if k not in keep]:
-                del cache[job_id]
+        for job_id in [k for k in self._fits if k not in keep]:
+            del self._fits[job_id]
 
     @property
     def progress(self) -> OptimusPolicy:
@@ -228,18 +225,9 @@ class OptimusPolicy(Stages):
         return out
 
     def _pair(self, resident: Job, job: Job, gpu: Gpu) -> tuple[float, float]:
-        key = (self._sig(resident), self._sig(job), gpu.gpu_type)
-        pair = self._pairs.get(key)
-        if pair is None:
-            theirs, mine = self.model.co_speeds(key[:2], gpu.gpu_type)
-            pair = self._pairs[key] = (theirs, mine)
-        return pair
-
-    def _sig(self, job: Job) -> str:
-        sig = self._sigs.get(job.id)
-        if sig is None:
-            sig = self._sigs[job.id] = self.model.signature(job.spec)
-        return sig
+        sig = self.model.signature
+        theirs, mine = self.model.co_speeds((sig(resident.spec), sig(job.spec)), gpu.gpu_type)
+        return theirs, mine
 
 
 def _minimum(job: Job) -> int:
