@@ -57,7 +57,8 @@ MEMO_LIMIT = 1 << 22  # memo entries (job classes x state classes) before keepin
 
 @helper
 def gpu_cost(mode: int, mem: int, peak: float, cap: int, used: int, util: float, n: int) -> float:
-    """DESIGN §4.2 (MODE_HORUS) or the free memory left (MODE_BINPACK); lower is better."""
+    """The Horus cost (MODE_HORUS, docs/placement.md section 2) or the free memory left
+    (MODE_BINPACK); lower is better."""
     if mode == MODE_HORUS:
         mem_cost = (used + mem) / cap
         over = util + peak - 100.0

@@ -17,7 +17,7 @@ its LAS level. An estimate never moves a job *behind* its LAS level: the other j
 count only what they ran, which understates what they have left (heavy-tailed lengths), so a
 long remaining estimate set against them would demote the one job that is measured honestly
 (2869ce_cap with lengths from loss curves only: 12.29 h demoting too, 11.69 h without;
-docs/evaluation.md §11).
+docs/history.md (evaluation notes §11)).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = "every GPU with enough memory runs a job it was split from before (or that it does not fit next to)"
 
 # A gang may hold a reservation (:mod:`.backfill`) once queued this long, not the default 1 h:
-# reserving sooner against gandiva's order cost average JCT (docs/evaluation.md §14).
+# reserving sooner against gandiva's order cost average JCT (docs/history.md, evaluation notes §14).
 GANG_WAIT_S = 48 * 3600.0
 GANDIVA = Packing("gandiva", PARAMS, REFUSED, by_arrival, hetero=True, gang_wait_s=GANG_WAIT_S)
 
@@ -84,5 +84,5 @@ def _started(job: Job) -> tuple[float, str]:
 def make(model: InterferenceModel | None) -> GandivaPolicy:
     # Heterogeneity-aware, with the head-gang reservation after a longer wait than the other
     # policies (GANG_WAIT_S): hiding GPUs from its packing sooner costs average JCT
-    # (docs/evaluation.md §14).
+    # (docs/history.md, evaluation notes §14).
     return GandivaPolicy(model or default_model(), GANDIVA)

@@ -1,4 +1,4 @@
-"""``horus``, ``horus-util`` and ``horus-paper``: interference-aware greedy packing (DESIGN §4.2).
+"""``horus``, ``horus-las``, ``horus-util`` and ``horus-paper``: interference-aware greedy packing.
 
 ``horus`` serves its queue least attained service first (Tiresias-style, no job lengths needed):
 priority first, then the job's level of GPU-seconds run so far (boundaries growing
@@ -24,17 +24,10 @@ limited only by memory, and the cost steers jobs away from oversubscribed GPUs.
 
 ``horus`` (the default) also reads the pair table directly (triples: products of pair speeds):
 a job may join a GPU only if that raises the GPU's summed normalised speed by at least 0.15
-(co-location must beat taking turns by 15 %) and nobody there falls below 0.3x. Measured with
-the simulator (``horus-sim``) (average JCT in hours, Philly-derived Gavel traces, V100s), with
-the utilisation order (now ``horus-util``; ``horus`` with LAS: docs/evaluation.md §11):
-
-    trace / GPUs        horus-paper  floor 0.8x  horus  horus+  fifo  binpack  gandiva  lucid
-    2869ce_cap / 16        56.8        18.7      13.7   14.6   29.0   138.1    14.6    14.2
-    e13805_400_cap / 16    77.7        96.9      35.4   32.3   77.3   116.1    56.9    46.7
-    2869ce_cap / 32        11.5         8.4       8.2    8.2    9.2    16.9     8.2     8.2
-
-A fixed speed floor (the first idea, 0.8x) refuses too much on loaded clusters; the gain rule
-packs exactly the pairs that finish work faster together than apart.
+(co-location must beat taking turns by 15 %) and nobody there falls below 0.3x: a fixed speed
+floor refuses too much on loaded clusters, the gain rule packs exactly the pairs that finish
+work faster together than apart (docs/history.md has the measurements that chose it;
+docs/evaluation.md today's figures).
 
 On mixed GPU types ``horus``, ``horus-las`` and ``horus-util`` add the heterogeneity-aware tiers
 of :mod:`.gputypes` (a job's fast types first, much slower ones only after a bounded wait); a

@@ -8,7 +8,7 @@ order (least attained service first, or shortest remaining work for a job with a
 estimate from its progress reports, and preempting for waiting jobs like ``horus``, with
 hysteresis: a job's minimum slice grows 1.5x each time it is stopped, because the credit
 queues may hand freed GPUs to another job than the one they were freed for, which thrashed:
-docs/evaluation.md §11), and packed with the ``horus`` rule (look-ahead 5).
+docs/history.md (evaluation notes §11)), and packed with the ``horus`` rule (look-ahead 5).
 Long-waiting groups of, e.g., big gangs thus rise to the front instead of starving behind a
 stream of small jobs.
 """
@@ -28,8 +28,8 @@ from horus_core.policies.kmeans import choose_k
 from horus_core.policies.pack import Ix, Order, Packing, PackingPolicy
 from horus_core.policies.reasons import interference_text
 
-# Hysteresis against thrashing (docs/evaluation.md §11): a job stopped k times for a waiting one
-# runs 6 min x 1.5^k before it may be stopped again (8,314 -> 1,199 preemptions on 2869ce_cap).
+# Hysteresis against thrashing: a job stopped k times for a waiting one runs 6 min x 1.5^k before
+# it may be stopped again (docs/history.md, evaluation notes §11).
 SLICE_GROWTH = 1.5
 
 

@@ -30,7 +30,7 @@ REFUSED = (
 )
 
 # A gang may hold a reservation (:mod:`.backfill`) once queued this long, not the default 1 h:
-# reserving sooner against lucid's order cost average JCT (docs/evaluation.md §14).
+# reserving sooner against lucid's order cost average JCT (docs/history.md, evaluation notes §14).
 GANG_WAIT_S = 96 * 3600.0
 
 
@@ -59,5 +59,5 @@ LUCID = Packing(
 def make(model: InterferenceModel | None) -> PackingPolicy:
     # Heterogeneity-aware, with the head-gang reservation after a longer wait than the other
     # policies (GANG_WAIT_S): shortest-first starves gangs on purpose, and reserving against
-    # that order sooner costs average JCT (docs/evaluation.md §14).
+    # that order sooner costs average JCT (docs/history.md, evaluation notes §14).
     return PackingPolicy(model or default_model(), LUCID)
