@@ -12,7 +12,7 @@ import signal
 import sys
 
 from horus_core.errors import InvalidArgument
-from horus_core.policies import load_policy_module, policy_names
+from horus_core.policies import add_policy_module_option, load_policy_module, policy_names
 from horus_core.queues import load_config
 from master import gctune
 from master.app import Master
@@ -49,13 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--db", required=True, type=pathlib.Path, help="SQLite database file")
     p.add_argument("--policy", default=None, help=f"scheduling policy (one of: {', '.join(policy_names())})")
-    p.add_argument(
-        "--policy-module",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a Python file that registers policies (docs/adding-a-policy.md); repeatable",
-    )
+    add_policy_module_option(p)
     p.add_argument("--data-dir", type=pathlib.Path, default=None, help="for logs (default: the db folder)")
     p.add_argument("--tick-s", type=float, default=1.0, help="scheduling pass interval")
     p.add_argument("--node-timeout-s", type=float, default=30.0, help="silence after which a node is LOST")

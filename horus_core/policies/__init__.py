@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 from collections.abc import Callable
@@ -39,6 +40,12 @@ def register(name: str, factory: Factory) -> None:
     """Make ``make_policy(name)`` (``horus-sim --policies``, ``horus-master --policy``) build a
     policy with ``factory`` (``docs/adding-a-policy.md``)."""
     _FACTORIES[name] = factory
+
+
+def add_policy_module_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--policy-module FILE`` option (repeatable) of ``horus-sim`` and ``horus-master``."""
+    why = "a Python file that registers policies (docs/adding-a-policy.md); repeatable"
+    parser.add_argument("--policy-module", action="append", default=[], metavar="FILE", help=why)
 
 
 def load_policy_module(path: str) -> list[str]:
@@ -80,4 +87,11 @@ def make_policy(
     return factory(interference)
 
 
-__all__ = ["Policy", "load_policy_module", "make_policy", "policy_names", "register"]
+__all__ = [
+    "Policy",
+    "add_policy_module_option",
+    "load_policy_module",
+    "make_policy",
+    "policy_names",
+    "register",
+]

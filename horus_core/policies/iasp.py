@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, Assign, Job
+from horus_core.model import Action, Assign, Job, JobSpec
 from horus_core.policies import spread
 from horus_core.policies.base import arrival_order
 from horus_core.policies.gputypes import TypeGate
@@ -80,10 +80,31 @@ class _Node:
 
 
 @dataclass
-class _Choice:
+class Choice:
+    """Where a job goes: the node (rank 0 of a spread), its GPUs and its predicted speed."""
+
     node: str
     gpus: tuple[str, ...]
     speed: float
+
+
+def unplaced(spec: JobSpec, min_speed: float) -> str:
+    """The reason of a job that fits on no node and no spread."""
+    return (
+        f"iasp: needs {spec.gpus} GPU(s) on one node, idle or shared without a job "
+        f"below {min_speed:g}x (or idle over nodes of one rack)"
+    )
+
+
+def spread_choice(plan: spread.Spread | str, *, forced: bool) -> Choice | str:
+    """A gang over idle GPUs of several nodes at the predicted communication cost, or why not
+    (``forced``: a job larger than every node, taken whatever the cost)."""
+    if isinstance(plan, str):
+        return plan
+    speed = COMM_NODE ** (plan.nodes - 1) * COMM_RACK ** (plan.racks - 1)
+    if not forced and speed < MIN_SPREAD:
+        return f"iasp: a spread over {plan.nodes} nodes is predicted at {speed:.2f}x"
+    return Choice(plan.node, plan.gpus, speed)
 
 
 @dataclass
@@ -152,7 +173,7 @@ class _Pass:
             actions.append(Assign(job.id, choice.node, choice.gpus, predicted_slowdown=choice.speed))
         return actions
 
-    def _choose(self, job: Job) -> _Choice | str:
+    def _choose(self, job: Job) -> Choice | str:
         spec = job.spec
         if spread.spec_spans(spec, self.largest):  # larger than every node: spread, idle GPUs only
             return self._spread(spread.shape_of(spec, self.largest), forced=True)
@@ -160,15 +181,12 @@ class _Pass:
         # (a spread is predicted at most 1.0x and loses ties: only asked where it could win)
         could = spec.gpus > 1 and (single is None or single.speed < 1.0)
         over = self._spread(spread.Shape(spec.gpus), forced=False) if could else None
-        options = [c for c in (single, over) if isinstance(c, _Choice)]
+        options = [c for c in (single, over) if isinstance(c, Choice)]
         if not options:
-            return (
-                f"iasp: needs {spec.gpus} GPU(s) on one node, idle or shared without a job "
-                f"below {self.min_speed:g}x (or idle over nodes of one rack)"
-            )
+            return unplaced(spec, self.min_speed)
         return max(options, key=lambda c: (c.speed, c is single))
 
-    def _single(self, job: Job, sig: str) -> _Choice | None:
+    def _single(self, job: Job, sig: str) -> Choice | None:
         """Stage 1 then stage 2 on one node."""
         need, excl = job.spec.gpus, job.spec.exclusive
         best: tuple[float, int, str] | None = None
@@ -186,7 +204,7 @@ class _Pass:
             return None
         picked = sorted(chosen, key=lambda p: (-p[0], p[1].index))[:need]
         picked.sort(key=lambda p: p[1].index)
-        return _Choice(best[2], tuple(g.uuid for _, g in picked), min(s for s, _ in picked))
+        return Choice(best[2], tuple(g.uuid for _, g in picked), min(s for s, _ in picked))
 
     def _usable(self, node: _Node, sig: str, excl: bool) -> list[tuple[float, _Gpu]]:
         out = []
@@ -225,17 +243,11 @@ class _Pass:
             lost = self._lost[(sig, other, kind)] = 2.0 - sum(self.model.pair_speeds(sig, other, kind))
         return lost
 
-    def _spread(self, shape: spread.Shape, *, forced: bool) -> _Choice | str:
+    def _spread(self, shape: spread.Shape, *, forced: bool) -> Choice | str:
         """Idle GPUs over the fewest nodes and racks, at the predicted communication cost."""
-        plan = self.idle.place(shape)
-        if isinstance(plan, str):
-            return plan
-        speed = COMM_NODE ** (plan.nodes - 1) * COMM_RACK ** (plan.racks - 1)
-        if not forced and speed < MIN_SPREAD:
-            return f"iasp: a spread over {plan.nodes} nodes is predicted at {speed:.2f}x"
-        return _Choice(plan.node, plan.gpus, speed)
+        return spread_choice(self.idle.place(shape), forced=forced)
 
-    def _take(self, job: Job, choice: _Choice) -> None:
+    def _take(self, job: Job, choice: Choice) -> None:
         chosen, sig = set(choice.gpus), self.sig[job.id]
         for node in self.nodes:
             if any(g.uuid in chosen for g in node.gpus):

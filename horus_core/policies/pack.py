@@ -25,7 +25,7 @@ from horus_core.policies._order import arrival_positions, las_positions, util_po
 from horus_core.policies.attained import Attained
 from horus_core.policies.backfill import WAIT_S, GangReserve
 from horus_core.policies.gputypes import HeteroRule, TypeGate
-from horus_core.policies.packer import Packer
+from horus_core.policies.packer import Ask, Packer
 from horus_core.policies.remaining import RemainingWork
 from horus_core.policies.staged import Stages
 from horus_core.policies.state import Book, PassState
@@ -107,11 +107,10 @@ class PackingPolicy(Stages):
 
     def serve(self, view: View) -> list[Action]:
         cfg, now = self.config, view.state.now
-        actions = self.packer.pack(
-            view, self.model, cfg.params, cfg.refused,
-            lambda live, layout: cfg.order(self, live, layout, now),
-            split_by_gpus=cfg.split_by_gpus, pair_filter=self.pair_filter,
-        )  # fmt: skip
+        order = cfg.order
+        ask = Ask(self.model, cfg.params, cfg.refused, lambda live, layout: order(self, live, layout, now),
+                  cfg.split_by_gpus, self.pair_filter)  # fmt: skip
+        actions = self.packer.pack(view, ask)
         if self.las is None:
             return actions
         return [*self.las.preempts(view.snapshot, actions, now), *actions]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
@@ -35,26 +36,29 @@ Order = Callable[[Live, ClusterLayout], Ix]
 _GPUS = operator.attrgetter("gpus")
 
 
+@dataclass(frozen=True)
+class Ask:
+    """What a packing pass is asked: the model, the kernel's parameters, what a refusal by the
+    co-location rule means (a Wait's reason), the queue order, and who may share a GPU beyond
+    memory (as many GPUs: ``split_by_gpus``; the policy's own ``pair_filter``)."""
+
+    model: InterferenceModel
+    params: PackParams
+    refused: str
+    order: Order
+    split_by_gpus: bool = False
+    pair_filter: PairFilter | None = None
+
+
 class Packer:
-    def pack(
-        self,
-        view: View,
-        model: InterferenceModel,
-        params: PackParams,
-        refuse_text: str,
-        order: Order,
-        *,
-        split_by_gpus: bool = False,
-        pair_filter: PairFilter | None = None,
-    ) -> list[Action]:
+    def pack(self, view: View, ask: Ask) -> list[Action]:
         """An Assign for every pending job of ``view`` the kernel places, a Wait with a reason
-        for the rest, in queue order (``order``)."""
+        for the rest, in queue order (``ask.order``)."""
         if not view.pending():
             return []
-        live, layout = view.live(model), view.layout
-        args = (model, params, refuse_text, order, split_by_gpus, pair_filter)
+        live, layout = view.live(ask.model), view.layout
         if not has_wide(live, layout):
-            return self._place(view, live, layout, *args)
+            return self._place(view, live, layout, ask)
         pending, active = wide_of(
             live, layout
         )  # gangs across nodes: placed apart, the rest packed around them
@@ -65,29 +69,18 @@ class Packer:
         if not narrow.pending:
             return wide
         around = view.hide_uuids(hidden)
-        return [*wide, *self._place(around, narrow, around.layout, *args)]
+        return [*wide, *self._place(around, narrow, around.layout, ask)]
 
-    def _place(
-        self,
-        view: View,
-        live: Live,
-        layout: ClusterLayout,
-        model: InterferenceModel,
-        params: PackParams,
-        refuse_text: str,
-        order: Order,
-        split_by_gpus: bool,
-        pair_filter: PairFilter | None,
-    ) -> list[Action]:
-        """Place the queue (``order`` over ``live.pending``) with the kernel."""
-        positions = order(live, layout)
-        register_hints(live, layout, positions, model)
-        problem, _ = assemble(layout, live, positions, model, split_by_gpus=split_by_gpus,
-                              pair_filter=pair_filter)  # fmt: skip
-        placement = place(problem, params)
+    def _place(self, view: View, live: Live, layout: ClusterLayout, ask: Ask) -> list[Action]:
+        """Place the queue (``ask.order`` over ``live.pending``) with the kernel."""
+        positions = ask.order(live, layout)
+        register_hints(live, layout, positions, ask.model)
+        problem, _ = assemble(layout, live, positions, ask.model, split_by_gpus=ask.split_by_gpus,
+                              pair_filter=ask.pair_filter)  # fmt: skip
+        placement = place(problem, ask.params)
         failed = placement.node < 0
         at = np.flatnonzero(failed)  # (the jobs left waiting)
-        texts = _reasons(placement, failed, at, problem, layout.largest_node, params, refuse_text)
+        texts = _reasons(placement, failed, at, problem, layout.largest_node, ask.params, ask.refused)
         why = wait_codes(placement.reason[at], problem.job_gpus[at], layout.largest_node)
         ids: NDArray[np.object_] = np.array(live.p_ids, dtype=object)[positions]
         return _actions(ids, placement, at, problem.job_gpus, layout, list(zip(texts, why, strict=True)))

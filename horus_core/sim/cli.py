@@ -18,7 +18,7 @@ from pathlib import Path
 from horus_core.errors import InvalidArgument
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Node
-from horus_core.policies import Policy, load_policy_module, make_policy
+from horus_core.policies import Policy, add_policy_module_option, load_policy_module, make_policy
 from horus_core.queues import QueueConfig, QueuedPolicy, load_config
 from horus_core.sim.api import check_policies, load_workload
 from horus_core.sim.cluster import DEFAULT_GPUS_PER_NODE, build_cluster
@@ -46,13 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", required=True, help="GPUs per type, e.g. v100:64 or k80:32,p100:32,v100:32")
     p.add_argument("--gpus-per-node", type=int, default=DEFAULT_GPUS_PER_NODE)
     p.add_argument("--policies", default="fifo", help="comma-separated policy names")
-    p.add_argument(
-        "--policy-module",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="a Python file that registers policies (docs/adding-a-policy.md); repeatable",
-    )
+    add_policy_module_option(p)
     p.add_argument("--out", type=Path, help="directory for metrics.json and PNG plots")
     p.add_argument("--json", action="store_true", help="print {policy: {metric: value}} instead of a table")
     p.add_argument("--seed", type=int, help="seed of a synthetic trace that names none")

@@ -12,7 +12,7 @@ from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeStat
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies import spread
 from horus_core.policies.base import arrival_order
-from horus_core.policies.iasp import COMM_NODE, COMM_RACK, MAX_SHARE, MIN_SPEED, MIN_SPREAD
+from horus_core.policies.iasp import MAX_SHARE, MIN_SPEED, Choice, spread_choice, unplaced
 
 
 @dataclass
@@ -22,13 +22,6 @@ class _Gpu:
     residents: list[Job]
     sigs: list[str]
     exclusive: bool = False
-
-
-@dataclass
-class _Choice:
-    node: str
-    gpus: tuple[str, ...]
-    speed: float
 
 
 @dataclass
@@ -74,20 +67,17 @@ class PlainIasp:
 
     # ----------------------------------------------------------------- choosing
 
-    def _choose(self, job: Job, nodes: dict[str, list[_Gpu]], largest: int) -> _Choice | str:
+    def _choose(self, job: Job, nodes: dict[str, list[_Gpu]], largest: int) -> Choice | str:
         if spread.spec_spans(job.spec, largest):  # larger than every node: spread, idle GPUs only
             return self._spread(spread.shape_of(job.spec, largest), nodes, forced=True)
         single = self._single(job, self.model.signature(job.spec), nodes)
         over = self._spread(spread.Shape(job.spec.gpus), nodes, forced=False) if job.spec.gpus > 1 else None
-        options = [c for c in (single, over) if isinstance(c, _Choice)]
+        options = [c for c in (single, over) if isinstance(c, Choice)]
         if not options:
-            return (
-                f"iasp: needs {job.spec.gpus} GPU(s) on one node, idle or shared without a job "
-                f"below {self.min_speed:g}x (or idle over nodes of one rack)"
-            )
+            return unplaced(job.spec, self.min_speed)
         return max(options, key=lambda c: (c.speed, c is single))
 
-    def _single(self, job: Job, sig: str, nodes: dict[str, list[_Gpu]]) -> _Choice | None:
+    def _single(self, job: Job, sig: str, nodes: dict[str, list[_Gpu]]) -> Choice | None:
         """Stage 1 then stage 2 on one node."""
         need, best, best_key = job.spec.gpus, None, None
         for name, gpus in nodes.items():
@@ -102,7 +92,7 @@ class PlainIasp:
         name, usable = best
         picked = sorted(usable, key=lambda p: (-p[0], p[1].gpu.index))[:need]
         picked.sort(key=lambda p: p[1].gpu.index)
-        return _Choice(name, tuple(g.gpu.uuid for _, g in picked), min(s for s, _ in picked))
+        return Choice(name, tuple(g.gpu.uuid for _, g in picked), min(s for s, _ in picked))
 
     def _interference(self, sig: str, gpus: Sequence[_Gpu]) -> float:
         """Stage 1's score: mean speed lost by the job and each resident of the node, pairwise."""
@@ -124,18 +114,12 @@ class PlainIasp:
         speeds = self.model.co_speeds(sigs, gpu_type(g.gpu))
         return speeds[-1] if min(speeds) >= self.min_speed else 0.0
 
-    def _spread(self, shape: spread.Shape, nodes: dict[str, list[_Gpu]], *, forced: bool) -> _Choice | str:
+    def _spread(self, shape: spread.Shape, nodes: dict[str, list[_Gpu]], *, forced: bool) -> Choice | str:
         """Idle GPUs over the fewest nodes and racks, at the predicted communication cost."""
         free = [_idle(name, gpus) for name, gpus in nodes.items() if gpus]
-        plan = spread.place(shape, free)
-        if isinstance(plan, str):
-            return plan
-        speed = COMM_NODE ** (plan.nodes - 1) * COMM_RACK ** (plan.racks - 1)
-        if not forced and speed < MIN_SPREAD:
-            return f"iasp: a spread over {plan.nodes} nodes is predicted at {speed:.2f}x"
-        return _Choice(plan.node, plan.gpus, speed)
+        return spread_choice(spread.place(shape, free), forced=forced)
 
-    def _take(self, job: Job, choice: _Choice, nodes: dict[str, list[_Gpu]]) -> None:
+    def _take(self, job: Job, choice: Choice, nodes: dict[str, list[_Gpu]]) -> None:
         chosen = set(choice.gpus)
         sig = self.model.signature(job.spec)
         for gpus in nodes.values():

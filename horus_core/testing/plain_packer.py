@@ -16,29 +16,18 @@ from horus_core.model import Action, Assign, ClusterSnapshot, Job, Wait
 from horus_core.packing import PackParams, PairFilter, codes, place
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
-from horus_core.policies.packer import Order, Packer
+from horus_core.policies.packer import Ask, Packer
 from horus_core.policies.reasons import WaitFacts, wait_code, wait_reason
 from horus_core.policies.views import View
 from horus_core.testing.plain_problem import build_problem
 
 
 class PlainPacker(Packer):
-    def _place(
-        self,
-        view: View,
-        live: Live,
-        layout: ClusterLayout,
-        model: InterferenceModel,
-        params: PackParams,
-        refuse_text: str,
-        order: Order,
-        split_by_gpus: bool,
-        pair_filter: PairFilter | None,
-    ) -> list[Action]:
-        queue = [live.pending[i] for i in order(live, layout).tolist()]
+    def _place(self, view: View, live: Live, layout: ClusterLayout, ask: Ask) -> list[Action]:
+        queue = [live.pending[i] for i in ask.order(live, layout).tolist()]
         snapshot = ClusterSnapshot(view.nodes, tuple(view.snapshot.jobs))
-        return pack_actions(snapshot, queue, model, params, refuse_text,
-                            split_by_gpus=split_by_gpus, pair_filter=pair_filter)  # fmt: skip
+        return pack_actions(snapshot, queue, ask.model, ask.params, ask.refused,
+                            split_by_gpus=ask.split_by_gpus, pair_filter=ask.pair_filter)  # fmt: skip
 
 
 def pack_actions(

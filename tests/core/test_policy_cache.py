@@ -39,7 +39,7 @@ from horus_core.policies._order import by_keys
 from horus_core.policies._wide import split
 from horus_core.policies.gandiva import GandivaPolicy
 from horus_core.policies.pack import PackingPolicy
-from horus_core.policies.packer import Ix, Order
+from horus_core.policies.packer import Ask, Ix
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
 from horus_core.policies.views import View
 from horus_core.testing.plain_packer import PlainPacker
@@ -199,14 +199,13 @@ def test_each_policy_s_one_queue_order_is_the_plain_sorted_order(
     seen: list[list[str]] = []
     real = policy.packer.pack  # type: ignore[attr-defined]
 
-    def spy(view: View, model: InterferenceModel, params: PackParams, text: str,
-            order: Order, **kw: object) -> list[Action]:  # fmt: skip
+    def spy(view: View, ask: Ask) -> list[Action]:
         def recorded(live: Live, layout: ClusterLayout) -> Ix:
-            positions = order(live, layout)
+            positions = ask.order(live, layout)
             seen.append([live.pending[i].id for i in positions.tolist()])
             return positions
 
-        return real(view, model, params, text, recorded, **kw)  # type: ignore[no-any-return]
+        return real(view, replace(ask, order=recorded))  # type: ignore[no-any-return]
 
     policy.packer.pack = spy  # type: ignore[attr-defined]
     policy.decide(snap, now)
