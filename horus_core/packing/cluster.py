@@ -155,12 +155,21 @@ class NodeCache:
         self._nodes: tuple[Node, ...] = ()
         self._layout = ClusterLayout.of(())
         self._per: dict[str, _NodeEntry] = {}
+        self._types: dict[str, str] | None = None
+
+    def types(self, nodes: tuple[Node, ...]) -> dict[str, str]:
+        """GPU uuid -> type on every node (ready or not), kept with the layout."""
+        self.layout(nodes)
+        if self._types is None:
+            self._types = {g.uuid: gpu_type(g) for n in nodes for g in n.gpus}
+        return self._types
 
     def layout(self, nodes: tuple[Node, ...]) -> ClusterLayout:
         if nodes is self._nodes or (
             len(nodes) == len(self._nodes) and all(map(operator.is_, nodes, self._nodes))
         ):
             return self._layout
+        self._types = None
         entries = [self._entry(n) for n in nodes if n.state is NodeState.READY]
         old = self._layout.entries
         if len(entries) != len(old) or not all(map(operator.is_, entries, old)):

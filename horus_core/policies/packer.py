@@ -51,6 +51,13 @@ class Ask:
 
 
 class Packer:
+    """The place stage; keeps the last pass's Waits, handed again to a job whose reason (and
+    code) is the same: most of a busy pass's actions are such Waits, and making them anew is
+    ~10 % of a pass at 10,000 jobs (docs/placement.md, section 5)."""
+
+    def __init__(self) -> None:
+        self._waits: dict[str, Wait] = {}
+
     def pack(self, view: View, ask: Ask) -> list[Action]:
         """An Assign for every pending job of ``view`` the kernel places, a Wait with a reason
         for the rest, in queue order (``ask.order``)."""
@@ -83,7 +90,17 @@ class Packer:
         texts = _reasons(placement, failed, at, problem, layout.largest_node, ask.params, ask.refused)
         why = wait_codes(placement.reason[at], problem.job_gpus[at], layout.largest_node)
         ids: NDArray[np.object_] = np.array(live.p_ids, dtype=object)[positions]
-        return _actions(ids, placement, at, problem.job_gpus, layout, list(zip(texts, why, strict=True)))
+        actions = _actions(ids, placement, at, problem.job_gpus, layout)
+        waiting: list[str] = ids[at].tolist()
+        old, waits = self._waits, []
+        for jid, text, code in zip(waiting, texts, why, strict=True):
+            w = old.get(jid)
+            waits.append(
+                w if w is not None and w.code == code and w.reason == text else Wait(jid, text, code)
+            )
+        _put(actions, at, waits)
+        self._waits = dict(zip(waiting, waits, strict=True))
+        return actions
 
 
 def _reasons(
@@ -106,15 +123,11 @@ def _reasons(
 
 
 def _actions(
-    ids: NDArray[np.object_],
-    placement: Placement,
-    failed: NDArray[np.intp],
-    job_gpus: NDArray[np.int32],
+    ids: NDArray[np.object_], placement: Placement, failed: NDArray[np.intp], job_gpus: NDArray[np.int32],
     layout: ClusterLayout,
-    texts: list[tuple[str, str]],
-) -> list[Action]:
-    """Actions in queue order: Assigns built in bulk, 1-GPU and gang apart; Waits for the jobs
-    at ``failed``."""
+) -> list[Action]:  # fmt: skip
+    """Actions in queue order: Assigns built in bulk, 1-GPU and gang apart (the jobs at
+    ``failed`` get their Waits from the caller)."""
     node, off = placement.node, placement.offsets
     out: list[Action] = [_NONE] * len(ids)  # every slot is filled below
     names = layout.node_names
@@ -131,11 +144,6 @@ def _actions(
         Assign, ids[gang].tolist(), [names[n] for n in node[gang].tolist()],
         [tuple([uuids[d] for d in flat[lo:hi]]) for lo, hi in spans], placement.speed[gang].tolist(),
     ))  # fmt: skip
-    _put(
-        out,
-        failed,
-        (Wait(jid, text, code) for jid, (text, code) in zip(ids[failed].tolist(), texts, strict=True)),
-    )
     return out
 
 

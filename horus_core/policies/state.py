@@ -6,8 +6,9 @@ current attempt began (waiting in the queue, holding GPUs, running) as passes fi
 when a pass of this policy assigned it. :meth:`Book.follow` brings the records up to a snapshot
 from the jobs changed since the last one (:class:`~horus_core.model.JobChanges`); where the feed
 does not reach back to the last snapshot followed (the first pass, a snapshot a test made),
-every live job counts as changed and every id the book holds that is not in the snapshot as
-gone. The book also holds the pass's job table and GPU layout caches (:mod:`horus_core.packing`).
+every live job not as last seen (another version, state, attempt or GPUs) counts as changed,
+and every id the book holds that is not in the snapshot as gone. The book also holds the pass's
+job table and GPU layout caches (:mod:`horus_core.packing`).
 
 :class:`PassState` is one pass: the snapshot, the time, the changes followed and the attempts
 they ended, the ledgers' and the packer's views of it built on demand. Every stage of a pass
@@ -23,7 +24,7 @@ from functools import cached_property
 
 from horus_core.interference import InterferenceModel
 from horus_core.model import ClusterSnapshot, Job, JobState
-from horus_core.packing.cluster import ClusterLayout, NodeCache, gpu_type
+from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.jobs import JobTable, Live
 
 
@@ -72,9 +73,11 @@ class Book:
         changes = snapshot.changes
         changed = changes.since(*self._seen) if changes is not None else None
         walked = changed is None
-        if changed is None:
-            present = {j.id: j for j in snapshot.jobs}
-            changed = {**present, **dict.fromkeys(self.stints.keys() - present.keys())}
+        if changed is None:  # (the jobs not as last seen, and those gone)
+            get, jobs = self.stints.get, snapshot.jobs
+            changed = {j.id: j for j in jobs if _changed(get(j.id), j)}
+            if len(self.stints) > len(jobs) - sum(i not in self.stints for i in changed):
+                changed.update(dict.fromkeys(self.stints.keys() - snapshot.by_id().keys()))
         self._seen = (changes.source, changes.epoch) if changes is not None else ("", -1)
         ended: list[Stint] = []
         started: set[str] = set()
@@ -130,6 +133,19 @@ class Book:
         return stint.placed[1] if stint.placed is not None else stint.since
 
 
+def _changed(old: Stint | None, job: Job) -> bool:
+    """Whether ``job`` is not as its record last saw it (another version, state, attempt or
+    GPUs; an equal job read again is the same)."""
+    if old is None:
+        return True
+    o = old.job
+    if o is job:
+        return False
+    return (
+        o.version != job.version or o.state is not job.state or o.attempt != job.attempt or o.gpus != job.gpus
+    )
+
+
 @dataclass(eq=False)
 class PassState:
     """One pass: the snapshot, the time, the book brought up to them (see the module doc)."""
@@ -153,10 +169,10 @@ class PassState:
         """The ready GPUs as the kernel numbers them (every stage's views mask this one)."""
         return self.book.nodes.layout(self.snapshot.nodes)
 
-    @cached_property
+    @property
     def types(self) -> Mapping[str, str]:
-        """GPU uuid -> type, on every node."""
-        return {g.uuid: gpu_type(g) for n in self.snapshot.nodes for g in n.gpus}
+        """GPU uuid -> type, on every node (kept with the layout while the nodes are the same)."""
+        return self.book.nodes.types(self.snapshot.nodes)
 
     def live(self, model: InterferenceModel) -> Live:
         """The pass's pending and active jobs in the job table (scanned once per pass). A

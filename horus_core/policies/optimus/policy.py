@@ -214,20 +214,27 @@ class OptimusPolicy(Stages):
         return out
 
     def _share(self, waiting: Sequence[Job], alone: dict[str, list[tuple[Gpu, Job]]]) -> list[Placed]:
-        """Shared placements for the first waiting jobs, at their minimum (see :mod:`.place`)."""
+        """Shared placements for the first waiting jobs, at their minimum (see :mod:`.place`);
+        a pair's speeds are asked of the model once per pass (the same pairs recur on every
+        GPU with one resident)."""
+        sig, pairs = self.model.signature, dict[tuple[str, str, str], tuple[float, float]]()
+
+        def pair(resident: Job, job: Job, gpu: Gpu) -> tuple[float, float]:
+            key = (sig(resident.spec), sig(job.spec), gpu.gpu_type)
+            got = pairs.get(key)
+            if got is None:
+                theirs, mine = self.model.co_speeds(key[:2], key[2])
+                got = pairs[key] = (theirs, mine)
+            return got
+
         out = []
         for job in waiting[:SHARE_LOOKAHEAD]:
             if job.spec.exclusive:
                 continue
-            spot = place_shared(job, _minimum(job), alone, self._pair)
+            spot = place_shared(job, _minimum(job), alone, pair)
             if spot is not None:
                 out.append(spot)
         return out
-
-    def _pair(self, resident: Job, job: Job, gpu: Gpu) -> tuple[float, float]:
-        sig = self.model.signature
-        theirs, mine = self.model.co_speeds((sig(resident.spec), sig(job.spec)), gpu.gpu_type)
-        return theirs, mine
 
 
 def _minimum(job: Job) -> int:
