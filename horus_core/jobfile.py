@@ -17,6 +17,7 @@ import yaml
 from horus_core.errors import InvalidArgument
 from horus_core.gpurange import format_gpus, parse_gpus
 from horus_core.model import JobSpec, ProfileHints
+from horus_core.modelcard import ModelCard, card_from_dict, card_to_dict
 from horus_core.validation import validate_spec
 
 SHELL = ("sh", "-c")  # a ``run:`` string runs through the shell, as in SkyPilot and dstack
@@ -93,6 +94,17 @@ def _command(path: str, node: yaml.Node) -> tuple[str, ...]:
     return (*SHELL, script) if script.strip() else ()
 
 
+def _card(path: str, node: yaml.Node) -> ModelCard:
+    """``model:`` holds a model card (the JSON of ``hctl describe``, as YAML or inline JSON)."""
+    if not isinstance(node, yaml.MappingNode):
+        raise _bad(path, node, "expected the model card: a mapping like hctl describe prints")
+    raw = yaml.SafeLoader("").construct_document(node)
+    try:
+        return card_from_dict(raw)
+    except InvalidArgument as exc:
+        raise _bad(f"{path}.{exc.field.removeprefix('model_card.')}", node, exc.message) from None
+
+
 def _envs(path: str, node: yaml.Node) -> tuple[tuple[str, str], ...]:
     if not isinstance(node, yaml.MappingNode):
         raise _bad(path, node, "expected a mapping NAME: value")
@@ -135,6 +147,7 @@ FIELDS: dict[str, Field] = {
     "queue": Field(_text, "queue"),
     "priority_class": Field(_text, "priority_class"),
     "grace_s": Field(_float, "grace_s"),
+    "model": Field(lambda p, n: _card(p, n), "model_card"),  # the card, as hctl describe writes it
 }
 _SECTIONS = {"resources", "hints"}
 
@@ -266,6 +279,8 @@ def to_dict(spec: JobSpec) -> dict[str, Any]:
     hints = {k: v for k, v in dataclasses.asdict(spec.hints).items() if v is not None}
     if hints:
         out["hints"] = hints
+    if spec.model_card is not None:
+        out["model"] = card_to_dict(spec.model_card)
     return out
 
 

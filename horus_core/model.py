@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
+    from horus_core.modelcard import ModelCard
+
 T = TypeVar("T")
 K = TypeVar("K")
 V = TypeVar("V")
@@ -102,6 +104,10 @@ class JobSpec:
     queue: str = ""
     priority_class: str = ""
     grace_s: float = 0.0
+    # What the job's model is (issue 30, docs/prediction.md): a card made by ``hctl describe`` or
+    # the SDK's ``describe``; the interference model predicts the job's profile from it until the
+    # job's own measurements take over. None = no card.
+    model_card: ModelCard | None = None
 
     @property
     def elastic(self) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from horus_core.errors import InvalidArgument
 from horus_core.model import JobSpec
+from horus_core.modelcard import MAX_CARD_BYTES, ModelCard, card_to_json, check_card
 
 MAX_COMMAND_ARGS = 4096
 # Linux: one argv or envp string may be at most MAX_ARG_STRLEN = 32 pages (128 KiB) with its NUL.
@@ -79,7 +80,8 @@ def spec_size(spec: JobSpec) -> int:
     """An upper estimate of the spec's serialized size in bytes (each string + 8 of framing)."""
     strings = [*spec.command, *spec.mounts, spec.name, spec.owner, spec.job_type, spec.image, spec.workdir]
     strings += [s for kv in spec.env for s in kv]
-    return 256 + sum(utf8_len("spec", s) + 8 for s in strings) + 8 * len(spec.env)
+    card = 0 if spec.model_card is None else len(card_to_json(spec.model_card)) + 8
+    return 256 + card + sum(utf8_len("spec", s) + 8 for s in strings) + 8 * len(spec.env)
 
 
 def exec_size(spec: JobSpec) -> int:
@@ -118,6 +120,8 @@ def validate_spec(
     if spec.memory_mib < 0 or spec.total_steps < 0:
         raise InvalidArgument("resources", "memory_mib and total_steps must not be negative")
     _check_hints(spec)
+    if spec.model_card is not None:
+        _check_card(spec.model_card)
     check_min_speed(spec.min_speed)
     check_grace(spec.grace_s)
     _check_mounts(spec.mounts, allow_mounts)
@@ -246,6 +250,13 @@ def _check_hints(spec: JobSpec) -> None:
             raise InvalidArgument(f"hints.{name}", f"must be a percentage in [0, 100], got {value}")
     if h.mem_mib is not None and not 0 <= h.mem_mib <= 1 << 22:
         raise InvalidArgument("hints.mem_mib", f"out of range: {h.mem_mib}")
+
+
+def _check_card(card: ModelCard) -> None:
+    check_card(card)
+    size = len(card_to_json(card))
+    if size > MAX_CARD_BYTES:
+        raise InvalidArgument("model_card", f"larger than {MAX_CARD_BYTES} bytes ({size})")
 
 
 def parse_mount(mount: str) -> tuple[str, str, bool]:

@@ -10,6 +10,7 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState, ProfileHints
+from horus_core.modelcard import card_to_json, parse_card
 from horus_core.queues.usage import QueueUsage
 
 # ------------------------------------------------------------------------------------ enums
@@ -86,10 +87,12 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         grace_s=spec.grace_s,
         gpus_per_node=spec.gpus_per_node,
         nodes=spec.nodes,
+        model_card="" if spec.model_card is None else card_to_json(spec.model_card),
     )
 
 
 def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
+    """The spec of a message; a model card that is not a valid card raises InvalidArgument."""
     h = msg.hints
     return JobSpec(
         command=tuple(msg.command),
@@ -120,6 +123,7 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         grace_s=msg.grace_s,
         gpus_per_node=msg.gpus_per_node,
         nodes=msg.nodes,
+        model_card=parse_card(msg.model_card) if msg.model_card else None,
     )
 
 

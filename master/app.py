@@ -13,6 +13,7 @@ import grpc
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import worker_pb2_grpc as wgrpc
 from horus_core.interference import InterferenceModel, default_model
+from horus_core.interference.table import load_table
 from horus_core.policies import Policy, make_policy
 from horus_core.policies.optimus import OptimusPolicy
 from horus_core.queues import QueuedPolicy, load_config
@@ -95,7 +96,7 @@ class Master:
         cfg = self.config
         if self._tokens is None and cfg.auth_tokens is not None:
             self._tokens = TokenTable.load(cfg.auth_tokens)
-        model = self._interference if self._interference is not None else default_model()
+        model = self._interference if self._interference is not None else _model(cfg)
         policy = self._policy or make_policy(cfg.policy, model, round_s=cfg.round_s)
         if cfg.optimus_replan_s is not None and isinstance(policy, OptimusPolicy):
             policy.replan_s = cfg.optimus_replan_s
@@ -110,6 +111,8 @@ class Master:
         try:
             await self._build(policy, model)
             await self.core.writer.load_live()
+            for job in self.core.writer.live.jobs():  # the model cards of the live jobs
+                self.core.learner.note_card(job)
             core = self.core  # progress journals, attained service, fair-share usage
             await restore_policy_state(policy, read=self.store.read, clock=core.clock, progress=core.progress)
             learned = await self.core.learner.load()  # before the first pass: no policy runs yet
@@ -136,6 +139,7 @@ class Master:
         events = EventBus(max_subscribers=cfg.max_watchers, queue_size=cfg.watch_queue)
         logs = LogStore(cfg.logs_dir, cfg.max_log_bytes)
         events.add_listener(lambda ev: _wake_logs(logs, ev))
+        events.add_listener(lambda ev: _note_card(self.core.learner, ev))  # (cards: to the model)
         # A progress report counts once two heartbeats have shown who shares the job's GPUs.
         learner = Learner(self.store, self.clock, model, settle_s=2 * cfg.heartbeat_s)
         core = self.core = Core(cfg, self.store, self.clock, NodeRegistry(), events, logs, learner)
@@ -272,6 +276,18 @@ class Master:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+def _model(cfg: MasterConfig) -> InterferenceModel:
+    """The packaged table's model, or one over ``--throughputs`` (checked entry by entry)."""
+    if cfg.throughputs is None:
+        return default_model()
+    return InterferenceModel(load_table(cfg.throughputs))
+
+
+def _note_card(learner: Learner, ev: JobEvent) -> None:
+    if ev.previous is None:  # a submission
+        learner.note_card(ev.job)
 
 
 def _wake_logs(logs: LogStore, ev: JobEvent) -> None:

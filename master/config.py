@@ -64,6 +64,8 @@ class MasterConfig:
     round_s: float | None = None
     # Ports a multi-node gang's rendezvous (MASTER_PORT) is chosen from, one per live gang.
     gang_ports: tuple[int, int] = (29500, 29999)
+    # A measured pair table in Gavel's format instead of the packaged one (issue 30); None: packaged.
+    throughputs: pathlib.Path | None = None
 
     def __post_init__(self) -> None:
         problem = timeout_problem(

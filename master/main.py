@@ -12,6 +12,7 @@ import signal
 import sys
 
 from horus_core.errors import InvalidArgument
+from horus_core.interference.table import load_table
 from horus_core.policies import add_policy_module_option, load_policy_module, policy_names
 from horus_core.queues import load_config
 from master import gctune
@@ -127,6 +128,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="round length of the gavel-* policies (default: $HORUS_GAVEL_ROUND_S, else 360)",
     )
+    p.add_argument(
+        "--throughputs",
+        type=pathlib.Path,
+        default=None,
+        metavar="FILE",
+        help="a measured pair table in Gavel's format instead of the packaged one (docs/prediction.md)",
+    )
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
@@ -162,6 +170,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             load_config(str(args.queues))
         except InvalidArgument as exc:
             p.error(f"--queues: {exc}")
+    if args.throughputs is not None:
+        try:
+            load_table(args.throughputs)  # (checked here: a bad table never starts a master)
+        except InvalidArgument as exc:
+            p.error(f"--throughputs: {exc}")
     if args.round_s is not None and not (math.isfinite(args.round_s) and args.round_s > 0):
         p.error(f"--round-s must be a positive number of seconds, got {args.round_s}")
     return args
@@ -192,6 +205,7 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         min_run_s=args.min_run_s,
         round_s=args.round_s,
         gang_ports=args.gang_ports,
+        throughputs=args.throughputs,
     )
 
 

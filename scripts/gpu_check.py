@@ -604,12 +604,12 @@ async def main(argv: list[str] | None = None) -> int:
         log=opened.lines,
         xid_events_registered=not any("Xid events not available" in line for line in opened.lines),
     )
-    from horus_core.describe.reference import REFERENCES
+    from horus_core.describe.reference import GPU_CHECK
 
     sections: list[tuple[str, float, Callable[[], Awaitable[None]]]] = [
         ("nvml", 20, lambda: check_nvml(rep, probe, gpu)),
         ("watchdog", 60, lambda: check_watchdog(rep, probe, gpu)),
-        ("pairs", 170, lambda: check_pairs(rep, probe, gpu, list(REFERENCES))),
+        ("pairs", 170, lambda: check_pairs(rep, probe, gpu, list(GPU_CHECK))),
         ("mps", 60, lambda: check_mps(rep, probe, gpu)),
         ("pytest", 45, lambda: check_pytest(rep)),
         ("synthetic", 12, lambda: check_synthetic(rep, gpu)),

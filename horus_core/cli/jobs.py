@@ -14,6 +14,7 @@ from horus_core.cli.records import job_gpu_stats_record, job_parts, job_record
 from horus_core.client import GpuStatus, HorusClient, JobGpuStats
 from horus_core.gpurange import format_gpus, gpus_text
 from horus_core.model import Job, JobSpec, JobState
+from horus_core.modelcard import card_summary
 from horus_core.reasoncodes import queue_listing
 
 REASON_WIDTH = 70
@@ -180,6 +181,7 @@ def job_fields(job: Job, node_of: Mapping[str, str] | None = None) -> list[tuple
         ("Queue", f"{spec.queue or '(default)'}, class {spec.priority_class or '(default)'}"),
         ("Stop grace", f"{spec.grace_s:g} s" if spec.grace_s > 0 else "(worker default)"),
         ("Hints", hints_text(job)),
+        ("Model card", "(none)" if spec.model_card is None else card_summary(spec.model_card)),
         ("Node", job.node),
         ("GPUs", ", ".join(job.gpus)),
         *((("Nodes", nodes),) if len(parts) > 1 else ()),

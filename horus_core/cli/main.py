@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 
 from horus_core import __version__, errors
-from horus_core.cli import apply, cluster, jobs, logs, queues, submit, top, waiting
+from horus_core.cli import apply, cluster, describe, jobs, logs, queues, submit, top, waiting
 from horus_core.cli.output import FORMATS, TABLE, YAML, Output
 from horus_core.client import DEFAULT_TARGET, HorusClient, tls_credentials
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-_MODULES = (cluster, jobs, submit, apply, waiting, logs, top, queues)
+_MODULES = (cluster, jobs, submit, apply, waiting, logs, top, queues, describe)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(args: argparse.Namespace, out: Output) -> int:
+    if getattr(args, "offline", False):  # (hctl describe: no master)
+        offline: int = await args.func(None, args, out)
+        return offline
     creds = tls_credentials(args.tls_ca, args.tls_cert, args.tls_key) if args.tls_ca else None
     async with HorusClient.connect(
         args.master, token=args.token, timeout=args.rpc_timeout, credentials=creds

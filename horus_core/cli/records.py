@@ -10,6 +10,7 @@ from typing import Any
 
 from horus_core.client import GpuStatus, JobEvent, JobGpuStats, PairSpeed, Profile
 from horus_core.model import Gpu, Job, Node
+from horus_core.modelcard import card_to_dict
 
 Record = dict[str, Any]
 
@@ -69,6 +70,7 @@ def job_record(job: Job, node_of: Mapping[str, str] | None = None) -> Record:
             "util_peak": spec.hints.util_peak,
             "mem_mib": spec.hints.mem_mib,
         },
+        "model_card": None if spec.model_card is None else card_to_dict(spec.model_card),
     }
 
 

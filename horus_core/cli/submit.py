@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from horus_core.cli.base import Subparsers, add_command
 from horus_core.cli.output import Output
@@ -11,6 +12,7 @@ from horus_core.client import HorusClient
 from horus_core.errors import InvalidArgument
 from horus_core.gpurange import parse_gpus
 from horus_core.model import JobSpec, ProfileHints
+from horus_core.modelcard import ModelCard, parse_card
 from horus_core.validation import validate_spec
 
 
@@ -80,6 +82,12 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("--util-avg", type=float, metavar="PCT", help="expected average GPU utilisation, %%")
     p.add_argument("--util-peak", type=float, metavar="PCT", help="expected peak GPU utilisation, %%")
     p.add_argument("--mem-mib", type=int, metavar="MIB", help="expected GPU memory use")
+    p.add_argument(
+        "--model-card",
+        type=Path,
+        metavar="FILE",
+        help="the job's model card (hctl describe ... -o FILE): its GPU use is predicted from it",
+    )
     p.add_argument("--cpus", type=float, default=0.0, help="container CPU limit (0: none)")
     p.add_argument("--memory-mib", type=int, default=0, help="container memory limit (0: none)")
     p.add_argument("--mount", dest="mounts", action="append", default=[], metavar="HOST:CONTAINER[:ro]")
@@ -122,8 +130,18 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         grace_s=args.grace_s,
         gpus_per_node=args.gpus_per_node,
         nodes=args.nodes,
+        model_card=None if args.model_card is None else read_card(args.model_card),
     )
     return validate_spec(spec)
+
+
+def read_card(path: Path) -> ModelCard:
+    """A card file (``hctl describe -o FILE``), checked: a bad one names its field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgument("model_card", f"cannot read {path}: {exc}") from None
+    return parse_card(text)
 
 
 def total_gpus(args: argparse.Namespace) -> int:

@@ -157,6 +157,7 @@ class JobSpec(_message.Message):
     GRACE_S_FIELD_NUMBER: _builtins.int
     GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
+    MODEL_CARD_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     name: _builtins.str
     owner: _builtins.str
@@ -187,6 +188,10 @@ class JobSpec(_message.Message):
     gpus_per_node: _builtins.int
     """Multi-node shape: GPUs per node and nodes (0 = any); both set: gpus = gpus_per_node * nodes."""
     nodes: _builtins.int
+    model_card: _builtins.str
+    """The job's model card (docs/prediction.md): the versioned JSON `hctl describe` writes,
+    at most 16 KiB; "" = none. The master checks it and refuses a bad one, naming the field.
+    """
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -226,10 +231,11 @@ class JobSpec(_message.Message):
         grace_s: _builtins.float = ...,
         gpus_per_node: _builtins.int = ...,
         nodes: _builtins.int = ...,
+        model_card: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hints", b"hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "gpus_max", b"gpus_max", "gpus_min", b"gpus_min", "gpus_per_node", b"gpus_per_node", "grace_s", b"grace_s", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "mounts", b"mounts", "name", b"name", "nodes", b"nodes", "owner", b"owner", "priority", b"priority", "priority_class", b"priority_class", "queue", b"queue", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "gpus_max", b"gpus_max", "gpus_min", b"gpus_min", "gpus_per_node", b"gpus_per_node", "grace_s", b"grace_s", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "model_card", b"model_card", "mounts", b"mounts", "name", b"name", "nodes", b"nodes", "owner", b"owner", "priority", b"priority", "priority_class", b"priority_class", "queue", b"queue", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

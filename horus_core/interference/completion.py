@@ -10,11 +10,13 @@ much job i suffers next to anyone, ``intensity_j`` (column bias) how much job j 
 and the rank-r term the interactions the biases miss. The ridge penalty is a fixed amount per
 job, so a job with few measured partners has its biases and factors shrunk towards zero, i.e.
 its predictions towards the mean of the known entries; a job with none is predicted from its
-partner's bias alone. How much structure the data supports (the rank, the strength of the
-shrinkage, down to biases only or the plain mean) is chosen per matrix by k-fold
-cross-validation over the known entries, preferring the simpler model unless the richer one is
-better by more than half its standard error, so sparse or noisy data gets a simple model and dense
-data a richer one. Deterministic (fixed seeds).
+partner's bias alone. A job described by a model card has priors instead: its biases shrink
+towards the sensitivity and intensity predicted from its card (:mod:`.predictor`), so its first
+measurements refine that prediction rather than the mean. How much structure the data supports
+(the rank, the strength of the shrinkage, down to biases only or the plain mean) is chosen per
+matrix by k-fold cross-validation over the known entries, preferring the simpler model unless
+the richer one is better by more than half its standard error, so sparse or noisy data gets a
+simple model and dense data a richer one. Deterministic (fixed seeds).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from numpy.typing import NDArray
 
 Matrix = NDArray[np.float64]
 Mask = NDArray[np.bool_]
+Priors = tuple[Matrix, Matrix]  # (row biases, column biases) to shrink towards
 
 FLOOR = 0.05  # a prediction is never 0 (0 means: does not fit)
 FOLDS = 4
@@ -55,8 +58,11 @@ SE_FACTOR = 0.5  # how many standard errors a richer model must win by
 MIN_FOR_CV = 2 * FOLDS  # fewer known entries than this: biases with strong shrinkage, no choice
 
 
-def complete(values: Matrix, known: Mask, *, fit: Fit | None = None, seed: int = 0) -> Matrix:
-    """Every entry predicted from the known ones (known entries are smoothed, not kept)."""
+def complete(
+    values: Matrix, known: Mask, *, fit: Fit | None = None, seed: int = 0, priors: Priors | None = None
+) -> Matrix:
+    """Every entry predicted from the known ones (known entries are smoothed, not kept); a row or
+    column with ``priors`` is shrunk towards its prior bias, not towards the mean."""
     if values.shape != known.shape or values.ndim != 2:
         raise ValueError(f"values {values.shape} and known {known.shape} must be one 2-D shape")
     if not np.isfinite(values[known]).all():
@@ -64,7 +70,7 @@ def complete(values: Matrix, known: Mask, *, fit: Fit | None = None, seed: int =
     if not known.any():
         return np.ones_like(values)
     chosen = fit or choose(values, known, seed=seed)
-    out: Matrix = np.clip(fit_matrix(values, known, chosen, seed=seed), FLOOR, 1.0)
+    out: Matrix = np.clip(fit_matrix(values, known, chosen, seed=seed, priors=priors), FLOOR, 1.0)
     return out
 
 
@@ -99,39 +105,57 @@ def _cv_errors(
     return out
 
 
-def fit_matrix(values: Matrix, known: Mask, fit: Fit, *, seed: int = 0) -> Matrix:
-    """mean + row bias + column bias + rank-r product, fitted to the known entries (unclipped)."""
-    mean = float(values[known].mean())
+def fit_matrix(
+    values: Matrix, known: Mask, fit: Fit, *, seed: int = 0, priors: Priors | None = None
+) -> Matrix:
+    """mean + row bias + column bias + rank-r product, fitted to the known entries (unclipped).
+    ``priors``: per row and per column, the bias to shrink towards instead of 0 (a job's
+    predicted sensitivity and intensity, :mod:`.predictor`)."""
+    mean, row_bias, col_bias, left, right = fit_terms(values, known, fit, seed=seed, priors=priors)
+    out: Matrix = mean + row_bias[:, None] + col_bias[None, :] + left @ right.T
+    return out
+
+
+def fit_terms(
+    values: Matrix, known: Mask, fit: Fit, *, seed: int = 0, priors: Priors | None = None
+) -> tuple[float, Matrix, Matrix, Matrix, Matrix]:
+    """(mean, row biases, column biases, row factors, column factors) of :func:`fit_matrix`."""
+    mean = float(values[known].mean()) if known.any() else 0.0
     weights = known.astype(np.float64)
     centred = np.where(known, values - mean, 0.0)
     n, m = values.shape
     rng = np.random.default_rng(seed)
     left, right = rng.normal(0.0, 0.1, (n, fit.rank)), rng.normal(0.0, 0.1, (m, fit.rank))
-    row_bias, col_bias = np.zeros(n), np.zeros(m)
+    row_prior, col_prior = priors if priors is not None else (np.zeros(n), np.zeros(m))
+    row_bias, col_bias = row_prior.copy(), col_prior.copy()
     ridge = np.diag([fit.reg] * fit.rank + [fit.reg_bias])
     for _ in range(ITERS):
         # rows: solve [U_i, row_i] against [V_j, 1] with the column bias taken out; then columns
-        solved = _ridge_rows(_with_ones(right), centred - col_bias, weights, ridge)
+        solved = _ridge_rows(_with_ones(right), centred - col_bias, weights, ridge, row_prior)
         left, row_bias = solved[:, : fit.rank], solved[:, fit.rank]
-        solved = _ridge_rows(_with_ones(left), (centred - row_bias[:, None]).T, weights.T, ridge)
+        solved = _ridge_rows(_with_ones(left), (centred - row_bias[:, None]).T, weights.T, ridge, col_prior)
         moved = float(np.abs(solved[:, fit.rank] - col_bias).max(initial=0.0))
         moved = max(moved, float(np.abs(solved[:, : fit.rank] - right).max(initial=0.0)))
         right, col_bias = solved[:, : fit.rank], solved[:, fit.rank]
         if moved < TOLERANCE:
             break
-    out: Matrix = mean + row_bias[:, None] + col_bias[None, :] + left @ right.T
-    return out
+    return mean, row_bias, col_bias, left, right
 
 
 def _with_ones(factor: Matrix) -> Matrix:
     return np.hstack([factor, np.ones((factor.shape[0], 1))])
 
 
-def _ridge_rows(factor: Matrix, target: Matrix, weights: Matrix, ridge: Matrix) -> Matrix:
-    """For every row i: argmin_u sum_k w_ik (target_ik - u . factor_k)^2 + u' ridge u."""
+def _ridge_rows(
+    factor: Matrix, target: Matrix, weights: Matrix, ridge: Matrix, bias_prior: Matrix | None = None
+) -> Matrix:
+    """For every row i: argmin_u sum_k w_ik (target_ik - u . factor_k)^2 + (u - p_i)' ridge (u - p_i),
+    where p_i is 0 but for its last (bias) component, ``bias_prior[i]``."""
     r = factor.shape[1]
     outer = (factor[:, :, None] * factor[:, None, :]).reshape(len(factor), r * r)
     gram = (weights @ outer).reshape(len(weights), r, r) + ridge  # one BLAS product, not an einsum
     rhs = (weights * target) @ factor
+    if bias_prior is not None and bias_prior.any():
+        rhs[:, r - 1] += ridge[r - 1, r - 1] * bias_prior
     solved = np.linalg.solve(gram, rhs[..., None])[..., 0]
     return np.asarray(solved, dtype=np.float64)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference.completion import Fit, choose, complete
+from horus_core.interference.completion import Fit, Priors, choose, complete
 from horus_core.interference.table import ThroughputTable
 
 Pair = tuple[float, float]
@@ -53,6 +53,7 @@ class CompletedPairs:
         gpu_type: str,
         observed: Mapping[tuple[str, str, str], Pair],
         previous: Choice | None = None,
+        priors: Mapping[str, Pair] | None = None,
     ) -> None:
         pair_type = table.pair_type_for(gpu_type)
         names = list(table.job_types)
@@ -61,14 +62,23 @@ class CompletedPairs:
         n = len(names)
         values = np.zeros((n, n))
         known = np.zeros((n, n), dtype=np.bool_)
+        self._anchored = False  # whether the table measured pairs of this type (or stands in for it)
         for (g, a, b), speeds in table.pairs.items():
             if g == pair_type and speeds[0] > 0.0:
                 self._put(values, known, a, b, speeds[0])
+                self._anchored = True
         for (g, a, b), speeds in observed.items():
             if g == gpu_type and speeds[0] > 0.0:
                 self._put(values, known, a, b, speeds[0])
         self._known = known
         self._values = values
+        self._priors: Priors | None = None
+        carded = [name for name in (priors or {}) if name in self._index]
+        if priors and carded:  # (a job with a card and a row here: observed on this GPU type)
+            rows, cols = np.zeros(n), np.zeros(n)
+            for name in carded:
+                rows[self._index[name]], cols[self._index[name]] = priors[name]
+            self._priors = (rows, cols)
         self._fitted: NDArray[np.float64] | None = None
         self._previous = previous
         self.choice: Choice | None = None  # set once fitted
@@ -80,15 +90,19 @@ class CompletedPairs:
 
     def predict(self, a: str, b: str) -> tuple[float, float] | None:
         """(speed a, speed b), or None when either job has no row here (neither a job type of
-        the table nor observed on this GPU type) or nothing at all is known on this type. A job
-        with few measured partners gets predictions shrunk towards the type's mean (see
-        :mod:`completion`), never a curve fitted on another GPU type."""
+        the table nor observed on this GPU type nor known by a model card) or nothing at all is
+        known on this type. A job with few measured partners gets predictions shrunk towards the
+        type's mean, or towards its card's predicted biases (see :mod:`completion`), never a curve
+        fitted on another GPU type. Without any table pair for this type (a table of other GPUs,
+        or none at all: a cold start) the completion is not used: the pairs observed live are
+        the ones a policy chose to co-locate, a sample whose mean says little of the others, and
+        the analytic model with the type's learned constants answers instead."""
         i, j = self._index.get(a), self._index.get(b)
-        if i is None or j is None or not self._known.any():
+        if i is None or j is None or not self._anchored:
             return None
         if self._fitted is None:
             self.choice = self._choose()
-            self._fitted = complete(self._values, self._known, fit=self.choice[1])
+            self._fitted = complete(self._values, self._known, fit=self.choice[1], priors=self._priors)
         return float(self._fitted[i, j]), float(self._fitted[j, i])
 
     def _choose(self) -> Choice:

@@ -1,7 +1,10 @@
 """The interference model: job profiles and co-location speeds, from the best source known.
 
 Profiles, in order of trust: live measurements of the signature (EWMA), the table-derived
-profile of a Gavel job type (:mod:`profiles`), the job's hints, a conservative default.
+profile of a Gavel job type (:mod:`profiles`), the prediction from the job's model card
+(:mod:`predictor`, :meth:`InterferenceModel.add_card`), the job's hints, a conservative default.
+A live memory reading (:meth:`InterferenceModel.observe_memory`, taken also while the job shares
+its GPU) replaces the footprint of any profile that is not itself measured.
 
 Speeds of jobs sharing ONE GPU (1.0 = as fast as alone), in order of trust:
 1. pairs measured live on this GPU type (:meth:`InterferenceModel.observe_pair`, EWMA);
@@ -9,10 +12,12 @@ Speeds of jobs sharing ONE GPU (1.0 = as fast as alone), in order of trust:
    V100 data (speeds are normalised, so no scaling is needed);
 3. a completion of this GPU type's table pairs plus its observations (:mod:`completion`:
    collaborative filtering with per-job sensitivity and intensity, shrunk towards the type's
-   mean where a job has few measured partners), for every job type of the table and every
-   signature observed on this GPU type;
-4. the analytic model over the two profiles (:func:`profiles.analytic_speed`), only for a
-   signature with no pair data on this GPU type (hints, a live profile or the default).
+   mean where a job has few measured partners, and towards the sensitivity and intensity its
+   model card predicts where it has a card), for every job type of the table, every signature
+   observed on this GPU type and every signature with a card;
+4. the analytic model over the two profiles (:func:`profiles.analytic_speed`; card-predicted
+   profiles, hints, a live profile or the default), with the constants learned from the pairs
+   observed on this GPU type (:mod:`analytic`), where nothing of 1-3 answers.
 Pairs were measured for 1-GPU jobs; a multi-GPU job is assumed to interfere on each of its
 GPUs as its 1-GPU version does. Triples were never measured: each job's speed in a triple is
 the product of its speeds in the two pairs (pessimistic: it counts the overlap twice). The
@@ -21,13 +26,16 @@ packing kernel uses the same rule, so its predictions match :meth:`co_speeds` ex
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import combinations
 
 import numpy as np
 from numpy.typing import NDArray
 
+from horus_core.interference.analytic import Sample, fit_constants
+from horus_core.interference.cards import CardBook
 from horus_core.interference.learned import Choice, CompletedPairs, PairObservations
+from horus_core.interference.predictor import Predictor
 from horus_core.interference.profiles import (
     GAVEL_PROFILES,
     RESERVE_MIB,
@@ -41,18 +49,32 @@ from horus_core.interference.signature import (
     profile_from_hints,
     signature_of,
 )
-from horus_core.interference.table import INFEASIBLE, TABLE_GPU_MEMORY_MIB, ThroughputTable, packaged_table
+from horus_core.interference.table import INFEASIBLE, ThroughputTable, packaged_table
 from horus_core.model import JobSpec, ProfileHints
+from horus_core.modelcard import ModelCard
 
 MAX_PER_GPU = 3
+_KNOWN = frozenset({"measured", "table", "card"})  # profile sources the analytic constants learn from
 EWMA_WEIGHT = 0.3  # weight of a new measurement
 _TABLE_SLACK_MIB = 1024  # a table's out-of-memory pairs apply to GPUs up to 1 GiB larger
 _MATRIX_CACHE = 64
 
 
 class InterferenceModel:
-    def __init__(self, table: ThroughputTable) -> None:
+    def __init__(
+        self,
+        table: ThroughputTable,
+        *,
+        profiles: Mapping[str, tuple[float, float, int]] = GAVEL_PROFILES,
+        predictor: Predictor | None = None,
+    ) -> None:
         self._table = table
+        self._table_profiles = profiles  # job type -> (util avg, util peak, memory MiB)
+        self._cards = CardBook(predictor)  # jobs known by their model cards
+        self._memory: dict[str, int] = {}  # live memory readings of signatures not measured alone
+        self._constants: dict[str, tuple[float, float]] = {}  # per GPU type: analytic (alpha, gamma)
+        self._oom: dict[int, list[str]] = {}  # GPU memory -> table GPU types whose OOM pairs apply
+        self._no_fit: dict[tuple[str, str], int] = {}  # pair -> the largest GPU (MiB) it did not fit
         self._measured: dict[str, JobProfile] = {}
         self._hinted: dict[str, JobProfile] = {}
         self._pairs = PairObservations(EWMA_WEIGHT)
@@ -69,7 +91,9 @@ class InterferenceModel:
 
     def profile(self, spec: JobSpec) -> JobProfile:
         sig = signature_of(spec)
-        known = self._measured.get(sig) or self._table_profile(sig)
+        if spec.model_card is not None:
+            self.add_card(sig, spec.model_card)
+        known = self._measured.get(sig) or self._table_profile(sig) or self._cards.profiles.get(sig)
         if known is None and spec.job_type and spec.hints != ProfileHints():
             # an unknown job type with hints: remember them under its signature
             prof = profile_from_hints(spec.hints)
@@ -79,31 +103,68 @@ class InterferenceModel:
         return known or self.profile_of(sig)
 
     def profile_of(self, signature: str) -> JobProfile:
-        known = self._measured.get(signature) or self._table_profile(signature)
-        if known is not None:
-            return known
-        if signature in self._hinted:
-            return self._hinted[signature]
-        hints = hints_of_signature(signature)
-        return default_profile() if hints is None else profile_from_hints(hints)
+        known = (
+            self._measured.get(signature)
+            or self._table_profile(signature)
+            or self._cards.profiles.get(signature)
+            or self._hinted.get(signature)
+        )
+        if known is None:
+            hints = hints_of_signature(signature)
+            known = default_profile() if hints is None else profile_from_hints(hints)
+        mem = self._memory.get(signature)
+        if mem is not None and known.source != "measured":
+            return JobProfile(known.util_avg, known.util_peak, mem, known.source)
+        return known
 
     def _table_profile(self, signature: str) -> JobProfile | None:
-        row = GAVEL_PROFILES.get(signature)
+        row = self._table_profiles.get(signature)
         return None if row is None else JobProfile(row[0], row[1], row[2], "table")
+
+    # ------------------------------------------------------------------ model cards
+    def add_card(self, signature: str, card: ModelCard, predictor: Predictor | None = None) -> None:
+        """Predict the profile of ``signature`` from its model card (the last card given for a
+        signature wins; the same card again changes nothing). Call between passes, as the
+        observations: it changes what the model answers. ``predictor``: another than the
+        packaged one, for this card (evaluations of held-out predictors)."""
+        if self._cards.add(signature, card, predictor):
+            self._completed.clear()  # (their priors include the cards)
+            self._invalidate()
+
+    def card_of(self, signature: str) -> ModelCard | None:
+        return self._cards.cards.get(signature)
 
     def known_job_types(self) -> list[str]:
         return list(self._table.job_types)
 
     def solo_throughput(self, job_type: str, gpus: int, gpu_type: str) -> float | None:
-        return self._table.solo.get((gpu_type, job_type, gpus))
+        """Steps/s alone: the table's, else what the job's card implies (:mod:`.cards`: good for
+        ratios between GPU types, rough in absolute terms), else None."""
+        found = self._table.solo.get((gpu_type, job_type, gpus))
+        return found if found is not None else self._cards.solo_speed(job_type, gpus, gpu_type)
 
     def has_zero_solo(self, gpu_types: Iterable[str]) -> bool:
-        """Whether the table gives some (job type, GPUs) throughput 0 on one of these types
-        (where none does, no job is kept off a type by its throughput)."""
+        """Whether the table gives some (job type, GPUs) throughput 0 on one of these types, or
+        some card job may not run on a GPU type (where none does, no job is kept off a type by its
+        throughput)."""
         zero = self._zero_types
         if zero is None:
             zero = self._zero_types = frozenset(t for (t, _, _), v in self._table.solo.items() if v == 0.0)
-        return any(t in zero for t in gpu_types)
+        return self._cards.any_zero or any(t in zero for t in gpu_types)
+
+    def observe_solo(self, signature: str, gpus: int, gpu_type: str, steps_per_s: float) -> None:
+        """A measured solo speed of a job type the table lacks on this GPU type (the table's own
+        figures are kept): it answers :meth:`solo_throughput`, and anchors its card's speeds on
+        the other types."""
+        unknown = self._table.solo.get((gpu_type, signature, gpus)) is None
+        if unknown and steps_per_s > 0.0 and self._cards.observe_solo(signature, gpus, gpu_type, steps_per_s):
+            self._invalidate()
+
+    def observe_cannot_run(self, signature: str, gpus: int, gpu_type: str) -> None:
+        """It failed on this GPU type alone (too little memory there): its solo speed there is 0
+        where the table does not say otherwise."""
+        if self._cards.cannot_run(signature, gpus, gpu_type):
+            self._invalidate()
 
     # ------------------------------------------------------------------ co-location
     def co_speeds(self, signatures: Sequence[str], gpu_type: str) -> tuple[float, ...]:
@@ -143,14 +204,38 @@ class InterferenceModel:
         if completed is not None:
             return completed
         pa, pb = self.profile_of(a), self.profile_of(b)
-        return analytic_speed(pa.util_peak, pb.util_avg), analytic_speed(pb.util_peak, pa.util_avg)
+        alpha, gamma = self.constants(gpu_type)
+        return (
+            analytic_speed(pa.util_peak, pb.util_avg, alpha, gamma),
+            analytic_speed(pb.util_peak, pa.util_avg, alpha, gamma),
+        )
 
     def _completion(self, gpu_type: str) -> CompletedPairs:
         done = self._completed.get(gpu_type)
         if done is None:
-            done = CompletedPairs(self._table, gpu_type, self._pairs.speeds, self._choices.get(gpu_type))
+            done = CompletedPairs(
+                self._table, gpu_type, self._pairs.speeds, self._choices.get(gpu_type), self._cards.priors
+            )
             self._completed[gpu_type] = done
         return done
+
+    def constants(self, gpu_type: str) -> tuple[float, float]:
+        """The analytic model's (alpha, gamma) on this GPU type (:mod:`.analytic`)."""
+        found = self._constants.get(gpu_type)
+        if found is None:
+            found = self._constants[gpu_type] = fit_constants(self._samples(gpu_type))
+        return found
+
+    def _samples(self, gpu_type: str) -> list[Sample]:
+        """The pairs observed on this type whose two jobs have a known profile (not a guess)."""
+        out: list[Sample] = []
+        for (g, a, b), (speed, _) in self._pairs.speeds.items():
+            if g != gpu_type or speed <= 0.0:
+                continue
+            pa, pb = self.profile_of(a), self.profile_of(b)
+            if pa.source in _KNOWN and pb.source in _KNOWN:
+                out.append((pa.util_peak, pb.util_avg, speed))
+        return out
 
     def fits(self, signatures: Sequence[str], gpu_memory_mib: int) -> bool:
         """At most 3 jobs, more than 500 MiB left free, and no pair the table saw run out of
@@ -160,11 +245,23 @@ class InterferenceModel:
         used = sum(self.profile_of(s).mem_mib for s in signatures)
         if gpu_memory_mib - used <= RESERVE_MIB:
             return False
-        tables = [t for t, mib in TABLE_GPU_MEMORY_MIB.items() if mib + _TABLE_SLACK_MIB >= gpu_memory_mib]
+        tables = self._oom_types(gpu_memory_mib)
         pairs = self._table.pairs
+        no_fit = self._no_fit
         return not any(
-            pairs.get((t, a, b)) == INFEASIBLE for a, b in combinations(signatures, 2) for t in tables
+            (no_fit and no_fit.get((a, b), 0) >= gpu_memory_mib)
+            or any(pairs.get((t, a, b)) == INFEASIBLE for t in tables)
+            for a, b in combinations(signatures, 2)
         )
+
+    def _oom_types(self, gpu_memory_mib: int) -> list[str]:
+        """The table's GPU types whose out-of-memory pairs apply to a GPU of this size."""
+        found = self._oom.get(gpu_memory_mib)
+        if found is None:
+            found = self._oom[gpu_memory_mib] = [
+                t for t in self._table.pair_gpu_types if gpu_memory_of(t) + _TABLE_SLACK_MIB >= gpu_memory_mib
+            ]
+        return found
 
     def predicted_slowdown(self, signatures: Sequence[str], gpu_type: str) -> float:
         return min(self.co_speeds(signatures, gpu_type), default=1.0)
@@ -203,9 +300,36 @@ class InterferenceModel:
             util_avg = old.util_avg + w * (util_avg - old.util_avg)
             util_peak = old.util_peak + w * (util_peak - old.util_peak)
             mem_mib = max(mem_mib, round(old.mem_mib + w * (mem_mib - old.mem_mib)))
+        else:  # (a reading taken while it shared its GPU counts too)
+            mem_mib = max(mem_mib, self._memory.pop(signature, 0))
         avg = min(100.0, max(0.0, util_avg))
         peak = max(avg, min(100.0, util_peak))
         self._measured[signature] = JobProfile(avg, peak, max(1, int(mem_mib)), "measured")
+        self._invalidate()
+
+    def observe_memory(self, signature: str, mem_mib: int) -> None:
+        """A live memory reading of a job that may share its GPU (its utilisation is then not
+        its own): the footprint rises at once to a larger reading, decays only slowly."""
+        measured = self._measured.get(signature)
+        old = measured.mem_mib if measured is not None else self._memory.get(signature)
+        if old is not None:
+            mem_mib = max(mem_mib, round(old + EWMA_WEIGHT * (mem_mib - old)))
+        mem_mib = max(1, int(mem_mib))
+        if old == mem_mib:
+            return
+        if measured is not None:
+            self._measured[signature] = JobProfile(measured.util_avg, measured.util_peak, mem_mib, "measured")
+        else:
+            self._memory[signature] = mem_mib
+        self._invalidate()
+
+    def observe_no_fit(self, a: str, b: str, gpu_memory_mib: int) -> None:
+        """``a`` ran out of memory next to ``b`` on a GPU of this size: the pair does not fit on
+        GPUs of this size or smaller, whatever their footprints add up to (as a table's
+        ``[0, 0]`` entry)."""
+        if self._no_fit.get((a, b), 0) >= gpu_memory_mib:
+            return
+        self._no_fit[(a, b)] = self._no_fit[(b, a)] = gpu_memory_mib
         self._invalidate()
 
     def observe_pair(self, a: str, b: str, gpu_type: str, speed_a: float, speed_b: float) -> None:
@@ -218,6 +342,7 @@ class InterferenceModel:
     def _invalidate(self) -> None:
         self._speeds.clear()
         self._matrices.clear()
+        self._constants.clear()
         self.version += 1
 
 

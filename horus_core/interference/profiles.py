@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from horus_core.interference.gpus import GPUS
+
 RESERVE_MIB = 500  # keep more than this free on a GPU after every placement (docs/placement.md section 2)
 
 # Analytic model, fitted with the profiles below (derive.py): alpha = slowdown per 100 % of
@@ -27,10 +29,7 @@ GAMMA = 2.0
 DEFAULT_PROFILE: tuple[float, float, int] = (85.0, 100.0, 10240)
 
 # Memory (MiB, as NVML reports it) of common GPU families, for callers that know only the type.
-GPU_TYPE_MEMORY_MIB: Mapping[str, int] = {
-    "k80": 11441, "p100": 16280, "v100": 16160, "t4": 15360, "a10": 23028, "a10g": 23028,
-    "l4": 23034, "a100": 40960, "l40s": 46068, "h100": 81559, "h200": 143771,
-}  # fmt: skip
+GPU_TYPE_MEMORY_MIB: Mapping[str, int] = {name: spec.memory_mib for name, spec in GPUS.items()}
 DEFAULT_GPU_MEMORY_MIB = 16160
 
 GAVEL_PROFILES: Mapping[str, tuple[float, float, int]] = {
@@ -63,15 +62,16 @@ GAVEL_PROFILES: Mapping[str, tuple[float, float, int]] = {
 }
 
 
-def analytic_speed(own_peak: float, others_avg: float) -> float:
+def analytic_speed(own_peak: float, others_avg: float, alpha: float = ALPHA, gamma: float = GAMMA) -> float:
     """Normalised speed of a job with peak utilisation ``own_peak`` (%) next to co-runners whose
     average utilisations sum to ``others_avg`` (%): little slowdown while the sum stays within
-    one GPU, falling as the square of the oversubscription beyond it."""
-    base = max(0.0, 1.0 - ALPHA * others_avg / 100.0)
+    one GPU, falling as the square of the oversubscription beyond it (``alpha`` and ``gamma``:
+    the V100 fit, or a GPU type's own, :mod:`.analytic`)."""
+    base = max(0.0, 1.0 - alpha * others_avg / 100.0)
     load = own_peak + others_avg
     if others_avg <= 0.0 or load <= 100.0:
         return base
-    return float(base * (100.0 / load) ** GAMMA)
+    return float(base * (100.0 / load) ** gamma)
 
 
 def gpu_memory_of(gpu_type: str) -> int:

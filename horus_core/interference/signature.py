@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from horus_core.interference.profiles import DEFAULT_PROFILE
 from horus_core.model import JobSpec, ProfileHints
+from horus_core.modelcard import card_signature
 
 HINT_PREFIX = "hints:"
 DEFAULT_SIGNATURE = "default"
@@ -18,13 +19,16 @@ class JobProfile:
     util_avg: float  # % of one GPU
     util_peak: float
     mem_mib: int
-    source: str  # "measured" | "table" | "hints" | "default"
+    source: str  # "measured" | "table" | "card" | "hints" | "default"
 
 
 def signature_of(spec: JobSpec) -> str:
-    """``job_type`` when set; else a stable key built from the (rounded) hints."""
+    """``job_type`` when set; else the model card's identity; else a stable key built from the
+    (rounded) hints."""
     if spec.job_type:
         return spec.job_type
+    if spec.model_card is not None:
+        return card_signature(spec.model_card)
     hints = _rounded(spec.hints)
     if hints == ProfileHints():
         return DEFAULT_SIGNATURE

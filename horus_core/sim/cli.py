@@ -2,6 +2,7 @@
 
     horus-sim --trace horus_core/data/traces/msr_seed0_2869ce_cap.trace --cluster v100:16 \\
               --policies fifo,binpack,horus --out runs/sim [--json]
+              [--throughputs FILE] [--cold-start [--cards [FILE]]]
 
 Exit status: 0 done, 2 bad input (unknown policy, bad cluster spec, malformed trace),
 1 the simulation failed (e.g. a policy returned an impossible action).
@@ -12,16 +13,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from horus_core.errors import InvalidArgument
 from horus_core.interference import InterferenceModel, default_model
+from horus_core.interference.table import load_table, packaged_table
 from horus_core.model import Node
+from horus_core.modelcard import ModelCard, packaged_cards, parse_cards
 from horus_core.policies import Policy, add_policy_module_option, load_policy_module, make_policy
 from horus_core.queues import QueueConfig, QueuedPolicy, load_config
 from horus_core.sim.api import check_policies, load_workload
 from horus_core.sim.cluster import DEFAULT_GPUS_PER_NODE, build_cluster
+from horus_core.sim.cold import ColdLearner, cold_model
 from horus_core.sim.config import RESTART_COST_S, ROUND_S, SimConfig, SimResult
 from horus_core.sim.engine import Simulator
 from horus_core.sim.metrics import Metrics, summarize
@@ -32,6 +36,8 @@ from horus_core.sim.scaling import NODE_FACTOR, RACK_FACTOR
 from horus_core.sim.synthetic import is_synthetic
 from horus_core.sim.teams import assign_teams, format_teams, parse_teams, team_metrics
 from horus_core.sim.traces import TraceJob, load_trace
+
+PACKAGED_CARDS = "(packaged)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +96,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--hide-total-steps", action="store_true", help="specs carry no total_steps (lengths from loss only)"
     )
+    p.add_argument(
+        "--throughputs",
+        type=Path,
+        metavar="FILE",
+        help="a measured pair table in Gavel's format instead of the packaged one (the ground truth)",
+    )
+    p.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="policies see no table row or profile of the trace's job types, only model cards (--cards) "
+        "and what running jobs show; the ground truth stays the table (docs/prediction.md)",
+    )
+    p.add_argument(
+        "--cards",
+        nargs="?",
+        const=PACKAGED_CARDS,
+        metavar="FILE",
+        help="with --cold-start: model cards by job type (JSON); without FILE, the cards of the "
+        "reference models shipped with Horus (the packaged table's job types)",
+    )
     p.add_argument("--strict", action="store_true", help="fail on an action the master would drop")
     p.add_argument("--progress", action="store_true", help="progress bar on stderr even when it is not a TTY")
     p.add_argument("--no-plots", action="store_true")
@@ -119,7 +145,9 @@ def _run(args: argparse.Namespace) -> int:
     config = _config(args)
     # A trace file is checked before the model loads; a synthetic trace needs the model.
     jobs = None if is_synthetic(args.trace) else load_trace(args.trace)
-    model = default_model()
+    table = load_table(args.throughputs) if args.throughputs is not None else packaged_table()
+    model = InterferenceModel(table) if args.throughputs is not None else default_model()
+    cards = _cards(args)
     jobs = jobs if jobs is not None else load_workload(args.trace, model, args.seed)
     if args.jobs < 0:
         raise InvalidArgument("jobs", f"must not be negative, got {args.jobs}")
@@ -129,13 +157,18 @@ def _run(args: argparse.Namespace) -> int:
         jobs = assign_teams(jobs, parse_teams(args.teams), args.teams_seed, args.team_users)
     results: dict[str, SimResult] = {}
     for name in names:
+        seen, learner = model, None
+        if args.cold_start:  # a fresh model per policy: what it learns is its own
+            seen = cold_model(table, {j.job_type for j in jobs}, cards)
+            learner = ColdLearner(model, seen)
         results[name] = _one(
-            _policy(name, model, queues, args.min_run_s, config.round_s),
+            _policy(name, seen, queues, args.min_run_s, config.round_s),
             jobs,
             nodes,
             model,
             config,
             args.progress,
+            learner,
         )
     metrics = {name: summarize(r) for name, r in results.items()}
     if args.teams:
@@ -171,6 +204,19 @@ def _config(args: argparse.Namespace) -> SimConfig:
         raise InvalidArgument("options", str(exc)) from None
 
 
+def _cards(args: argparse.Namespace) -> Mapping[str, ModelCard] | None:
+    if args.cards is None:
+        return None
+    if not args.cold_start:
+        raise InvalidArgument("cards", "only with --cold-start (warm policies know the table)")
+    if args.cards == PACKAGED_CARDS:
+        return packaged_cards()
+    try:
+        return parse_cards(Path(args.cards).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgument("cards", f"cannot read {args.cards}: {exc}") from None
+
+
 def _queues(args: argparse.Namespace) -> QueueConfig | None:
     if args.queues is None:
         if args.min_run_s:
@@ -197,10 +243,11 @@ def _one(
     model: InterferenceModel,
     config: SimConfig,
     force_bar: bool,
+    learner: ColdLearner | None = None,
 ) -> SimResult:
     name = policy.name
     bar = ProgressBar(name, sys.stderr) if force_bar or sys.stderr.isatty() else None
-    result = Simulator(jobs, nodes, policy, model, config, bar).run()
+    result = Simulator(jobs, nodes, policy, model, config, bar, learner).run()
     if bar is not None:
         bar.close(len(jobs))
     for warning in result.warnings:

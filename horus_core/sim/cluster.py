@@ -17,15 +17,19 @@ from horus_core.errors import InvalidArgument
 from horus_core.interference.profiles import GPU_TYPE_MEMORY_MIB
 from horus_core.model import Gpu, Node
 
-# Memory of one GPU of each family the throughput table measures, as NVML reports it (MiB): the
-# 12 GB K80 (one die) shows 11,441, the 16 GB P100 16,280, the 16 GB V100 16,160. The interference
+# Memory of one GPU of each family, as NVML reports it (MiB): the 12 GB K80 (one die) shows 11,441,
+# the 16 GB P100 16,280, the 16 GB V100 16,160 (the packaged table's three); the newer families
+# of interference/gpus.py are there for tables of one's own (--throughputs). The interference
 # model uses the same figures, so the packing kernel (which reads Gpu.memory_mib) and the speeds
 # the model gives (which say 0 where a set of jobs does not fit) agree on what fits.
-GPU_MEMORY_MIB: dict[str, int] = {t: GPU_TYPE_MEMORY_MIB[t] for t in ("k80", "p100", "v100")}
+GPU_MEMORY_MIB: dict[str, int] = dict(GPU_TYPE_MEMORY_MIB)
 GPU_MODELS: dict[str, str] = {
     "k80": "Tesla K80",
     "p100": "Tesla P100-PCIE-16GB",
     "v100": "Tesla V100-SXM2-16GB",
+    "h100": "NVIDIA H100 80GB HBM3",
+    "h200": "NVIDIA H200",
+    "a100": "NVIDIA A100-SXM4-40GB",
 }
 DEFAULT_GPUS_PER_NODE = 8
 MAX_GPUS = 1_000_000
@@ -106,7 +110,7 @@ def _gpu(node: str, index: int, gpu_type: str) -> Gpu:
         uuid=f"GPU-{node}-{index}",
         node=node,
         index=index,
-        model=GPU_MODELS[gpu_type],
+        model=GPU_MODELS.get(gpu_type, gpu_type.upper()),
         memory_mib=GPU_MEMORY_MIB[gpu_type],
         gpu_type=gpu_type,
     )

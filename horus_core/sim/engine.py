@@ -10,7 +10,8 @@ too. A preempted job that restarts on other GPUs counts as a migration. Elastic 
 (:mod:`horus_core.sim.elastic`, ``SimConfig.elastic``) run at the speed of the GPU count they
 are assigned, and a restart with another count counts as a resize; a policy that hears progress
 reports (:func:`~horus_core.policies.base.progress_of`) hears every running job's step and loss
-before each round. Between rounds jobs
+before each round; in a cold start (:mod:`horus_core.sim.cold`) the policies' model hears what
+running jobs show. Between rounds jobs
 progress at the rates :class:`~horus_core.sim.world.World` computes.
 """
 
@@ -28,6 +29,7 @@ from horus_core.inorder import InOrder
 from horus_core.model import Assign, Job, JobChanges, Node, Preempt
 from horus_core.policies.base import HearsProgress, Policy, Reports, progress_of
 from horus_core.policies.checks import check_actions
+from horus_core.sim.cold import ColdLearner
 from horus_core.sim.config import SimConfig, SimResult, Timeline
 from horus_core.sim.elastic import LossReporter, give_curves, make_elastic
 from horus_core.sim.lookup import SimLookup
@@ -56,8 +58,10 @@ class Simulator:
         model: RateModel,
         config: SimConfig | None = None,
         progress: Progress | None = None,
+        learner: ColdLearner | None = None,
     ) -> None:
         self.config = config or SimConfig()
+        self.learner = learner  # a cold start: tells the policies' model what running jobs show
         self.policy = policy
         self.rates = RateCache(model)
         prepared = prepare_jobs(trace, nodes, self.rates, self.config.min_speed)
@@ -120,6 +124,8 @@ class Simulator:
                 self._advance(cfg.max_time_s)
                 break
             self._advance(t)
+            if self.learner is not None:  # (before the jobs due now end: they ran until now)
+                self.learner.observe(self.world, t)
             event = self._take_events(t)
             if self._round_due(t, event):
                 self._round(t)
@@ -307,6 +313,8 @@ class Simulator:
     def _refresh(self, t: float) -> None:
         changed, evicted = self.world.refresh(t)
         for job in evicted:
+            if self.learner is not None:
+                self.learner.evicted(job, self.world)
             job.evictions += 1
             self.counters["evictions"] += 1
             self._requeue(job, t, "did not fit next to its co-runners (evicted)")

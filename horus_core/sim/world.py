@@ -28,6 +28,7 @@ class World:
         self.uuids = [g.uuid for g in gpus]
         self.index = {g.uuid: i for i, g in enumerate(gpus)}
         self.gpu_type = [g.gpu_type for g in gpus]
+        self.gpu_memory = [g.memory_mib for g in gpus]
         self.gpu_node = [g.node for g in gpus]
         self.usable = [g.healthy for g in gpus]
         self.ready = {n.name for n in self.nodes if n.state is NodeState.READY}
@@ -60,6 +61,9 @@ class World:
                 raise SimulationError(f"GPU {uuid!r} is not a healthy GPU of node {node!r} or a ready node")
             out.append(i)
         return tuple(out)
+
+    def memory_of(self, g: int) -> int:
+        return self.gpu_memory[g]
 
     def healthy_gpu(self, node: str, uuid: str) -> int | None:
         """The index of ``uuid`` if it is a healthy GPU of ``node``, else None."""

@@ -12,6 +12,7 @@ from html import escape
 from urllib.parse import quote
 
 from horus_core.model import Job
+from horus_core.modelcard import card_summary
 from horus_core.reasoncodes import queue_listing
 from master.http import svg
 from master.observe.view import ClusterView, GpuView
@@ -180,6 +181,7 @@ def job_page(
         ("State", e(job.state.value)),
         ("Reason", e(f"{job.reason_code}: {job.reason}" if job.reason_code else job.reason)),
         ("Type", e(job.spec.job_type)),
+        ("Model card", e(card_summary(job.spec.model_card)) if job.spec.model_card else "-"),
         ("Command", f"<code>{e(' '.join(job.spec.command))}</code>"),
         ("Attempt", e(job.attempt)),
         ("Node", e(", ".join(job.nodes) or job.node)),  # a gang: every node, rank 0 first

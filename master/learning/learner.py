@@ -30,7 +30,7 @@ from horus_core.interference import InterferenceModel
 from horus_core.model import Job
 from horus_core.plane import AttemptProgress, Heartbeat
 from master.clock import Clock
-from master.learning.observations import ModelFeed, PairObs, ProfileObs, pairs_to_observe
+from master.learning.observations import CardObs, ModelFeed, PairObs, ProfileObs, pairs_to_observe
 from master.learning.sharing import AttemptKey, Rates, RateTrack, sharing_of
 from master.store import Store
 from master.store.learned import LearnedPair, PairMeasurement, RecordRatesOp
@@ -144,6 +144,12 @@ class Learner:
 
     def signature(self, job: Job) -> str:
         return self._model.signature(job.spec)
+
+    def note_card(self, job: Job) -> None:
+        """A job with a model card was submitted (or is live at start-up): the model predicts
+        its signature's profile from it, from the next pass on (docs/prediction.md)."""
+        if job.spec.model_card is not None:
+            self._feed.add(CardObs(self.signature(job), job.spec.model_card))
 
     # ------------------------------------------------------------------ storing
 

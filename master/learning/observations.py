@@ -1,6 +1,7 @@
 """Handing what the learner measured to the interference model, between scheduling passes.
 
-A policy reads the model in a worker thread while it decides, so observations queue here and
+Model cards (what a job's model predicts of it) go the same way: a policy reads the model in a
+worker thread while it decides, so observations and cards queue here and
 :meth:`ModelFeed.apply` runs only while no policy does (the scheduler calls it before a pass;
 the master once at start-up, before the first). A model that fails to take an observation
 is logged, and the rest are still applied: nothing here raises.
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from horus_core.interference import InterferenceModel
+from horus_core.modelcard import ModelCard
 from master.store.learned import PairRow
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,14 @@ class ProfileObs:
 
 
 @dataclass(frozen=True)
+class CardObs:
+    """A job's model card (at submission, or a live job's at start-up), for its signature."""
+
+    signature: str
+    card: ModelCard
+
+
+@dataclass(frozen=True)
 class PairObs:
     """The stored estimates of one pair: a's speed next to b, and b's next to a if measured."""
 
@@ -44,9 +54,9 @@ class ModelFeed:
     def __init__(self, model: InterferenceModel, limit: int) -> None:
         self._model = model
         self._limit = limit
-        self._pending: list[ProfileObs | PairObs] = []
+        self._pending: list[ProfileObs | PairObs | CardObs] = []
 
-    def add(self, obs: ProfileObs | PairObs) -> None:
+    def add(self, obs: ProfileObs | PairObs | CardObs) -> None:
         if len(self._pending) < self._limit:
             self._pending.append(obs)
 
@@ -57,6 +67,8 @@ class ModelFeed:
             try:
                 if isinstance(obs, ProfileObs):
                     self._profile(obs)
+                elif isinstance(obs, CardObs):
+                    self._model.add_card(obs.signature, obs.card)
                 else:
                     self._pair(obs)
             except Exception:

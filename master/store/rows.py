@@ -19,8 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from horus_core.errors import InvalidArgument
 from horus_core.evolve import evolve
 from horus_core.model import Gpu, Job, JobSpec, JobState, ProfileHints
+from horus_core.modelcard import ModelCard, card_from_dict, card_to_dict
 
 JOB_JSON = (
     "json_object('id', id, 'request_id', request_id, 'owner', owner, 'spec', CAST(spec AS TEXT),"
@@ -117,6 +119,8 @@ def spec_to_json(spec: JobSpec) -> str:
         "gpus_per_node": spec.gpus_per_node,
         "nodes": spec.nodes,
     }
+    if spec.model_card is not None:
+        doc["model_card"] = card_to_dict(spec.model_card)
     return json.dumps(doc, separators=(",", ":"), allow_nan=False)  # SQLite's JSON has no NaN
 
 
@@ -168,7 +172,17 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         grace_s=_finite(d.get("grace_s", 0.0)),
         gpus_per_node=int(d.get("gpus_per_node", 0)),
         nodes=int(d.get("nodes", 0)),
+        model_card=_card(d.get("model_card")),
     )
+
+
+def _card(raw: Any) -> ModelCard | None:
+    if raw is None:
+        return None
+    try:
+        return card_from_dict(raw)
+    except InvalidArgument as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _loaded(value: Any) -> Any:
