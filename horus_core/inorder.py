@@ -25,6 +25,7 @@ class InOrder:
     def __init__(self) -> None:
         self._at: list[list[int]] = []  # numbers, a run per chunk, ascending throughout
         self._jobs: list[list[Job]] = []  # the jobs, in the same runs
+        self._ver: list[list[int]] = []  # their versions, in the same runs
         self._tops: list[int] = []  # each run's last number
         self._tuple: tuple[Job, ...] | None = None
         self._columns: tuple[I64, I64] | None = None
@@ -38,20 +39,23 @@ class InOrder:
         if not self._tops:
             self._at.append([number])
             self._jobs.append([job])
+            self._ver.append([job.version])
             self._tops.append(number)
             return
         c = min(bisect_left(self._tops, number), len(self._tops) - 1)
-        run, jobs = self._at[c], self._jobs[c]
+        run, jobs, ver = self._at[c], self._jobs[c], self._ver[c]
         i = bisect_left(run, number)
         if i < len(run) and run[i] == number:
-            jobs[i] = job
+            jobs[i], ver[i] = job, job.version
             return
         run.insert(i, number)
         jobs.insert(i, job)
+        ver.insert(i, job.version)
         self._tops[c] = run[-1]
         if len(run) > 2 * RUN:  # split the run in two
             self._at[c : c + 1] = [run[:RUN], run[RUN:]]
             self._jobs[c : c + 1] = [jobs[:RUN], jobs[RUN:]]
+            self._ver[c : c + 1] = [ver[:RUN], ver[RUN:]]
             self._tops[c : c + 1] = [run[RUN - 1], run[-1]]
 
     def drop(self, number: int) -> None:
@@ -64,11 +68,11 @@ class InOrder:
         if i == len(run) or run[i] != number:
             return
         self._tuple = self._columns = None
-        del run[i], self._jobs[c][i]
+        del run[i], self._jobs[c][i], self._ver[c][i]
         if run:
             self._tops[c] = run[-1]
         else:
-            del self._at[c], self._jobs[c], self._tops[c]
+            del self._at[c], self._jobs[c], self._ver[c], self._tops[c]
 
     def jobs(self) -> tuple[Job, ...]:
         """The jobs, in order."""
@@ -89,7 +93,7 @@ class InOrder:
 
     def _cols(self) -> tuple[I64, I64]:
         if self._columns is None:
-            jobs = self.jobs()
-            numbers = np.fromiter(chain.from_iterable(self._at), np.int64, len(jobs))
-            self._columns = numbers, np.fromiter((j.version for j in jobs), np.int64, len(jobs))
+            n = len(self.jobs())
+            numbers = np.fromiter(chain.from_iterable(self._at), np.int64, n)
+            self._columns = numbers, np.fromiter(chain.from_iterable(self._ver), np.int64, n)
         return self._columns
