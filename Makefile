@@ -47,9 +47,10 @@ bench: $(STAMP)  ## benchmarks (JSON lines); not part of the tests
 	$(BIN)/python bench/submit.py
 	$(BIN)/python bench/sim_scale.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/cli_startup.py
 
-sim: $(STAMP)  ## compare policies on Gavel's 2869ce_cap trace, 16 V100
-	$(BIN)/horus-sim --trace horus_core/data/traces/msr_seed0_2869ce_cap.trace --cluster v100:16 --policies fifo,binpack,gandiva,lucid,horus-util,horus,gavel-las-packed --out runs/sim
+sim: $(STAMP)  ## compare policies on Gavel's 2869ce_cap trace, 16 V100 (no speed floor, as the published systems; the default floor's cost: docs/sharing.md)
+	$(BIN)/horus-sim --trace horus_core/data/traces/msr_seed0_2869ce_cap.trace --cluster v100:16 --policies fifo,binpack,gandiva,lucid,horus-util,horus,gavel-las-packed --min-speed 0 --out runs/sim
 
 docker-setup:  ## install and start a local Docker engine + the offline test image (root, Debian)
 	bash scripts/docker-test-setup.sh

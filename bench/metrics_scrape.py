@@ -77,7 +77,7 @@ async def measure(db: pathlib.Path, jobs: int, repeat: int) -> dict[str, float]:
                 return await resp.read()
 
         async def pending() -> int:
-            return len([j async for j in client.list(states=(JobState.PENDING,))])
+            return len(await client.list(states=(JobState.PENDING,)))
 
         assert await pending() == jobs
         return {

@@ -38,3 +38,8 @@ class Unauthenticated(HorusError):
 
 class Unavailable(HorusError):
     """The master (or a worker) cannot be reached or is shutting down."""
+
+
+class HorusWarning(UserWarning):
+    """What the master says about an accepted request that may not do what was meant (an
+    unknown job type, a GPU type no node has): the SDK raises it with :func:`warnings.warn`."""

@@ -17,13 +17,22 @@ from dataclasses import dataclass, field
 
 from horus_core.model import Job
 
+# The floor of a job that names none, in `horus-master` and `horus-sim` (issue 31): a job that
+# shares a GPU keeps at least 0.7x of its solo speed. Chosen from the trade-off on Gavel's 2869ce
+# trace (bench/floor_tradeoff.py, docs/sharing.md): +19 % average JCT on 16 V100 (the slowed
+# jobs, mean speed below 0.8x, fall from 38 % to 9 %), +2 % on 24 K80 + 24 P100 + 24 V100.
+# The Python APIs (MasterConfig, SimConfig) keep 0: code that embeds them states its floor.
+DEFAULT_MIN_SPEED = 0.7
 READINGS = 3  # consecutive readings below the floor ...
 WINDOW_S = 60.0  # ... spanning at least this long
 
 
 def effective_floor(job: Job, default: float) -> float:
-    """The job's own floor, else the cluster default (0: none)."""
-    return job.spec.min_speed if job.spec.min_speed > 0.0 else default
+    """The job's own floor, else the cluster default (0: none; a job's ``NO_FLOOR``: none)."""
+    own = job.spec.min_speed
+    if own < 0.0:
+        return 0.0
+    return own if own > 0.0 else default
 
 
 @dataclass

@@ -14,9 +14,10 @@ from typing import Any
 
 import yaml
 
+from horus_core.caps import parse_size
 from horus_core.errors import InvalidArgument
 from horus_core.gpurange import format_gpus, parse_gpus
-from horus_core.model import JobSpec, ProfileHints
+from horus_core.model import NO_FLOOR, JobSpec, ProfileHints
 from horus_core.modelcard import ModelCard, card_from_dict, card_to_dict
 from horus_core.validation import validate_spec
 
@@ -69,6 +70,21 @@ def _float(path: str, node: yaml.Node) -> float:
         return float(value)
     except ValueError:
         raise _bad(path, node, f"expected a number, got {value!r}") from None
+
+
+def _floor(path: str, node: yaml.Node) -> float:
+    """A speed floor, or ``none`` (no floor at all: NO_FLOOR)."""
+    if _scalar(path, node).strip().lower() == "none":
+        return NO_FLOOR
+    return _float(path, node)
+
+
+def _size(path: str, node: yaml.Node) -> int:
+    """A memory size in MiB: ``12GiB``, ``512MiB``, ``4096`` (MiB)."""
+    try:
+        return parse_size(_scalar(path, node))
+    except ValueError as exc:
+        raise _bad(path, node, str(exc)) from None
 
 
 def _bool(path: str, node: yaml.Node) -> bool:
@@ -128,6 +144,7 @@ class Field:
 FIELDS: dict[str, Field] = {
     "name": Field(_text, "name"),
     "resources.accelerators": Field(lambda p, n: n, "gpus"),  # see _accelerators
+    "resources.gpu_memory": Field(_size, "gpu_memory_mib"),  # a cap per GPU (docs/sharing.md)
     "num_nodes": Field(_int, None),  # nodes; accelerators then counts per node (see load)
     "envs": Field(_envs, "env"),
     "image": Field(_text, "image"),
@@ -143,7 +160,7 @@ FIELDS: dict[str, Field] = {
     "memory_mib": Field(_int, "memory_mib"),
     "mounts": Field(_strings, "mounts"),
     "total_steps": Field(_int, "total_steps"),
-    "min_speed": Field(_float, "min_speed"),
+    "min_speed": Field(_floor, "min_speed"),
     "queue": Field(_text, "queue"),
     "priority_class": Field(_text, "priority_class"),
     "grace_s": Field(_float, "grace_s"),
@@ -250,6 +267,8 @@ def to_dict(spec: JobSpec) -> dict[str, Any]:
     per_node = spec.gpus // nodes if nodes else spec.gpus  # per node when the shape is set
     count: int | str = format_gpus(spec, "-") if spec.elastic else per_node
     out["resources"] = {"accelerators": f"{types}:{count}" if types else count}
+    if spec.gpu_memory_mib:
+        out["resources"]["gpu_memory"] = f"{spec.gpu_memory_mib}MiB"
     if nodes:
         out["num_nodes"] = nodes
     if spec.image:
@@ -276,6 +295,8 @@ def to_dict(spec: JobSpec) -> dict[str, Any]:
             out[attr] = getattr(spec, attr)
     if spec.mounts:
         out["mounts"] = list(spec.mounts)
+    if spec.min_speed == NO_FLOOR:
+        out["min_speed"] = "none"
     hints = {k: v for k, v in dataclasses.asdict(spec.hints).items() if v is not None}
     if hints:
         out["hints"] = hints

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import operator
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -24,6 +25,9 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 DEFAULT_GRACE_S = 30.0  # a job's stop grace when its spec says 0
+# ``JobSpec.min_speed`` of a job that asks for no speed floor at all (not even the cluster's
+# default, which fills in a 0 at submission): ``hctl submit --min-speed none``.
+NO_FLOOR = -1.0
 
 
 class JobState(enum.Enum):
@@ -63,6 +67,9 @@ class ProfileHints:
     mem_mib: int | None = None
 
 
+_SEQUENCE_FIELDS = ("command", "mounts", "gpu_types")
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a user asks for. Validated by :func:`horus_core.validation.validate_spec`."""
@@ -89,7 +96,7 @@ class JobSpec:
     gpus_max: int = 0
     # Speed floor (issue 10): the lowest predicted/measured normalised speed (1.0 = solo) this
     # job accepts while sharing a GPU; 0 = the cluster default (filled in by the master at
-    # submission, by the simulator at arrival). See docs/policies.md.
+    # submission, by the simulator at arrival); NO_FLOOR (-1) = none at all. docs/policies.md.
     min_speed: float = 0.0
     # GPU types the job accepts, lowercase families as in ``Gpu.gpu_type`` ("v100", "a100");
     # empty = any type. Every policy places the job only on GPUs of these types.
@@ -108,6 +115,23 @@ class JobSpec:
     # the SDK's ``describe``; the interference model predicts the job's profile from it until the
     # job's own measurements take over. None = no card.
     model_card: ModelCard | None = None
+
+    # GPU memory cap per GPU in MiB (issue 31, docs/sharing.md): what the job may use on each of
+    # its GPUs while it shares them; the master packs by it and the worker enforces it. 0 = not
+    # declared: the master uses the predicted or measured peak footprint (plus a margin).
+    gpu_memory_mib: int = 0
+
+    def __post_init__(self) -> None:
+        # A string where a sequence of strings belongs would pass as a tuple of characters.
+        for name in _SEQUENCE_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, str | bytes):
+                hint = ' (e.g. ("sh", "-c", "echo hi") or "echo hi".split())' if name == "command" else ""
+                raise TypeError(
+                    f"JobSpec.{name} must be a sequence of strings{hint}, not the string {value!r}"
+                )
+            if not isinstance(value, tuple):
+                object.__setattr__(self, name, tuple(value))
 
     @property
     def elastic(self) -> bool:
@@ -151,6 +175,18 @@ class Job:
     # The nodes of the current/last attempt in rank order (``nodes[0] == node``); empty for an
     # attempt on one node (see :func:`horus_core.gang.job_nodes`).
     nodes: tuple[str, ...] = ()
+    # When an attempt was last stopped and the job re-queued (preemption, drain, reclaim, lost
+    # node) and why; None / "" = never. Filled in by the master's GetJob answer, never stored.
+    last_preempted_at: float | None = None
+    last_preemption: str = ""
+    # GPU memory (issue 31, docs/sharing.md): the cap per GPU of the current/last attempt, set at
+    # placement (0: none, the job has its GPUs to itself), and the peak per GPU the worker
+    # measured for the last attempt that ended (0: not known).
+    gpu_memory_cap_mib: int = 0
+    gpu_memory_peak_mib: int = 0
+    # > 0: an attempt went over its GPU memory while sharing; the job now runs alone with this
+    # cap (its ``spec`` reads exclusive, with this ``gpu_memory_mib``: horus_core.caps.alone).
+    contained_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +201,10 @@ class Gpu:
     # Why the master quarantined it (an Xid or ECC error, docs/nodes.md); "" = not quarantined.
     # A quarantined GPU is also ``healthy=False`` in what policies see.
     quarantine: str = ""
+    # A MIG instance the worker reports as a GPU of its own (docs/sharing.md): its share of the
+    # physical GPU's compute and that GPU's UUID; a whole GPU: 1.0 and "".
+    compute_fraction: float = 1.0
+    parent_uuid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,10 +406,20 @@ class Wait:
 Action = Assign | Preempt | Wait
 
 
+_MIG_PROFILE = re.compile(r"\bmig\s+(\d+g\.\d+gb)(\+me)?\b")
+
+
 def gpu_type_of(model: str) -> str:
-    """Normalise a GPU model name to the family key used by interference data."""
+    """Normalise a GPU model name to the family key used by interference data; a MIG instance
+    (NVML names it like "NVIDIA H100 80GB HBM3 MIG 3g.40gb") is its family and profile,
+    "h100-3g.40gb" (docs/sharing.md)."""
     low = model.lower()
-    for family in ("h200", "h100", "a100", "a10g", "l40s", "l4", "v100", "p100", "k80", "t4", "a10"):
+    mig = _MIG_PROFILE.search(low)
+    for family in ("h200", "h100", "a100", "a10g", "l40s", "l4", "v100", "p100", "k80", "t4", "a30", "a10"):
         if family in low:
+            if mig is not None:
+                return f"{family}-{mig.group(1)}" + ("-me" if mig.group(2) else "")
             return family
+    if mig is not None:
+        return f"mig-{mig.group(1)}" + ("-me" if mig.group(2) else "")
     return low.replace(" ", "-") or "unknown"

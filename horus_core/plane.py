@@ -36,6 +36,7 @@ class JobGpuReading:
     gpu_uuid: str
     util_sm: float = 0.0
     mem_used_mib: int = 0
+    cap_mib: int = 0  # the attempt's GPU memory cap (0: none), as the master's views fill it in
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,14 @@ class AttemptUpdate:
     exit_code: int | None = None
     reason: str = ""
     at: float = 0.0
+    # A final update's sharing facts (docs/sharing.md): the peak GPU memory on any one GPU (MiB,
+    # 0 = unknown), the cause where the worker knows one (horus_core.containment: CAUSE_*), and
+    # whether another attempt shared one of its GPUs while it ran, and whether one of those was
+    # seen above its cap meanwhile.
+    peak_gpu_memory_mib: int = 0
+    cause: str = ""
+    shared: bool = False
+    neighbour_over_cap: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +118,7 @@ class Assignment:
     world_size: int = 0
     master_addr: str = ""
     master_port: int = 0
+    gpu_memory_cap_mib: int = 0  # the attempt's GPU memory cap per GPU (0: none), docs/sharing.md
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from horus_core.model import Action, Job, Node, NodeState, Wait
+from horus_core.model import Action, Gpu, Job, Node, NodeState, Wait, gpu_type_of
 
 RESOURCES = "Resources"
 PRIORITY = "Priority"
@@ -24,6 +24,7 @@ PREEMPTED = "Preempted"
 SUBMITTED = "Submitted"
 QUOTA_EXCEEDED = "QuotaExceeded"
 WAITING_FOR_RECLAIM = "WaitingForReclaim"
+GPU_MEMORY_EXCEEDED = "GpuMemoryExceeded"
 
 # code -> (what it means, what to do): the documented vocabulary (docs/reasons.md).
 VOCABULARY: dict[str, tuple[str, str]] = {
@@ -59,6 +60,11 @@ VOCABULARY: dict[str, tuple[str, str]] = {
         "its queue's quota is lent out and borrowed jobs are being preempted to give it back",
         "wait (within the preemption grace period)",
     ),
+    GPU_MEMORY_EXCEEDED: (
+        "an attempt went over its GPU memory cap while sharing; it runs again alone, with its "
+        "measured peak as its new cap (docs/sharing.md)",
+        "wait for a GPU to itself, or submit with a larger --gpu-memory",
+    ),
 }
 CODES = frozenset(VOCABULARY)
 
@@ -69,34 +75,53 @@ class OutOfService:
 
     largest_node: int = 0  # healthy, unquarantined GPUs on the biggest out-of-service node
     idle_gpus: int = 0  # such GPUs with no active job on them
+    # The same per GPU type, (type, largest node, idle GPUs): a job is judged on the types it accepts.
+    by_type: tuple[tuple[str, int, int], ...] = field(default=(), compare=False)
 
     @property
     def any(self) -> bool:
         return self.largest_node > 0
+
+    def of_types(self, types: Sequence[str]) -> OutOfService:
+        """What is withheld of ``types`` only (empty: any type)."""
+        if not types or not self.by_type:
+            return self
+        rows = [r for r in self.by_type if r[0] in types]
+        return OutOfService(max((r[1] for r in rows), default=0), sum(r[2] for r in rows), tuple(rows))
 
 
 def out_of_service(nodes: Iterable[Node], jobs: Iterable[Job]) -> OutOfService:
     """What placement could use if admins released every cordon, drain and quarantine (only
     nodes that are not LOST count: a lost node has no worker to run anything)."""
     busy = {g for j in jobs if j.state.active for g in j.gpus}
-    largest = idle = 0
+    largest: dict[str, int] = {}
+    idle: dict[str, int] = {}
     for n in nodes:
         if n.state is NodeState.LOST:
             continue
         usable = [g for g in n.gpus if g.healthy or g.quarantine]  # with its quarantines released
         held = usable if n.state is not NodeState.READY else [g for g in n.gpus if g.quarantine]
-        if held:
-            largest = max(largest, len(usable))
-            idle += sum(1 for g in held if g.uuid not in busy)
-    return OutOfService(largest, idle)
+        for t in {_type(g) for g in held}:
+            largest[t] = max(largest.get(t, 0), sum(1 for g in usable if _type(g) == t))
+            idle[t] = idle.get(t, 0) + sum(1 for g in held if g.uuid not in busy and _type(g) == t)
+    rows = tuple(sorted((t, largest[t], idle[t]) for t in largest))
+    return OutOfService(max(largest.values(), default=0), sum(idle.values()), rows)
 
 
-def refine(wait: Wait, gpus: int, withheld: OutOfService) -> str:
-    """The code of ``wait`` (for a job asking for ``gpus`` GPUs) once the master knows what is out
-    of service: a job that only waits for room the cordons hold back says ``NodeCordoned``."""
+def _type(gpu: Gpu) -> str:
+    return gpu.gpu_type or gpu_type_of(gpu.model)
+
+
+def refine(wait: Wait, gpus: int, withheld: OutOfService, types: Sequence[str] = ()) -> str:
+    """The code of ``wait`` (for a job asking for ``gpus`` GPUs of ``types``, empty: any) once the
+    master knows what is out of service: a job that only waits for room the cordons hold back
+    says ``NodeCordoned``; room of types the job does not accept does not count."""
     code = wait.code or RESOURCES
+    withheld = withheld.of_types(types)
     if not withheld.any:
         return code
+    if code == GPU_TYPE_UNAVAILABLE and types and gpus <= withheld.largest_node:
+        return NODE_CORDONED  # its types are in the cluster, only out of service
     if code in (GANG_TOO_LARGE, NO_READY_NODES) and gpus <= withheld.largest_node:
         return NODE_CORDONED
     if code == RESOURCES and gpus <= withheld.idle_gpus and gpus <= withheld.largest_node:
@@ -104,20 +129,27 @@ def refine(wait: Wait, gpus: int, withheld: OutOfService) -> str:
     return code
 
 
-_REFINABLE = frozenset({RESOURCES, GANG_TOO_LARGE, NO_READY_NODES, ""})
+def _out(types: Sequence[str]) -> str:
+    return f"every GPU of type {', '.join(types)} is on a cordoned or draining node, or quarantined"
+
+
+_REFINABLE = frozenset({RESOURCES, GANG_TOO_LARGE, NO_READY_NODES, GPU_TYPE_UNAVAILABLE, ""})
 
 
 def classify(actions: list[Action], jobs: Iterable[Job], withheld: OutOfService) -> list[Action]:
     """``actions`` with each Wait's code refined (:func:`refine`); the same list when nothing is
-    out of service. ``jobs``: at least the waiting ones (for their GPU counts)."""
+    out of service. ``jobs``: at least the waiting ones (for their GPU counts and types)."""
     if not withheld.any:
         return actions
-    need = {j.id: j.spec.gpu_range()[0] for j in jobs}  # (an elastic job: its smallest count)
+    need = {j.id: (j.spec.gpu_range()[0], j.spec.gpu_types) for j in jobs}  # (elastic: its smallest)
     out: list[Action] = []
     for a in actions:
         if isinstance(a, Wait) and a.code in _REFINABLE and a.job_id in need:
-            code = refine(a, need[a.job_id], withheld)
-            a = a if code == a.code else Wait(a.job_id, a.reason, code)
+            gpus, types = need[a.job_id]
+            code = refine(a, gpus, withheld, types)
+            if code != a.code:
+                reason = _out(types) if a.code == GPU_TYPE_UNAVAILABLE else a.reason
+                a = Wait(a.job_id, reason, code)
         out.append(a)
     return out
 

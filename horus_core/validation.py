@@ -14,8 +14,9 @@ import posixpath
 import re
 from collections.abc import Sequence
 
+from horus_core.caps import MAX_GPU_MEMORY_MIB
 from horus_core.errors import InvalidArgument
-from horus_core.model import JobSpec
+from horus_core.model import NO_FLOOR, JobSpec
 from horus_core.modelcard import MAX_CARD_BYTES, ModelCard, card_to_json, check_card
 
 MAX_COMMAND_ARGS = 4096
@@ -37,7 +38,8 @@ MAX_REQUEST_ID = 128
 MIN_CPUS = 0.001
 MAX_CPUS = 4096.0
 MAX_GPU_TYPES = 16  # accepted GPU families per job
-_GPU_TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")  # a family key like "v100", "a10g", "h100"
+# a family key like "v100", "a10g", "h100", or a MIG profile like "h100-1g.10gb" (docs/sharing.md)
+_GPU_TYPE = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,511}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -122,7 +124,8 @@ def validate_spec(
     _check_hints(spec)
     if spec.model_card is not None:
         _check_card(spec.model_card)
-    check_min_speed(spec.min_speed)
+    check_gpu_memory(spec.gpu_memory_mib)
+    check_min_speed(spec.min_speed, allow_none=True)
     check_grace(spec.grace_s)
     _check_mounts(spec.mounts, allow_mounts)
     if exec_size(spec) > MAX_EXEC_BYTES:
@@ -171,11 +174,22 @@ def check_grace(value: float) -> None:
         )
 
 
-def check_min_speed(value: float) -> None:
-    """A speed floor (per job or the cluster default) is a finite number in [0, 1]."""
+def check_min_speed(value: float, *, allow_none: bool = False) -> None:
+    """A speed floor (per job or the cluster default) is a finite number in [0, 1]; a job's may
+    also be ``NO_FLOOR`` (-1: no floor at all, not even the cluster default)."""
     check_finite("min_speed", value)
+    if allow_none and value == NO_FLOOR:
+        return
     if not 0.0 <= value <= 1.0:
-        raise InvalidArgument("min_speed", f"must be within [0, 1] (1.0 = solo speed), got {value:g}")
+        none = ", or -1 for no floor" if allow_none else ""
+        raise InvalidArgument("min_speed", f"must be within [0, 1] (1.0 = solo speed{none}), got {value:g}")
+
+
+def check_gpu_memory(mib: int) -> None:
+    """A declared GPU memory cap: 0 (not declared) or a positive size up to 4 TiB (the master
+    refuses one larger than every GPU it knows at submission)."""
+    if not 0 <= mib <= MAX_GPU_MEMORY_MIB:
+        raise InvalidArgument("gpu_memory", f"must be within [0, {MAX_GPU_MEMORY_MIB}] MiB, got {mib}")
 
 
 def _check_elastic(spec: JobSpec) -> None:

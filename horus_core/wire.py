@@ -11,7 +11,7 @@ from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState, ProfileHints
 from horus_core.modelcard import card_to_json, parse_card
-from horus_core.queues.usage import QueueUsage
+from horus_core.queueusage import QueueUsage
 
 # ------------------------------------------------------------------------------------ enums
 
@@ -88,6 +88,7 @@ def spec_to_pb(spec: JobSpec) -> pb.JobSpec:
         gpus_per_node=spec.gpus_per_node,
         nodes=spec.nodes,
         model_card="" if spec.model_card is None else card_to_json(spec.model_card),
+        gpu_memory_mib=spec.gpu_memory_mib,
     )
 
 
@@ -124,6 +125,7 @@ def spec_from_pb(msg: pb.JobSpec) -> JobSpec:
         gpus_per_node=msg.gpus_per_node,
         nodes=msg.nodes,
         model_card=parse_card(msg.model_card) if msg.model_card else None,
+        gpu_memory_mib=msg.gpu_memory_mib,
     )
 
 
@@ -146,6 +148,11 @@ def job_to_pb(job: Job) -> pb.Job:
         queue_position=job.queue_position,
         queue_name=job.queue_name,
         nodes=list(job.nodes),
+        last_preempted_at=job.last_preempted_at or 0.0,
+        last_preemption=job.last_preemption,
+        gpu_memory_cap_mib=job.gpu_memory_cap_mib,
+        gpu_memory_peak_mib=job.gpu_memory_peak_mib,
+        contained_mib=job.contained_mib,
     )
     if job.started_at is not None:
         msg.started_at = job.started_at
@@ -175,6 +182,11 @@ def job_from_pb(msg: pb.Job) -> Job:
         queue_position=msg.queue_position,
         queue_name=msg.queue_name,
         nodes=tuple(msg.nodes),
+        last_preempted_at=msg.last_preempted_at or None,
+        last_preemption=msg.last_preemption,
+        gpu_memory_cap_mib=msg.gpu_memory_cap_mib,
+        gpu_memory_peak_mib=msg.gpu_memory_peak_mib,
+        contained_mib=msg.contained_mib,
     )
 
 
@@ -191,6 +203,8 @@ def gpu_to_pb(gpu: Gpu) -> pb.Gpu:
         gpu_type=gpu.gpu_type,
         healthy=gpu.healthy,
         quarantine=gpu.quarantine,
+        compute_fraction=gpu.compute_fraction,
+        parent_uuid=gpu.parent_uuid,
     )
 
 
@@ -204,6 +218,8 @@ def gpu_from_pb(msg: pb.Gpu, node: str | None = None) -> Gpu:
         gpu_type=msg.gpu_type,
         healthy=msg.healthy,
         quarantine=msg.quarantine,
+        compute_fraction=msg.compute_fraction if 0.0 < msg.compute_fraction <= 1.0 else 1.0,
+        parent_uuid=msg.parent_uuid,
     )
 
 
@@ -271,11 +287,14 @@ def job_gpu_reading_to_pb(r: plane.JobGpuReading) -> pb.JobGpuStats:
         gpu_uuid=r.gpu_uuid,
         util_sm=r.util_sm,
         mem_used_mib=r.mem_used_mib,
+        cap_mib=r.cap_mib,
     )
 
 
 def job_gpu_reading_from_pb(msg: pb.JobGpuStats) -> plane.JobGpuReading:
-    return plane.JobGpuReading(msg.job_id, msg.attempt, msg.gpu_uuid, msg.util_sm, msg.mem_used_mib)
+    return plane.JobGpuReading(
+        msg.job_id, msg.attempt, msg.gpu_uuid, msg.util_sm, msg.mem_used_mib, max(0, msg.cap_mib)
+    )
 
 
 def heartbeat_from_pb(msg: wpb.Heartbeat) -> plane.Heartbeat:
@@ -297,6 +316,10 @@ def attempt_update_from_pb(msg: wpb.AttemptUpdate, field: str = "update.state") 
         exit_code=msg.exit_code if msg.HasField("exit_code") else None,
         reason=msg.reason,
         at=msg.at,
+        peak_gpu_memory_mib=max(0, msg.peak_gpu_memory_mib),
+        cause=msg.cause[:64],
+        shared=msg.shared,
+        neighbour_over_cap=msg.neighbour_over_cap,
     )
 
 
@@ -321,6 +344,7 @@ def to_worker_pb(msg: plane.ToWorker) -> wpb.MasterMessage:
             world_size=msg.world_size,
             master_addr=msg.master_addr,
             master_port=msg.master_port,
+            gpu_memory_cap_mib=msg.gpu_memory_cap_mib,
         )
         return wpb.MasterMessage(assign=assign)
     if isinstance(msg, plane.Kill):

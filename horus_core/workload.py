@@ -7,11 +7,19 @@ Each step sleeps ``1 / (steps_per_s x speed)`` where the speed comes from ``$HOR
 so co-location really costs time. It prints a line every ``--log-every`` steps, reports progress
 (step, a synthetic decreasing loss, samples/s) through :mod:`horus_core.progress`, fails on purpose
 with ``--fail-at`` and exits 143 after printing a line when it receives SIGTERM.
+
+On a simulated GPU it also uses GPU memory (docs/sharing.md): ``--gpu-memory-mib N`` at the start,
+growing evenly to ``--grow-to-mib M`` by its last step, written to ``$HORUS_SIM_GPU_MEMORY_FILE``
+(which the simulated probe reads as its use). Like CUDA under MPS or HAMi-core, it refuses to grow
+past the limit those set (``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``, ``CUDA_DEVICE_MEMORY_LIMIT_0``): it
+prints PyTorch's out-of-memory error and exits 1. It prints the unix time when it first uses more
+than ``$HORUS_GPU_MEMORY_CAP_MIB`` (``over cap at``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
@@ -19,6 +27,7 @@ import time
 from types import FrameType
 
 from horus_core import progress
+from horus_core.simgpu import GpuMemory
 
 _BATCH = re.compile(r"batch size (\d+)")
 SPEED_REFRESH_S = 0.2
@@ -42,9 +51,17 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         metavar="N",
         help="exit status at the end, or at --fail-at (default 0, or 1 when failing)",
     )
+    p.add_argument(
+        "--gpu-memory-mib", type=int, default=0, help="GPU memory used at the start (simulated GPUs)"
+    )
+    p.add_argument(
+        "--grow-to-mib", type=int, default=None, help="GPU memory used by the last step (default: no growth)"
+    )
     args = p.parse_args(argv)
     if args.steps < 0 or args.steps_per_s <= 0 or args.log_every < 1:
         p.error("--steps must be >= 0, --steps-per-s > 0 and --log-every >= 1")
+    if args.gpu_memory_mib < 0 or (args.grow_to_mib is not None and args.grow_to_mib < 0):
+        p.error("--gpu-memory-mib and --grow-to-mib must not be negative")
     return args
 
 
@@ -59,7 +76,7 @@ def batch_size(job_type: str) -> int:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    print(f"received SIGTERM at step {_State.step}, exiting", flush=True)
+    print(f"received SIGTERM at step {_State.step} at {time.time():.3f}, exiting", flush=True)
     sys.exit(143)
 
 
@@ -69,8 +86,12 @@ def run(args: argparse.Namespace) -> int:
     start = last_read = time.monotonic()
     speed = progress.speed()
     deadline = start
+    grow_to = args.gpu_memory_mib if args.grow_to_mib is None else args.grow_to_mib
+    memory = GpuMemory.from_env(os.environ) if args.gpu_memory_mib or grow_to else None
     for step in range(1, args.steps + 1):
         _State.step = step
+        if memory is not None and not memory.use(_memory_at(args.gpu_memory_mib, grow_to, step, args.steps)):
+            return 1  # (out of memory: CUDA's error printed)
         now = time.monotonic()
         if now - last_read >= SPEED_REFRESH_S:
             speed, last_read = progress.speed(), now
@@ -88,6 +109,11 @@ def run(args: argparse.Namespace) -> int:
             )
     print(f"done: {args.steps} steps in {time.monotonic() - start:.1f} s", flush=True)
     return 0 if args.exit_code is None else args.exit_code
+
+
+def _memory_at(first: int, last: int, step: int, steps: int) -> int:
+    """The GPU memory used at ``step`` of ``steps``: ``first`` growing evenly to ``last``."""
+    return first + round((last - first) * step / max(1, steps))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -170,15 +170,17 @@ class Master:
             self.queues = QueueService(policy, qfile, registry=reg, writer=writer, wakeup=wakeup)
         self.jobs = JobService(
             config=cfg, read=read, clock=clock, registry=reg, writer=writer, dispatch=dispatch,
-            wakeup=wakeup, events=events, queues=self.queues,
+            wakeup=wakeup, events=events, queues=self.queues, model=model,
         )  # fmt: skip
         self.scheduler = scheduler_for(core, policy, self.plane.check_liveness, service)
         self.attempts.finals.append(self.scheduler.attempt_stopped)  # (a preempted attempt ended)
         self.policy = policy
+        self._sources = ViewSources(read, reg, learner, lambda: writer.live)
         self.http = HttpSide(
-            sources=ViewSources(read, reg, learner, lambda: writer.live), live=lambda: writer.live, logs=logs,
+            sources=self._sources, live=lambda: writer.live, logs=logs,
             position=core.positions_of, events=events, scheduler=self.scheduler, clock=clock,
             heartbeat_s=cfg.heartbeat_s, tokens=self._tokens, monitor=self.monitor,
+            quotas=self.queues.usage_and_warnings if self.queues is not None else None,
         )  # fmt: skip
 
     async def _serve(self) -> int:
@@ -213,6 +215,7 @@ class Master:
                 queues=self.queues,
                 progress=self.core.progress,
                 position=self.core.positions_of,
+                speed=self._sources.speed_of,
             ),
             server,
         )

@@ -12,6 +12,7 @@ import signal
 import sys
 
 from horus_core.errors import InvalidArgument
+from horus_core.floor import DEFAULT_MIN_SPEED
 from horus_core.interference.table import load_table
 from horus_core.policies import add_policy_module_option, load_policy_module, policy_names
 from horus_core.queues import load_config
@@ -96,9 +97,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--min-speed",
         type=float,
-        default=0.0,
+        default=DEFAULT_MIN_SPEED,
         metavar="FRACTION",
-        help="cluster default speed floor in [0, 1] for jobs submitted without one (0: none)",
+        help="cluster default speed floor in [0, 1] for jobs submitted without one: no job that shares a "
+        f"GPU runs below this fraction of its solo speed (default {DEFAULT_MIN_SPEED:g}; 0: none; "
+        "docs/sharing.md)",
     )
     p.add_argument(
         "--optimus-replan-s",
@@ -237,12 +240,12 @@ async def serve(
     )
     host = config.listen.rsplit(":", 1)[0]
     print(f"horus-master listening on {host}:{master.port}", flush=True)
-    for what, listen, port in (
-        ("dashboard", http, master.http.http_port),
-        ("metrics", metrics, master.http.metrics_port),
+    for what, listen, port, path in (
+        ("dashboard", http, master.http.http_port, "/"),
+        ("metrics", metrics, master.http.metrics_port, "/metrics"),
     ):
         if listen is not None:
-            print(f"horus-master {what} on http://{listen.rpartition(':')[0]}:{port}/", flush=True)
+            print(f"horus-master {what} on http://{listen.rpartition(':')[0]}:{port}{path}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,6 +1,6 @@
 """Validate Horus on a real NVIDIA GPU host; run it as ``scripts/gpu-check [--out DIR]``.
 
-Checks, in order of value, each bounded so the whole run fits ``--budget-s`` (default 420 s):
+Checks, in order of value, each bounded so the whole run fits ``--budget-s`` (default 470 s):
 
 1. host: GPU, driver, CUDA, compute and MIG mode, torch, whether MPS and Docker are present;
 2. nvml: the worker's NVML probe against nvidia-smi while a CUDA load runs (driver-only load);
@@ -12,7 +12,11 @@ Checks, in order of value, each bounded so the whole run fits ``--budget-s`` (de
    Gavel's format (``--throughputs``) plus each job's NVML utilisation and memory alone;
 5. mps: an MPS control daemon in a private pipe directory, a pinned memory limit that refuses an
    over-limit allocation, and one training pair under MPS;
-6. pytest: the ``gpu``-marked tests; 7. synthetic: two driver-only spin loads time-sliced.
+6. product: the product path (``scripts/gpu_product.py``): a real master and ``horus-worker``
+   (NVML probe, process runtime) under ``--sharing timeslice`` then ``mps``, two PyTorch jobs with
+   caps on the GPU: the grower stopped (``GpuMemoryExceeded``) or refused by its MPS limit, its
+   neighbour SUCCEEDS, it runs again alone with a raised cap; the MPS daemon's life;
+7. pytest: the ``gpu``-marked tests; 8. synthetic: two driver-only spin loads time-sliced.
 
 Every result is one JSON line on stdout and in ``DIR/gpu-check.jsonl``; the table is
 ``DIR/<gpu>_throughputs.json``. No downloads; nothing is left running.
@@ -570,6 +574,12 @@ async def check_mps(rep: Report, probe: NvmlProbe, gpu: GpuInfo) -> None:
 # ---------------------------------------------------------------------------------------- main
 
 
+async def _product(rep: Report) -> None:
+    from gpu_product import check_product, real_jobs
+
+    await check_product(rep.emit, real_jobs())
+
+
 class _Captured(logging.Handler):
     """Keeps what the probe logs while it opens (e.g. that Xid events are not available)."""
 
@@ -586,7 +596,7 @@ async def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--out", type=pathlib.Path, default=pathlib.Path(os.environ.get("OUT") or "runs/gpu-check")
     )
-    ap.add_argument("--budget-s", type=float, default=420.0)
+    ap.add_argument("--budget-s", type=float, default=470.0)
     ap.add_argument("--only", default="", help="comma-separated checks to run (default: all)")
     args = ap.parse_args(argv)
     rep = Report(args.out)
@@ -611,6 +621,7 @@ async def main(argv: list[str] | None = None) -> int:
         ("watchdog", 60, lambda: check_watchdog(rep, probe, gpu)),
         ("pairs", 170, lambda: check_pairs(rep, probe, gpu, list(GPU_CHECK))),
         ("mps", 60, lambda: check_mps(rep, probe, gpu)),
+        ("product", 130, lambda: _product(rep)),
         ("pytest", 45, lambda: check_pytest(rep)),
         ("synthetic", 12, lambda: check_synthetic(rep, gpu)),
     ]

@@ -144,3 +144,27 @@ def test_gang_wait_prints_the_reference_and_the_reservation_for_each_policy() ->
     for r in rows:
         assert r["bench"] == "gang_wait" and r["jobs"] == 30 and r["unfinished"] == 0
         assert r["gangs"] > 0 and r["gang_avg_jct_h"] > 0 and r["avg_jct_h"] > 0
+
+
+def test_cli_startup_measures_hctl_against_the_interpreter_in_one_run() -> None:
+    lines = bench("cli_startup.py", "--repeat", "2")
+    rows = {x["cmd"]: x for x in lines if "cmd" in x}
+    assert set(rows) == {"python -c pass", "hctl --version", "hctl jobs"}
+    ref = rows["python -c pass"]["wall_ms"]
+    for name in ("hctl --version", "hctl jobs"):
+        row = rows[name]
+        assert row["n"] == 2 and row["wall_ms"] > 0
+        assert abs(row["over_python_ms"] - (row["wall_ms"] - ref)) < 0.2
+    (imports,) = [x for x in lines if x.get("what") == "imports"]
+    assert imports["heavy"] == [] and imports["modules"] > 50
+
+
+def test_floor_tradeoff_prints_each_floor_against_no_floor_in_one_run() -> None:
+    lines = bench("floor_tradeoff.py", "--trace", "synthetic:jobs=80,rate=20,seed=1", "--clusters", "v100:4",
+                  "--floors", "0.7")  # fmt: skip
+    assert [(x["cluster"], x["floor"]) for x in lines] == [("v100:4", 0.0), ("v100:4", 0.7)]
+    none, floor = lines
+    assert none["jct_vs_none"] == 1.0 and floor["jct_vs_none"] == round(
+        floor["avg_jct_h"] / none["avg_jct_h"], 4
+    )
+    assert floor["min_speed"] >= 0.7 and all(x["unfinished"] == 0 for x in lines)

@@ -63,3 +63,16 @@ def test_the_test_helpers_contract_covers_every_product_module() -> None:
         if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.stem not in ("__init__", "testing")
     }
     assert set(contract["source_modules"]) == product | {"master", "worker"}
+
+
+def test_pyproject_reads_without_deprecation_warnings() -> None:
+    """``pip install`` must not warn (a licence given as a TOML table is deprecated: SPDX text)."""
+    code = (
+        "from setuptools.config import pyprojecttoml; from setuptools.dist import Distribution;"
+        "d = Distribution(); pyprojecttoml.apply_configuration(d, 'pyproject.toml');"
+        "print(d.metadata.license_expression)"
+    )
+    argv = [sys.executable, "-W", "error", "-c", code]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "Apache-2.0"

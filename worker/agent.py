@@ -11,27 +11,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import pathlib
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
+from horus_core.containment import CAUSE_CUDA_OOM, Ending
 from horus_core.model import JobState
 from horus_core.plane import Assignment, Kill, LeaseGrant, ToWorker
 from worker import messages
 from worker.connection import Connection
-from worker.files import AttemptFiles, attempts_dir
+from worker.files import AttemptFiles, attempts_dir, load_epoch, save_epoch, write_speeds
 from worker.gpu.base import GpuInfo, GpuProbe, ProbeTarget
 from worker.jobenv import attempt_env
 from worker.lease import WatchdogProcess, write_lease
 from worker.runtime.base import AttemptKey, ExitStatus, LaunchRequest, RunningAttempt, Runtime
 from worker.runtime.containers import ContainerRecords
-from worker.state import Clock, Effect, Send, Start, Stop, WorkerState
-from worker.tails import LogTail, ProgressTail
+from worker.sharing.guard import SharingConfig, SharingGuard, Watched
+from worker.sharing.oom import is_oom, read_tail
+from worker.state import Attempt, Clock, Effect, Send, Start, Stop, WorkerState
+from worker.tails import LogTail, ProgressTail, read_tails
 
 log = logging.getLogger(__name__)
 SpeedOf = Callable[[str, int], float]
@@ -59,6 +63,7 @@ class AgentConfig:
     watchdog: bool = True  # a lease watchdog process (worker/lease.py) backs the daemon's own checks
     advertise_addr: str = ""  # where other nodes reach this one ("": the master uses what it sees)
     rack: str = ""  # --rack: the rack (switch) this node sits in, reported at registration
+    sharing: SharingConfig = field(default_factory=SharingConfig)  # --sharing, the memory watchdog
 
 
 class Agent:
@@ -78,6 +83,7 @@ class Agent:
         self.state = WorkerState([g.uuid for g in gpus], clock or SystemClock(), grace_s=config.grace_s)
         self.connection = Connection(config.master, self, credentials=config.credentials)
         self._handles: dict[AttemptKey, RunningAttempt] = {}
+        self._pids: dict[AttemptKey, tuple[int, ...]] = {}  # each live attempt's, at the last heartbeat
         self._files: dict[AttemptKey, AttemptFiles] = {}
         self._logs: dict[AttemptKey, LogTail] = {}
         self._progress: dict[AttemptKey, ProgressTail] = {}
@@ -86,10 +92,13 @@ class Agent:
         self._beat_now = asyncio.Event()
         self._shutdown = asyncio.Event()
         self._finished = asyncio.Event()  # set whenever an attempt reaches its final state
-        self.state.epoch = _load_epoch(config.state_dir)
+        self.state.epoch = load_epoch(config.state_dir)
         self._lease_written = (0.0, 0.0)
         self._watchdog: WatchdogProcess | None = None
         self._containers = ContainerRecords(config.state_dir / "containers")  # read by the watchdog
+        self.guard = SharingGuard(
+            config.sharing, gpus, probe, config.state_dir, over_cap=self._over_cap, stop=self._stop_for
+        )
 
     # ------------------------------------------------------------------------- lifecycle
 
@@ -108,6 +117,7 @@ class Agent:
             asyncio.create_task(self._tick_loop(), name="tick"),
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
             asyncio.create_task(self._tail_loop(), name="tails"),
+            asyncio.create_task(self.guard.run(self._watched), name="memory-watchdog"),
         ]
         try:
             await self._shutdown.wait()
@@ -116,6 +126,7 @@ class Agent:
             for task in [*loops, *self._tasks]:
                 task.cancel()
             await asyncio.gather(*loops, *self._tasks, return_exceptions=True)
+            await self.guard.close()
             if self._watchdog is not None:
                 await self._watchdog.stop()
 
@@ -177,12 +188,13 @@ class Agent:
             self.state.epoch,
             advertise_addr=self.config.advertise_addr,
             rack=self.config.rack,
+            runtime=self._runtime.name,
         )
 
     def on_registered(self, msg: LeaseGrant) -> None:
         effects = self._registered(msg)
         if msg.epoch:
-            _save_epoch(self.config.state_dir, msg.epoch)
+            save_epoch(self.config.state_dir, msg.epoch)
         for tail in self._logs.values():
             tail.rewind()
         self._apply(effects)
@@ -217,7 +229,8 @@ class Agent:
                 log.warning("ignoring an assignment with a bad job id %r", msg.job_id[:80])
                 return
             key = AttemptKey(msg.job_id, msg.attempt)
-            self._apply(self.state.on_assignment(key, msg.spec, msg.gpus, messages.gang_env(msg)))
+            env = messages.gang_env(msg)
+            self._apply(self.state.on_assignment(key, msg.spec, msg.gpus, env, msg.gpu_memory_cap_mib))
         elif isinstance(msg, Kill):
             self._apply(self.state.on_kill(AttemptKey(msg.job_id, msg.attempt), msg.reason))
 
@@ -251,13 +264,19 @@ class Agent:
     async def _launch(self, start: Start) -> None:
         key = start.key
         files = AttemptFiles.of(self.config.state_dir, key)
-        # the worker's own variables, then a gang's rendezvous (WORLD_SIZE over all its nodes wins)
+        # the worker's own variables, a gang's rendezvous (WORLD_SIZE over all its nodes wins),
+        # then the sharing mode's (MPS, HAMi; docs/sharing.md)
         env = (*attempt_env(key, start.gpus, files, self.config.name), *start.env)
         try:
             await asyncio.to_thread(files.prepare, start.spec, start.gpus)
-            handle = await self._runtime.start(LaunchRequest(key, start.spec, start.gpus, files.log, env))
+            shared = await self.guard.prepare(
+                (key.job_id, key.attempt), start.spec, start.gpus, start.cap_mib
+            )
+            request = LaunchRequest(key, start.spec, start.gpus, files.log, (*env, *shared.env), shared.binds)
+            handle = await self._runtime.start(request)
         except Exception as exc:
             log.warning("cannot start %s/%d: %s", key.job_id, key.attempt, exc)
+            self.guard.ended((key.job_id, key.attempt))
             self._apply(self.state.on_start_failed(key, str(exc) or type(exc).__name__))
             self._finished.set()
             return
@@ -271,6 +290,7 @@ class Agent:
         except Exception as exc:
             status = ExitStatus(JobState.FAILED, None, f"lost track of the attempt: {exc}")
         exited_at = self.state.clock.monotonic()  # before the drain below: a lapse is judged by this
+        ending = await self._ending(key, status)
         self._handles.pop(key, None)
         with contextlib.suppress(OSError):
             self._containers.remove(key)
@@ -278,12 +298,46 @@ class Agent:
             await self._pump_tails(drain=True, keys={key})
         self._progress.pop(key, None)
         log.info("%s/%d ended: %s (%s)", key.job_id, key.attempt, status.state.value, status.reason)
-        effects = self.state.on_exited(key, status, exited_at)
+        effects = self.state.on_exited(key, status, exited_at, ending)
         for final in (e.update for e in effects if isinstance(e, Send) and e.update.key == key):
             if final.state is not status.state:  # e.g. the lease watchdog's kill
                 log.info("%s/%d reported %s (%s)", key.job_id, key.attempt, final.state.value, final.reason)
         self._apply(effects)
         self._finished.set()
+
+    # ------------------------------------------------------------- safe sharing (guard)
+
+    async def _ending(self, key: AttemptKey, status: ExitStatus) -> Ending:
+        """Its sharing facts (the guard's) and a CUDA OOM its log shows."""
+        ending = self.guard.ended((key.job_id, key.attempt))
+        files = self._files.get(key)
+        failed = status.state is JobState.FAILED and files is not None
+        tail = await asyncio.to_thread(read_tail, files.log) if failed and files is not None else b""
+        return dataclasses.replace(ending, cause=CAUSE_CUDA_OOM) if is_oom(status.exit_code, tail) else ending
+
+    def _over_cap(self, key: tuple[str, int], reason: str) -> None:
+        self._apply(self.state.on_over_cap(AttemptKey(*key), reason))
+
+    def _stop_for(self, key: tuple[str, int], reason: str) -> None:
+        self._apply(self.state.on_kill(AttemptKey(*key), reason))
+
+    async def _watched(self) -> list[Watched]:
+        """The live attempts as the memory watchdog reads them. Their PIDs are the last heartbeat's
+        (a GPU process started since is still found through its parents); only an attempt none has
+        seen yet is read now, in a thread: no pass over /proc per attempt twice a second."""
+        live = [(a, self._handles[a.key]) for a in self.state.live() if a.key in self._handles and a.spec]
+        new = [(a, h) for a, h in live if a.key not in self._pids]
+        if new:
+            self._pids.update(await asyncio.to_thread(lambda: {a.key: tuple(h.pids()) for a, h in new}))
+        return [
+            Watched(self._target(a, self._pids.get(a.key, ())), a.cap_mib if a.capped else 0) for a, _ in live
+        ]
+
+    def _target(self, a: Attempt, pids: tuple[int, ...]) -> ProbeTarget:
+        assert a.spec is not None
+        files = self._files.get(a.key)
+        memory = str(files.gpu_memory) if files is not None else ""
+        return ProbeTarget(a.key.job_id, a.key.attempt, pids, a.gpus, a.spec, memory)
 
     # ----------------------------------------------------------------------------- loops
 
@@ -307,7 +361,7 @@ class Agent:
         progress = [(k, t) for k, t in self._progress.items() if keys is None or k in keys]
         async with self._tail_lock:
             for _ in range(MAX_DRAIN_ROUNDS if drain else 1):
-                msgs = await asyncio.to_thread(_read_tails, logs, progress)
+                msgs = await asyncio.to_thread(read_tails, logs, progress)
                 for msg in msgs:
                     self.connection.send(msg)
                 if not msgs:
@@ -328,9 +382,8 @@ class Agent:
     async def _heartbeat(self) -> None:
         live = [(a, self._handles[a.key]) for a in self.state.live() if a.key in self._handles and a.spec]
         pids = await asyncio.to_thread(lambda: {a.key: tuple(h.pids()) for a, h in live})
-        targets = [
-            ProbeTarget(a.key.job_id, a.key.attempt, pids[a.key], a.gpus, a.spec) for a, _ in live if a.spec
-        ]
+        self._pids = dict(pids)  # (what the memory watchdog reads until the next heartbeat)
+        targets = [self._target(a, pids[a.key]) for a, _ in live]
         try:
             readings, procs = await self._probe.read(targets)
         except Exception as exc:
@@ -344,36 +397,4 @@ class Agent:
         if self._speed_of is not None:
             speed_of = self._speed_of
             speeds = [(self._files[k], speed_of(k.job_id, k.attempt)) for k in pids if k in self._files]
-            await asyncio.to_thread(_write_speeds, speeds)
-
-
-def _read_tails(
-    logs: Sequence[tuple[AttemptKey, LogTail]], progress: Sequence[tuple[AttemptKey, ProgressTail]]
-) -> list[messages.Outgoing]:
-    out = [messages.log_chunk(key, off, data) for key, tail in logs for off, data in tail.read()]
-    for key, ptail in progress:
-        latest = ptail.read()
-        if latest is not None:
-            out.append(messages.progress(key, latest))
-    return out
-
-
-def _write_speeds(speeds: Sequence[tuple[AttemptFiles, float]]) -> None:
-    for files, speed in speeds:
-        with contextlib.suppress(OSError):
-            files.write_speed(speed)
-
-
-def _load_epoch(state_dir: pathlib.Path) -> int:
-    """The epoch of this node's last registration, kept across restarts of the daemon."""
-    try:
-        return int((state_dir / "epoch").read_text().strip() or 0)
-    except (OSError, ValueError):
-        return 0
-
-
-def _save_epoch(state_dir: pathlib.Path, epoch: int) -> None:
-    try:
-        (state_dir / "epoch").write_text(str(epoch))
-    except OSError as exc:
-        log.warning("cannot record the registration epoch: %s", exc)
+            await asyncio.to_thread(write_speeds, speeds)

@@ -8,6 +8,7 @@ PyTorch launcher's names; one process per GPU, all on this node) and ``HORUS_GPU
 from __future__ import annotations
 
 from horus_core.progress import PROGRESS_ENV, SPEED_ENV
+from horus_core.simgpu import MEMORY_ENV
 from worker.files import AttemptFiles
 from worker.runtime.base import AttemptKey
 
@@ -23,6 +24,7 @@ def attempt_env(key: AttemptKey, gpus: tuple[str, ...], files: AttemptFiles, wor
         ("HORUS_ATTEMPT", str(key.attempt)),
         (PROGRESS_ENV, str(files.progress)),
         (SPEED_ENV, str(files.speed)),
+        (MEMORY_ENV, str(files.gpu_memory)),
         ("HORUS_WORKER", worker),
         ("HORUS_GPUS", count),
         ("WORLD_SIZE", count),

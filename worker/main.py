@@ -3,6 +3,7 @@
     horus-worker --master HOST:PORT --name NAME [--fake-gpus N | --fake-gpus 4xV100]
                  [--sim-interference FILE] [--runtime process|docker] [--state-dir DIR]
                  [--join-token T] [--grace-s 30] [--metrics-listen HOST:PORT]
+                 [--sharing timeslice|mps|hami] [--hami-lib PATH] [--mps-control PATH]
 
 Without ``--fake-gpus`` the GPUs come from NVML. SIGTERM or SIGINT stops the attempts gracefully,
 sends their final updates and exits 0.
@@ -16,6 +17,7 @@ import logging
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -34,6 +36,10 @@ from worker.gpu.simulated import SimulatedProbe, parse_fake_gpus, simulated_gpus
 from worker.metrics import RecordingProbe, WorkerCollector, serve_metrics
 from worker.runtime.base import Runtime
 from worker.runtime.process import ProcessRuntime
+from worker.sharing import modes, mps_daemon
+from worker.sharing.guard import SharingConfig
+from worker.sharing.modes import Sharing
+from worker.sharing.watchdog import DEFAULT_SLACK_MIB
 
 log = logging.getLogger("horus.worker")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -129,6 +135,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="address other nodes reach this one at (a gang's MASTER_ADDR; default: what the master sees)",
     )
     p.add_argument("--metrics-listen", metavar="HOST:PORT", help="serve Prometheus /metrics here (no auth)")
+    p.add_argument(
+        "--sharing",
+        choices=[m.value for m in Sharing],
+        default=modes.DEFAULT.value,
+        help="how jobs that share a GPU are held to their memory caps (docs/sharing.md): timeslice "
+        "(default: CUDA time-slicing, the memory watchdog alone), mps (an MPS daemon per shared GPU, "
+        "pinned memory limits and SM shares), hami (HAMi-core's limits, needs --hami-lib)",
+    )
+    p.add_argument(
+        "--hami-lib", type=pathlib.Path, metavar="PATH", help="--sharing hami: HAMi-core's libvgpu.so"
+    )
+    p.add_argument(
+        "--mps-control",
+        default=mps_daemon.CONTROL,
+        metavar="PATH",
+        help="--sharing mps: the MPS control binary (default nvidia-cuda-mps-control on PATH)",
+    )
+    p.add_argument(
+        "--memory-watch-s",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="the GPU memory watchdog reads every S seconds (at most 1; default 0.5)",
+    )
+    p.add_argument(
+        "--memory-slack-mib",
+        type=int,
+        default=DEFAULT_SLACK_MIB,
+        metavar="MIB",
+        help=f"a job is stopped above its GPU memory cap plus this (default {DEFAULT_SLACK_MIB})",
+    )
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument("--version", action="version", version=f"horus-worker {__version__}")
     args = p.parse_args(argv)
@@ -146,6 +183,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--fake-gpu-faults needs --fake-gpus (it injects faults into simulated GPUs)")
     if args.grace_s < 0:
         p.error("--grace-s must not be negative")
+    if not 0.05 <= args.memory_watch_s <= 1.0 or args.memory_slack_mib < 0:
+        p.error("--memory-watch-s must be within [0.05, 1] and --memory-slack-mib not negative")
+    if args.sharing == Sharing.HAMI.value and (args.hami_lib is None or not args.hami_lib.is_file()):
+        p.error("--sharing hami needs --hami-lib PATH, HAMi-core's libvgpu.so as installed by the operator")
+    if args.hami_lib is not None and args.sharing != Sharing.HAMI.value:
+        p.error("--hami-lib goes with --sharing hami")
     if bool(args.tls_cert) != bool(args.tls_key) or (args.tls_cert and not args.tls_ca):
         p.error("--tls-cert and --tls-key go together, and need --tls-ca")
     return args
@@ -222,6 +265,15 @@ def make_state_dir(args: argparse.Namespace) -> pathlib.Path:
     return state_dir
 
 
+def sharing_config(args: argparse.Namespace) -> SharingConfig:
+    """--sharing and the watchdog's settings; mps needs its control binary (checked here)."""
+    mode = Sharing(args.sharing)
+    if mode is Sharing.MPS and shutil.which(args.mps_control) is None:
+        raise StartupError(f"--sharing mps: {args.mps_control} not found (install the NVIDIA driver's MPS)")
+    hami = args.hami_lib.resolve() if args.hami_lib is not None else None
+    return SharingConfig(mode, args.memory_watch_s, args.memory_slack_mib, args.mps_control, hami)
+
+
 async def serve(args: argparse.Namespace, config: AgentConfig) -> None:
     state_dir = config.state_dir
     probe, gpus, speed_of = await open_probe(args)
@@ -246,12 +298,13 @@ async def serve(args: argparse.Namespace, config: AgentConfig) -> None:
     kind = "simulated" if args.fake_gpus else "NVML"
     models = ", ".join(sorted({g.model for g in gpus}))
     log.info(
-        "horus-worker %s: %d GPU(s) (%s, %s), runtime %s, master %s, state %s",
+        "horus-worker %s: %d GPU(s) (%s, %s), runtime %s, sharing %s, master %s, state %s",
         args.name,
         len(gpus),
         models,
         kind,
         runtime.name,
+        config.sharing.mode.value,
         args.master,
         state_dir,
     )
@@ -293,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
             credentials(args),
             advertise_addr=args.advertise_addr,
             rack=args.rack,
+            sharing=sharing_config(args),
         )
         asyncio.run(serve(args, config))
     except StartupError as exc:

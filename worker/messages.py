@@ -38,10 +38,9 @@ def register(
     resume_epoch: int = 0,
     advertise_addr: str = "",
     rack: str = "",
+    runtime: str = "",
 ) -> worker_pb2.WorkerMessage:
-    pb_gpus = [
-        gpu_to_pb(Gpu(g.uuid, name, g.index, g.model, g.memory_mib, gpu_type_of(g.model))) for g in gpus
-    ]
+    pb_gpus = [gpu_to_pb(_gpu(name, g)) for g in gpus]
     msg = worker_pb2.Register(
         name=name,
         gpus=pb_gpus,
@@ -52,8 +51,16 @@ def register(
         resume_epoch=resume_epoch,
         advertise_addr=advertise_addr,
         rack=rack,
+        runtime=runtime,
     )
     return worker_pb2.WorkerMessage(register=msg)
+
+
+def _gpu(node: str, g: GpuInfo) -> Gpu:
+    kind = gpu_type_of(g.model)
+    return Gpu(
+        g.uuid, node, g.index, g.model, g.memory_mib, kind, True, "", g.compute_fraction, g.parent_uuid
+    )
 
 
 Outgoing = worker_pb2.WorkerMessage  # what the worker sends (built here, written by the connection)
@@ -74,6 +81,7 @@ def from_master(msg: worker_pb2.MasterMessage) -> ToWorker | None:
         return Assignment(
             a.job_id, a.attempt, spec_from_pb(a.spec), tuple(a.gpus),
             a.node_rank, a.nnodes, a.world_size, a.master_addr, a.master_port,
+            max(0, a.gpu_memory_cap_mib),
         )  # fmt: skip
     if kind == "kill":
         return Kill(msg.kill.job_id, msg.kill.attempt, msg.kill.reason)
@@ -89,8 +97,17 @@ def gang_env(a: Assignment) -> tuple[tuple[str, str], ...]:
 
 
 def update(u: Update) -> worker_pb2.WorkerMessage:
+    e = u.ending
     msg = worker_pb2.AttemptUpdate(
-        job_id=u.key.job_id, attempt=u.key.attempt, state=job_state_to_pb(u.state), reason=u.reason, at=u.at
+        job_id=u.key.job_id,
+        attempt=u.key.attempt,
+        state=job_state_to_pb(u.state),
+        reason=u.reason,
+        at=u.at,
+        peak_gpu_memory_mib=e.peak_mib,
+        cause=e.cause,
+        shared=e.shared,
+        neighbour_over_cap=e.neighbour_over,
     )
     if u.exit_code is not None:
         msg.exit_code = u.exit_code

@@ -35,6 +35,9 @@ class RecordingProbe:
         self.readings, self.procs, self.targets = list(readings), list(procs), list(running)
         return readings, procs
 
+    async def memory(self, running: Sequence[ProbeTarget]) -> list[ProcessReading]:
+        return await self._inner.memory(running)
+
     async def close(self) -> None:
         await self._inner.close()
 

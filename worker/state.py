@@ -25,12 +25,14 @@ case (CANCELLED) whatever the runtime reports and whether or not a renewal came 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from horus_core.containment import CAUSE_GPU_MEMORY_EXCEEDED, Ending
 from horus_core.model import JobSpec, JobState
 from worker.runtime.base import AttemptKey, ExitStatus
 
@@ -38,6 +40,10 @@ from worker.runtime.base import AttemptKey, ExitStatus
 class Clock(Protocol):
     def monotonic(self) -> float: ...  # for deadlines
     def time(self) -> float: ...  # unix seconds, for the ``at`` of updates
+
+
+NO_ENDING = Ending()
+Env = tuple[tuple[str, str], ...]
 
 
 class Phase(enum.Enum):
@@ -56,6 +62,7 @@ class Update:
     exit_code: int | None = None
     reason: str = ""
     at: float = 0.0
+    ending: Ending = NO_ENDING  # a final's sharing facts: cause, peak GPU memory, shared
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,7 @@ class Start:
     spec: JobSpec
     gpus: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()  # what the master's assignment adds (a gang's rendezvous)
+    cap_mib: int = 0  # the GPU memory cap per GPU the worker enforces (0: none), docs/sharing.md
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +99,13 @@ class Attempt:
     final: Update | None = None
     finished_at: float = 0.0  # monotonic
     lapsed_at: float | None = None  # the lease deadline that passed while it lived (monotonic)
+    cap_mib: int = 0  # its GPU memory cap per GPU (0: none)
+    cause: str = ""  # why this worker stopped it, where that is a sharing cause (GpuMemoryExceeded)
+
+    @property
+    def capped(self) -> bool:
+        """Its memory is held to its cap: a cap was given and the job shares its GPUs."""
+        return self.cap_mib > 0 and self.spec is not None and not self.spec.exclusive
 
 
 class WorkerState:
@@ -210,19 +225,19 @@ class WorkerState:
     # -------------------------------------------------------------------- from the master
 
     def on_assignment(
-        self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...], env: tuple[tuple[str, str], ...] = ()
+        self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...], env: Env = (), cap_mib: int = 0
     ) -> list[Effect]:
-        return self._check_lease() + self._assignment(key, spec, gpus, env)
+        return self._check_lease() + self._assignment(key, spec, gpus, env, cap_mib)
 
     def _assignment(
-        self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...], env: tuple[tuple[str, str], ...]
+        self, key: AttemptKey, spec: JobSpec, gpus: tuple[str, ...], env: Env, cap_mib: int = 0
     ) -> list[Effect]:
         known = self.attempts.get(key)
         if known is not None:  # a copy: started once only; a finished one gets its final again
             return [Send(known.final)] if known.final is not None else []
         if key in self._tombstones:
             return []
-        attempt = Attempt(key, spec, gpus, Phase.STARTING)
+        attempt = Attempt(key, spec, gpus, Phase.STARTING, cap_mib=max(0, cap_mib))
         self.attempts[key] = attempt
         if self.shutting_down or self.fenced:  # refused at once: the master re-queues it
             why = "worker shutting down" if self.shutting_down else "worker fenced: its lease expired"
@@ -231,7 +246,7 @@ class WorkerState:
         if not gpus or foreign:
             what = f"GPUs not on this worker: {', '.join(foreign)}" if foreign else "no GPUs"
             return self._finish(attempt, JobState.FAILED, None, f"bad assignment: {what}")
-        return [Start(key, spec, gpus, env)]
+        return [Start(key, spec, gpus, env, attempt.cap_mib)]
 
     def on_kill(self, key: AttemptKey, reason: str) -> list[Effect]:
         return self._check_lease() + self._kill(key, reason or "killed by the master")
@@ -247,6 +262,15 @@ class WorkerState:
         if attempt.phase is Phase.FINISHED:
             return [Send(attempt.final)] if attempt.final is not None else []
         return self._stop(attempt, reason, self.job_grace(attempt))
+
+    def on_over_cap(self, key: AttemptKey, reason: str) -> list[Effect]:
+        """The memory watchdog saw the attempt above its cap: stop it; its final names the cause."""
+        effects = self._check_lease()
+        attempt = self.attempts.get(key)
+        if attempt is None or attempt.phase is not Phase.RUNNING or not attempt.capped:
+            return effects
+        attempt.cause = CAUSE_GPU_MEMORY_EXCEEDED
+        return effects + self._stop(attempt, reason, self.job_grace(attempt))
 
     def job_grace(self, attempt: Attempt) -> float:
         """SIGTERM -> SIGKILL grace of a stop the master asked for: the job's ``grace_s``, or
@@ -281,11 +305,18 @@ class WorkerState:
             return effects + self._finish(attempt, JobState.CANCELLED, None, attempt.stop_reason)
         return effects + self._finish(attempt, JobState.FAILED, None, f"cannot start: {error}")
 
-    def on_exited(self, key: AttemptKey, status: ExitStatus, exited_at: float | None = None) -> list[Effect]:
+    def on_exited(
+        self,
+        key: AttemptKey,
+        status: ExitStatus,
+        exited_at: float | None = None,
+        ending: Ending = NO_ENDING,
+    ) -> list[Effect]:
         """The runtime saw the attempt end at ``exited_at`` (monotonic; None: now). An exit at or
         after a lease deadline the attempt lived through is the lease case (the watchdog signals
         every attempt once the deadline has passed, and a job may answer SIGTERM with any code),
-        even when a renewal came between the kill and this call; one before it keeps its result."""
+        even when a renewal came between the kill and this call; one before it keeps its result.
+        ``ending``: its sharing facts; a stop by the memory watchdog is its cause, whatever the exit."""
         effects = [e for e in self._check_lease() if not (isinstance(e, Stop) and e.key == key)]
         attempt = self.attempts.get(key)
         if attempt is None or attempt.phase is Phase.FINISHED:
@@ -295,7 +326,11 @@ class WorkerState:
         if lapsed and status.state is not JobState.CANCELLED:  # the watchdog got there first
             why = "lease expired: stopped by the lease watchdog"
             return effects + self._finish(attempt, JobState.CANCELLED, status.exit_code, why)
-        return effects + self._finish(attempt, status.state, status.exit_code, status.reason)
+        if attempt.cause:
+            ending = dataclasses.replace(ending, cause=attempt.cause)
+        elif lapsed or status.state is not JobState.FAILED:
+            ending = dataclasses.replace(ending, cause="")  # (an OOM counts only as a failure)
+        return effects + self._finish(attempt, status.state, status.exit_code, status.reason, ending)
 
     # -------------------------------------------------------------------------- shutdown
 
@@ -351,8 +386,10 @@ class WorkerState:
             effects += self._stop(attempt, reason, grace_s)
         return effects
 
-    def _finish(self, attempt: Attempt, state: JobState, exit_code: int | None, reason: str) -> list[Effect]:
+    def _finish(
+        self, attempt: Attempt, state: JobState, code: int | None, reason: str, ending: Ending = NO_ENDING
+    ) -> list[Effect]:
         attempt.phase = Phase.FINISHED
-        attempt.final = Update(attempt.key, state, exit_code, reason, self.clock.time())
+        attempt.final = Update(attempt.key, state, code, reason, self.clock.time(), ending)
         attempt.finished_at = self.clock.monotonic()
         return [Send(attempt.final)]

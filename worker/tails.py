@@ -9,8 +9,11 @@ import json
 import math
 import os
 import pathlib
+from collections.abc import Sequence
 
+from worker import messages
 from worker.messages import Progress
+from worker.runtime.base import AttemptKey
 
 CHUNK = 64 * 1024
 REPLAY_CHUNKS = 16  # chunks sent again after a reconnect: those may have died with the old stream
@@ -106,3 +109,15 @@ def parse_progress(line: bytes) -> Progress | None:
     if not all(math.isfinite(v) for v in (loss, rate, at)):
         return None
     return Progress(step=step, loss=loss, samples_per_s=rate, at=at)
+
+
+def read_tails(
+    logs: Sequence[tuple[AttemptKey, LogTail]], progress: Sequence[tuple[AttemptKey, ProgressTail]]
+) -> list[messages.Outgoing]:
+    """Blocking: new log chunks and the latest progress of each attempt, as messages."""
+    out = [messages.log_chunk(key, off, data) for key, tail in logs for off, data in tail.read()]
+    for key, ptail in progress:
+        latest = ptail.read()
+        if latest is not None:
+            out.append(messages.progress(key, latest))
+    return out

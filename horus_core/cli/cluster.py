@@ -18,7 +18,10 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     add_command(
         sub, "profiles", list_profiles, common, "what the master has learned: job profiles and pair speeds"
     )
-    add_command(sub, "info", cluster_info, common, "master version, policy and largest node")
+    add_command(
+        sub, "info", cluster_info, common,
+        "master version, policy, largest node, and the GPU types and job types the cluster knows",
+    )  # fmt: skip
     service.register(sub, common)
 
 
@@ -67,8 +70,18 @@ def gpu_row(s: GpuStatus) -> tuple[object, ...]:
         f"{fmt.mib(s.stats.mem_used_mib)}/{fmt.mib(total)}",
         f"{s.stats.temperature_c:.0f}C",
         f"QUARANTINED ({s.gpu.quarantine})" if s.gpu.quarantine else "ok" if healthy else "UNHEALTHY",
-        ",".join(s.job_ids),
+        ",".join(job_memory_text(job_id, s) for job_id in s.job_ids),
     )
+
+
+def job_memory_text(job_id: str, s: GpuStatus) -> str:
+    """``ID (use/cap)``: a job on a GPU with what it uses of its GPU memory cap there
+    (docs/sharing.md; ``-`` where not measured yet or without a cap)."""
+    use = next((u for u in s.jobs if u.job_id == job_id), None)
+    if use is None:
+        return job_id
+    cap = fmt.mib(use.cap_mib) if use.cap_mib > 0 else "-"
+    return f"{job_id} ({fmt.mib(use.mem_used_mib)}/{cap})"
 
 
 async def list_profiles(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
@@ -121,10 +134,16 @@ async def cluster_info(client: HorusClient, args: argparse.Namespace, out: Outpu
         "version": info.version,
         "policy": info.policy,
         "max_gpus_per_node": info.max_gpus_per_node,
+        "gpu_types": list(info.gpu_types),
+        "job_types": list(info.job_types),
     }
     if out.json:
         out.dump(record)
-    else:
-        labels = ("Master", "Version", "Policy", "Largest node (GPUs)")
-        out.line(fmt.render_fields(zip(labels, record.values(), strict=True)))
+        return 0
+    labels = ("Master", "Version", "Policy", "Largest node (GPUs)", "GPU types")
+    values = (*list(record.values())[:4], ", ".join(info.gpu_types) or "(no node registered)")
+    out.line(fmt.render_fields(zip(labels, values, strict=True)))
+    out.line(f"Job types with a profile ({len(info.job_types)}; hctl submit --type NAME):")
+    for name in info.job_types:
+        out.line(f"  {name}")
     return 0

@@ -6,6 +6,7 @@ import argparse
 import shlex
 from collections.abc import Mapping
 
+from horus_core import caps
 from horus_core.cli import output as fmt
 from horus_core.cli.base import ACTIVE_STATES, Subparsers, add_command, job_state
 from horus_core.cli.output import Output
@@ -21,15 +22,25 @@ REASON_WIDTH = 70
 TYPE_WIDTH = 32
 
 
+RECENT_S = 300.0  # `hctl jobs` also lists the jobs that ended this recently (as squeue shows them)
+
+
 def predicted_speed(job: Job) -> str:
-    """The predicted normalised speed (1.00x = as fast as alone) of a job that was placed."""
-    return f"{job.predicted_slowdown:.2f}x" if job.attempt > 0 else "-"
+    """The predicted normalised speed (1.00x = as fast as alone) of a job placed now or before
+    (a pending job: "-", whatever its last attempt got)."""
+    return f"{job.predicted_slowdown:.2f}x" if job.attempt > 0 and job.state is not JobState.PENDING else "-"
+
+
+def node_text(job: Job) -> str:
+    """Where the job runs or ran (a gang: every node, rank 0 first); "-" while it waits."""
+    return "-" if job.state is JobState.PENDING else "+".join(job.nodes) or job.node or "-"
 
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p = add_command(
-        sub, "jobs", list_jobs, common, "list jobs (pending and active ones unless told otherwise)"
-    )
+        sub, "jobs", list_jobs, common,
+        f"list jobs: pending and active ones, and those that ended in the last {RECENT_S / 60:g} minutes",
+    )  # fmt: skip
     p.add_argument(
         "--state",
         dest="states",
@@ -40,7 +51,14 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="only jobs in these states (repeatable)",
     )
     p.add_argument("--owner", help="only jobs of this owner")
-    p.add_argument("--all", action="store_true", help="include finished jobs")
+    p.add_argument("--all", action="store_true", help="include every finished job")
+    p.add_argument(
+        "--recent",
+        type=float,
+        default=RECENT_S,
+        metavar="SECONDS",
+        help=f"also jobs that ended this recently (default {RECENT_S:g}; 0: none)",
+    )
 
     p = add_command(sub, "job", show_job, common, "show one job in full, with its co-runners and GPU use")
     p.add_argument("job_id", metavar="ID")
@@ -55,11 +73,12 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
 
 async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
     states: tuple[JobState, ...] | None = ACTIVE_STATES
+    recent = max(0.0, args.recent)
     if args.states:
-        states = tuple(args.states)
+        states, recent = tuple(args.states), 0.0
     elif args.all:
-        states = None
-    jobs = [job async for job in client.list(states=states, owner=args.owner)]
+        states, recent = None, 0.0
+    jobs = await client.list(states=states, owner=args.owner, finished_within_s=recent)
     if out.json:
         out.dump([job_record(j) for j in jobs])
         return 0
@@ -70,7 +89,7 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
             j.state.value,
             fmt.truncate(j.spec.job_type, TYPE_WIDTH),
             gpus_text(j),
-            "+".join(j.nodes) or j.node,  # a gang: every node, rank 0 first
+            node_text(j),
             predicted_speed(j),
             fmt.age(j.submitted_at),
             fmt.truncate(reason_text(j), REASON_WIDTH),
@@ -82,7 +101,7 @@ async def list_jobs(client: HorusClient, args: argparse.Namespace, out: Output) 
 
 
 async def show_queue(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
-    pending = [job async for job in client.list(states=(JobState.PENDING,), owner=args.owner)]
+    pending = await client.list(states=(JobState.PENDING,), owner=args.owner)
     listing = queue_listing(arrival_order(pending), _place)
     if out.json:
         out.dump([{**job_record(j), "queue": q, "position": i} for q, i, j in listing])
@@ -129,8 +148,10 @@ async def cancel_job(client: HorusClient, args: argparse.Namespace, out: Output)
     job = await client.cancel(args.job_id, args.reason)
     if out.json:
         out.dump(job_record(job))
-    else:
+    elif job.state.terminal:
         out.line(f"{job.id} {job.state.value}")
+    else:  # its attempt is told to stop; the job turns CANCELLED once the worker says it did
+        out.line(f"{job.id} cancelling: its attempt on {node_text(job)} is stopping (hctl wait {job.id})")
     return 0
 
 
@@ -155,8 +176,11 @@ async def show_job(client: HorusClient, args: argparse.Namespace, out: Output) -
             out.line(f"  {uuid}: {', '.join(ids) if ids else '(none)'}")
     if usage:
         out.line("GPU use:")
-        rows = [(u.gpu_uuid, u.attempt, fmt.pct(u.util_sm), fmt.mib(u.mem_used_mib)) for u in usage]
-        out.line(_indent(fmt.render_table(("GPU", "ATTEMPT", "UTIL", "MEM"), rows)))
+        rows = [
+            (u.gpu_uuid, u.attempt, fmt.pct(u.util_sm), fmt.mib(u.mem_used_mib), cap_of(u.cap_mib))
+            for u in usage
+        ]
+        out.line(_indent(fmt.render_table(("GPU", "ATTEMPT", "UTIL", "MEM", "CAP"), rows)))
     return 0
 
 
@@ -176,7 +200,8 @@ def job_fields(job: Job, node_of: Mapping[str, str] | None = None) -> list[tuple
         ("Command", shlex.join(spec.command)),
         ("Image", spec.image or "(none: runs as a process)"),
         ("Requested", f"{requested_text(spec)}{shape_text(spec)}, {share}, priority {spec.priority}"),
-        ("Speed floor", f"{spec.min_speed:g}x of solo" if spec.min_speed > 0 else "(cluster default)"),
+        ("Speed floor", floor_text(spec)),
+        ("GPU memory", memory_text(job)),
         ("GPU types", ", ".join(spec.gpu_types) or "(any)"),
         ("Queue", f"{spec.queue or '(default)'}, class {spec.priority_class or '(default)'}"),
         ("Stop grace", f"{spec.grace_s:g} s" if spec.grace_s > 0 else "(worker default)"),
@@ -185,12 +210,48 @@ def job_fields(job: Job, node_of: Mapping[str, str] | None = None) -> list[tuple
         ("Node", job.node),
         ("GPUs", ", ".join(job.gpus)),
         *((("Nodes", nodes),) if len(parts) > 1 else ()),
-        ("Predicted slowdown", f"{job.predicted_slowdown:.2f}"),
+        ("Predicted speed", _speed_text(job)),
+        ("Last preempted", _preempted_text(job)),
         ("Submitted", fmt.timestamp(job.submitted_at)),
         ("Started", fmt.timestamp(job.started_at)),
         ("Finished", fmt.timestamp(job.finished_at)),
         ("Exit code", job.exit_code),
     ]
+
+
+def _speed_text(job: Job) -> str:
+    if job.attempt == 0:
+        return "-"
+    now = "" if job.state is not JobState.PENDING else " (its last attempt)"
+    return f"{job.predicted_slowdown:.2f}x of its speed alone on a GPU{now}"
+
+
+def _preempted_text(job: Job) -> str:
+    if not job.last_preempted_at:
+        return "never"
+    return f"{fmt.timestamp(job.last_preempted_at)}: {job.last_preemption}"
+
+
+def floor_text(spec: JobSpec) -> str:
+    if spec.min_speed < 0:
+        return "none (asked for no floor)"
+    return f"{spec.min_speed:g}x of solo" if spec.min_speed > 0 else "(cluster default)"
+
+
+def memory_text(job: Job) -> str:
+    """The GPU memory cap per GPU and where it comes from, and the last measured peak."""
+    spec, parts = job.spec, []
+    if job.contained_mib > 0:
+        parts.append(f"cap {caps.format_mib(job.contained_mib)}, alone since an attempt went over")
+    elif spec.gpu_memory_mib > 0:
+        parts.append(f"cap {caps.format_mib(spec.gpu_memory_mib)} (declared)")
+    elif job.gpu_memory_cap_mib > 0:
+        parts.append(f"cap {caps.format_mib(job.gpu_memory_cap_mib)} (its workload's footprint)")
+    else:
+        parts.append("no cap (its GPUs to itself)" if spec.exclusive else "cap set at placement")
+    if job.gpu_memory_peak_mib > 0:
+        parts.append(f"last attempt's peak {caps.format_mib(job.gpu_memory_peak_mib)}")
+    return "; ".join(parts)
 
 
 def requested_text(spec: JobSpec) -> str:
@@ -234,6 +295,10 @@ def usage_of(job: Job, statuses: list[GpuStatus]) -> list[JobGpuStats]:
     if not job.state.active:
         return []
     return [u for s in statuses for u in s.jobs if u.job_id == job.id and u.attempt == job.attempt]
+
+
+def cap_of(mib: int) -> str:
+    return fmt.mib(mib) if mib > 0 else "-"
 
 
 def _indent(text: str) -> str:

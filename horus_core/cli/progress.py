@@ -18,13 +18,15 @@ def duration(seconds: float) -> str:
 
 
 def progress_fields(p: JobProgress) -> list[tuple[str, object]]:
-    """``Progress`` and ``Remaining`` lines (nothing for a job that never reported)."""
+    """``Progress``, ``Remaining`` and ``Measured speed`` lines (nothing for a job that never
+    reported)."""
     if p.latest is None:
         return []
+    speed = [("Measured speed", f"{p.measured_speed:.2f}x of solo")] if p.measured_speed is not None else []
     last = p.latest
     loss = "-" if last.loss is None else f"{last.loss:.4g}"
     seen = f"step {last.step}, loss {loss}, {last.samples_per_s:.1f} samples/s (attempt {last.attempt})"
-    return [("Progress", f"{seen}; {p.points} reports kept"), ("Remaining", remaining_text(p))]
+    return [("Progress", f"{seen}; {p.points} reports kept"), ("Remaining", remaining_text(p)), *speed]
 
 
 def remaining_text(p: JobProgress) -> str:
@@ -57,4 +59,5 @@ def progress_record(p: JobProgress) -> dict[str, Any]:
         "seconds_left": p.seconds_left,
         "target_step": p.target_step,
         "curve": None if p.curve is None else dict(zip(("b0", "b1", "b2"), p.curve, strict=True)),
+        "measured_speed": p.measured_speed,
     }

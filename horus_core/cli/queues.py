@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 from horus_core.cli.base import Subparsers, add_command
 from horus_core.cli.output import Output
 from horus_core.client import HorusClient
-from horus_core.queues.usage import QueueUsage
+from horus_core.model import gpu_type_of
+from horus_core.queueusage import QueueUsage, quota_warnings
 
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -23,6 +25,13 @@ async def list_queues(client: HorusClient, args: argparse.Namespace, out: Output
     if not rows:
         out.line("no queues configured (the master runs without --queues): one queue for everyone")
         return 0
+    gpus: dict[str, int] = {}
+    for node in await client.nodes():
+        for g in node.gpus:
+            kind = g.gpu_type or gpu_type_of(g.model)
+            gpus[kind] = gpus.get(kind, 0) + 1
+    for text in quota_warnings(rows, gpus) if gpus else []:
+        print(f"hctl: warning: {text}: reclaim cannot give every queue its quota", file=sys.stderr)
     out.table(
         ("QUEUE", "QUOTA", "BORROW LIMIT", "USED", "BORROWED", "RUNNING", "PENDING (GPUS)"),
         [

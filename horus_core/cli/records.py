@@ -50,6 +50,10 @@ def job_record(job: Job, node_of: Mapping[str, str] | None = None) -> Record:
         "exclusive": spec.exclusive,
         "priority": spec.priority,
         "min_speed": spec.min_speed,
+        "gpu_memory_mib": spec.gpu_memory_mib,  # declared cap per GPU (0: not declared)
+        "gpu_memory_cap_mib": job.gpu_memory_cap_mib,  # the current/last attempt's cap (0: none)
+        "gpu_memory_peak_mib": job.gpu_memory_peak_mib,  # measured peak of the last attempt that ended
+        "contained_mib": job.contained_mib,  # > 0: runs alone with this cap since it went over
         "gpu_types": list(spec.gpu_types),
         "queue": spec.queue or job.queue_name or None,  # the spec's, else where positions count it
         "priority_class": spec.priority_class,
@@ -57,7 +61,9 @@ def job_record(job: Job, node_of: Mapping[str, str] | None = None) -> Record:
         "reason": job.reason,
         "reason_code": job.reason_code,
         "position": job.queue_position or None,  # pending: place in its queue (1 = next)
-        "predicted_slowdown": job.predicted_slowdown,
+        "predicted_slowdown": job.predicted_slowdown,  # a speed: 1.0 = as fast as alone
+        "last_preempted_at": job.last_preempted_at,
+        "last_preemption": job.last_preemption,
         "submitted_at": job.submitted_at,
         "updated_at": job.updated_at,
         "started_at": job.started_at,
@@ -83,6 +89,8 @@ def gpu_record(gpu: Gpu) -> Record:
         "gpu_type": gpu.gpu_type,
         "healthy": gpu.healthy,
         "quarantine": gpu.quarantine,  # why the master quarantined it; "" = not quarantined
+        "compute_fraction": gpu.compute_fraction,  # a MIG instance's share of its GPU (1.0: whole)
+        "parent_uuid": gpu.parent_uuid,  # a MIG instance's physical GPU ("" for a whole GPU)
     }
 
 
@@ -105,6 +113,7 @@ def job_gpu_stats_record(stats: JobGpuStats) -> Record:
         "gpu_uuid": stats.gpu_uuid,
         "util_sm": stats.util_sm,
         "mem_used_mib": stats.mem_used_mib,
+        "cap_mib": stats.cap_mib,
     }
 
 

@@ -73,6 +73,6 @@ def state_text(node: Node, now: float | None = None) -> str:
 
 
 def quarantine_text(node: Node) -> str:
-    """``0 (Xid 79)``: the quarantined GPUs by index, with why; "-" when none."""
+    """``GPU 0: Xid 79``: the quarantined GPUs by index, with why; "-" when none."""
     held = sorted((g for g in node.gpus if g.quarantine), key=lambda g: g.index)
-    return ", ".join(f"{g.index} ({g.quarantine})" for g in held) or "-"
+    return "; ".join(f"GPU {g.index}: {g.quarantine}" for g in held) or "-"

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import sys
 from pathlib import Path
 
+from horus_core.caps import parse_size
 from horus_core.cli.base import Subparsers, add_command
 from horus_core.cli.output import Output
 from horus_core.cli.records import job_record
 from horus_core.client import HorusClient
 from horus_core.errors import InvalidArgument
 from horus_core.gpurange import parse_gpus
-from horus_core.model import JobSpec, ProfileHints
+from horus_core.model import NO_FLOOR, JobSpec, ProfileHints
 from horus_core.modelcard import ModelCard, parse_card
 from horus_core.validation import validate_spec
 
@@ -43,16 +47,30 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env", action="extend", nargs="+", default=[], metavar="K=V", help="environment (repeatable)"
     )
-    p.add_argument("--workdir", default="")
+    p.add_argument(
+        "--workdir",
+        default="",
+        metavar="DIR",
+        help="where the job runs (default: the current directory; in a container: the image's)",
+    )
+    add_local_env_flag(p)
     p.add_argument("--exclusive", action="store_true", help="never share its GPUs")
     p.add_argument("--priority", type=int, default=0)
     p.add_argument(
         "--min-speed",
-        type=float,
+        type=parse_min_speed,
         default=0.0,
         metavar="FRACTION",
         help="speed floor in [0, 1]: never share a GPU where this job would run below this fraction "
-        "of its solo speed (0: the cluster default)",
+        "of its solo speed (0: the cluster default; none: no floor at all)",
+    )
+    p.add_argument(
+        "--gpu-memory",
+        type=parse_gpu_memory,
+        default=0,
+        metavar="SIZE",
+        help="GPU memory cap per GPU while sharing, e.g. 12GiB or 4096MiB: the job is packed by it and "
+        "stopped above it (default: its predicted or measured footprint; docs/sharing.md)",
     )
     p.add_argument(
         "--gpu-type",
@@ -95,6 +113,23 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("argv", nargs="*", metavar="CMD", help=argparse.SUPPRESS)
 
 
+def parse_min_speed(text: str) -> float:
+    """A floor in [0, 1], or ``none`` (:data:`~horus_core.model.NO_FLOOR`)."""
+    if text.strip().lower() == "none":
+        return NO_FLOOR
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1] or 'none', got {text!r}") from None
+
+
+def parse_gpu_memory(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_spec(args: argparse.Namespace) -> JobSpec:
     """The spec the arguments describe, validated here first so mistakes fail fast (exit 2)."""
     command: list[str] = list(args.command_argv)
@@ -121,6 +156,7 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         memory_mib=args.memory_mib,
         mounts=tuple(args.mounts),
         min_speed=args.min_speed,
+        gpu_memory_mib=args.gpu_memory,
         gpu_types=parse_gpu_types(args.gpu_types),
         gpus_min=gpus_min,
         gpus_max=gpus_max,
@@ -132,7 +168,40 @@ def build_spec(args: argparse.Namespace) -> JobSpec:
         nodes=args.nodes,
         model_card=None if args.model_card is None else read_card(args.model_card),
     )
-    return validate_spec(spec)
+    return validate_spec(spec if args.no_local_env else local_context(spec))
+
+
+def add_local_env_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-local-env",
+        action="store_true",
+        help="send neither the current directory nor PATH: a process job then runs in its attempt "
+        "folder on the worker, with the worker's PATH (what the SDK does)",
+    )
+
+
+def local_context(spec: JobSpec) -> JobSpec:
+    """A process job (no image) runs as submitted from here, as Slurm's ``sbatch`` does: in the
+    current directory unless the spec names one, and with this PATH led by the directory of the
+    Python that runs ``hctl``, so that the job's ``python`` is that interpreter (its venv), unless
+    the spec sets PATH itself. A job in a container keeps its image's directory and PATH."""
+    if spec.image:
+        return spec
+    try:
+        workdir = spec.workdir or os.getcwd()
+    except OSError:  # the current directory was removed: the worker's default
+        workdir = spec.workdir
+    env = spec.env
+    if not any(key == "PATH" for key, _ in env):
+        env = (*env, ("PATH", submitter_path()))
+    return dataclasses.replace(spec, workdir=workdir, env=env)
+
+
+def submitter_path() -> str:
+    """This PATH with the directory of the running interpreter first (once)."""
+    here = os.path.dirname(sys.executable)
+    rest = [d for d in os.environ.get("PATH", os.defpath).split(os.pathsep) if d and d != here]
+    return os.pathsep.join([here, *rest] if here else rest)
 
 
 def read_card(path: Path) -> ModelCard:
@@ -165,8 +234,14 @@ def parse_env(item: str) -> tuple[str, str]:
     return key, value
 
 
+def print_warnings(said: list[str]) -> None:
+    for text in said:
+        print(f"hctl: warning: {text}", file=sys.stderr)
+
+
 async def submit_job(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
-    job = await client.submit(build_spec(args), request_id=args.request_id)
+    job, said = await client.submit_with_warnings(build_spec(args), request_id=args.request_id)
+    print_warnings(said)
     if out.json:
         out.dump(job_record(job))
     else:

@@ -34,7 +34,7 @@ async def show_top(client: HorusClient, args: argparse.Namespace, out: Output) -
         if out.json:
             out.dump(frame_record(statuses), compact=not args.once)
         else:
-            jobs = {j.id: j async for j in client.list(states=ACTIVE)}
+            jobs = {j.id: j for j in await client.list(states=ACTIVE)}
             out.line((CLEAR if interactive else "") + render_frame(statuses, jobs))
         if args.once:
             return 0

@@ -7,12 +7,13 @@ import sys
 from contextlib import aclosing
 from datetime import datetime
 
-from horus_core import errors
 from horus_core.cli.base import Subparsers, add_command
 from horus_core.cli.output import Output
 from horus_core.cli.records import event_record, job_record
 from horus_core.client import HorusClient, JobEvent
 from horus_core.model import JobState
+
+EXIT_TIMEOUT = 124  # `hctl wait --timeout` ran out (as timeout(1) exits): not a failure of the job
 
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -20,7 +21,10 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     p.add_argument("job_id", nargs="?", metavar="ID", help="only this job (and stop once it has finished)")
     p.set_defaults(interrupt_ok=True)
 
-    p = add_command(sub, "wait", wait_job, common, "wait until a job finishes; exit 0 only if it SUCCEEDED")
+    p = add_command(
+        sub, "wait", wait_job, common,
+        "wait until a job finishes; exit 0 if it SUCCEEDED, 1 if not, 124 if --timeout ran out first",
+    )  # fmt: skip
     p.add_argument("job_id", metavar="ID")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="give up after this long")
 
@@ -55,7 +59,8 @@ async def wait_job(client: HorusClient, args: argparse.Namespace, out: Output) -
     try:
         job = await client.wait(args.job_id, timeout=args.timeout)
     except TimeoutError:
-        raise errors.HorusError(f"job {args.job_id} did not finish within {args.timeout:g} s") from None
+        print(f"hctl: error: job {args.job_id} did not finish within {args.timeout:g} s", file=sys.stderr)
+        return EXIT_TIMEOUT
     if out.json:
         out.dump(job_record(job))
     else:

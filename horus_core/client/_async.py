@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import uuid
+import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar
@@ -11,7 +12,7 @@ from typing import Any, Self, TypedDict, TypeVar
 import grpc
 import grpc.aio
 
-from horus_core import __version__, errors, jobfile, wire
+from horus_core import __version__, errors, wire
 from horus_core.client import _convert
 from horus_core.client._rpc import NO_RETRY, RetryPolicy, call_with_retry, map_rpc_error
 from horus_core.client._views import (
@@ -30,7 +31,7 @@ from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc
 from horus_core.gen import types_pb2 as pb
 from horus_core.model import Job, JobSpec, JobState, Node
-from horus_core.queues.usage import QueueUsage
+from horus_core.queueusage import QueueUsage
 
 T = TypeVar("T")
 
@@ -54,6 +55,10 @@ class HorusClient:
     >>> async with HorusClient.connect("127.0.0.1:50051", token=None) as c:   # doctest: +SKIP
     ...     job = await c.submit(JobSpec(command=("python", "train.py"), gpus=1))
     ...     job = await c.wait(job.id)
+
+    One style: a call with a finite answer is awaited (``await c.list()``, ``await c.nodes()``,
+    ``await c.queues()``); a stream is iterated (``async for`` over ``c.iter_jobs()``,
+    ``c.watch()``, ``c.logs()``, ``c.log_chunks()``).
 
     Every unary call has a deadline of ``timeout`` seconds; reads and submits are retried on
     UNAVAILABLE / DEADLINE_EXCEEDED (bounded, see :class:`RetryPolicy`). Failures surface as
@@ -121,14 +126,27 @@ class HorusClient:
 
     async def submit(self, spec: JobSpec, request_id: str | None = None) -> Job:
         """Submit a job. Retried with the same ``request_id`` (a fresh uuid4 when None), so a
-        retry returns the job the first attempt created instead of making a second one."""
+        retry returns the job the first attempt created instead of making a second one. What
+        the master warns about (an unknown job type, a GPU type no node has) is raised as a
+        :class:`horus_core.errors.HorusWarning`."""
+        job, said = await self.submit_with_warnings(spec, request_id)
+        for text in said:
+            warnings.warn(text, errors.HorusWarning, stacklevel=2)
+        return job
+
+    async def submit_with_warnings(
+        self, spec: JobSpec, request_id: str | None = None
+    ) -> tuple[Job, builtins.list[str]]:
+        """:meth:`submit`, with the master's warnings returned instead of raised."""
         req = cpb.SubmitJobRequest(request_id=request_id or str(uuid.uuid4()), spec=wire.spec_to_pb(spec))
         resp = await self._unary(lambda: self._stub.SubmitJob(req, **self._opts()))
-        return wire.job_from_pb(resp.job)
+        return wire.job_from_pb(resp.job), list(resp.warnings)
 
     async def apply(self, job_file: str, request_id: str | None = None) -> Job:
         """Submit the job a YAML job file describes (its text; see :mod:`horus_core.jobfile`).
         Raises InvalidArgument naming the field and line when the file is wrong."""
+        from horus_core import jobfile  # (PyYAML: loaded only for job files)
+
         return await self.submit(jobfile.load(job_file).spec, request_id)
 
     async def get(self, job_id: str) -> Job:
@@ -141,13 +159,16 @@ class HorusClient:
         owner: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
+        finished_within_s: float = 0.0,
     ) -> JobPage:
-        """One page of jobs (all states when ``states`` is None or empty)."""
+        """One page of jobs (all states when ``states`` is None or empty; with
+        ``finished_within_s``, also the jobs that ended within that many seconds)."""
         req = cpb.ListJobsRequest(
             states=[wire.job_state_to_pb(s) for s in states or ()],
             owner=owner or "",
             page_size=page_size,
             page_token=page_token,
+            finished_within_s=finished_within_s,
         )
         return _convert.job_page_from_pb(await self._unary(lambda: self._stub.ListJobs(req, **self._opts())))
 
@@ -156,12 +177,23 @@ class HorusClient:
         states: Iterable[JobState] | None = None,
         owner: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        finished_within_s: float = 0.0,
+    ) -> builtins.list[Job]:
+        """Every matching job (all pages), awaited like ``nodes()``; :meth:`iter_jobs` streams them."""
+        return [job async for job in self.iter_jobs(states, owner, page_size, finished_within_s)]
+
+    async def iter_jobs(
+        self,
+        states: Iterable[JobState] | None = None,
+        owner: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        finished_within_s: float = 0.0,
     ) -> AsyncGenerator[Job, None]:
-        """Every matching job, fetching page after page as the caller iterates."""
+        """Every matching job, fetching page after page as the caller iterates (``async for``)."""
         wanted = tuple(states or ())
         token = ""
         while True:
-            page = await self.list_page(wanted, owner, page_size, token)
+            page = await self.list_page(wanted, owner, page_size, token, finished_within_s)
             for job in page.jobs:
                 yield job
             if not page.next_page_token:

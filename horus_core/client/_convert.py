@@ -68,7 +68,13 @@ def log_chunk_from_pb(msg: cpb.LogChunk) -> LogChunk:
 
 
 def cluster_info_from_pb(msg: cpb.ClusterInfo) -> ClusterInfo:
-    return ClusterInfo(version=msg.version, policy=msg.policy, max_gpus_per_node=msg.max_gpus_per_node)
+    return ClusterInfo(
+        version=msg.version,
+        policy=msg.policy,
+        max_gpus_per_node=msg.max_gpus_per_node,
+        gpu_types=tuple(msg.gpu_types),
+        job_types=tuple(msg.job_types),
+    )
 
 
 def latency_from_pb(msg: cpb.LatencySummary) -> LatencySummary:
@@ -109,4 +115,5 @@ def job_progress_from_pb(msg: cpb.JobProgressReport) -> JobProgress:
         target_step=_opt(msg, "target_step"),
         curve=(b[0], b[1], b[2]) if b[0] is not None and b[1] is not None and b[2] is not None else None,
         history=tuple(progress_report_from_pb(p) for p in msg.history),
+        measured_speed=_opt(msg, "measured_speed"),
     )

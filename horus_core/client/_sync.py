@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
+import warnings
 from collections.abc import AsyncIterator, Coroutine, Generator, Iterable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import grpc
 
+from horus_core import errors
 from horus_core.client._async import DEFAULT_PAGE_SIZE, DEFAULT_TARGET, HorusClient
 from horus_core.client._rpc import RetryPolicy
 from horus_core.client._views import (
@@ -29,7 +31,7 @@ from horus_core.client._views import (
     ServerStats,
 )
 from horus_core.model import Job, JobSpec, JobState, Node
-from horus_core.queues.usage import QueueUsage
+from horus_core.queueusage import QueueUsage
 
 T = TypeVar("T")
 
@@ -96,7 +98,15 @@ class SyncHorusClient:
     # -------------------------------------------------------------------------- methods
 
     def submit(self, spec: JobSpec, request_id: str | None = None) -> Job:
-        return self._run(self._client.submit(spec, request_id))
+        job, said = self._run(self._client.submit_with_warnings(spec, request_id))
+        for text in said:  # (raised in the caller's thread, not the loop's)
+            warnings.warn(text, errors.HorusWarning, stacklevel=2)
+        return job
+
+    def submit_with_warnings(
+        self, spec: JobSpec, request_id: str | None = None
+    ) -> tuple[Job, builtins.list[str]]:
+        return self._run(self._client.submit_with_warnings(spec, request_id))
 
     def apply(self, job_file: str, request_id: str | None = None) -> Job:
         return self._run(self._client.apply(job_file, request_id))
@@ -110,16 +120,28 @@ class SyncHorusClient:
         owner: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         page_token: str = "",
+        finished_within_s: float = 0.0,
     ) -> JobPage:
-        return self._run(self._client.list_page(states, owner, page_size, page_token))
+        return self._run(self._client.list_page(states, owner, page_size, page_token, finished_within_s))
 
     def list(
         self,
         states: Iterable[JobState] | None = None,
         owner: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        finished_within_s: float = 0.0,
     ) -> builtins.list[Job]:
-        return builtins.list(self._iterate(self._client.list(states, owner, page_size)))
+        return self._run(self._client.list(states, owner, page_size, finished_within_s))
+
+    def iter_jobs(
+        self,
+        states: Iterable[JobState] | None = None,
+        owner: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        finished_within_s: float = 0.0,
+    ) -> Generator[Job, None, None]:
+        """Every matching job, fetching page after page as the caller iterates."""
+        return self._iterate(self._client.iter_jobs(states, owner, page_size, finished_within_s))
 
     def cancel(self, job_id: str, reason: str = "") -> Job:
         return self._run(self._client.cancel(job_id, reason))

@@ -78,6 +78,8 @@ class ClusterInfo:
     version: str
     policy: str
     max_gpus_per_node: int
+    gpu_types: tuple[str, ...] = ()  # of the registered nodes
+    job_types: tuple[str, ...] = ()  # with a profile: the packaged table's and the learned ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,3 +138,4 @@ class JobProgress:
     target_step: float | None
     curve: tuple[float, float, float] | None  # (b0, b1, b2) of l(k) = 1 / (b0*k + b1) + b2
     history: tuple[ProgressReport, ...] = ()
+    measured_speed: float | None = None  # running: latest samples/s over learned solo (1.0 = alone)

@@ -127,19 +127,27 @@ class SubmitJobResponse(_message.Message):
 
     JOB_FIELD_NUMBER: _builtins.int
     CREATED_FIELD_NUMBER: _builtins.int
+    WARNINGS_FIELD_NUMBER: _builtins.int
     created: _builtins.bool
     """false when request_id matched an earlier submission"""
     @_builtins.property
     def job(self) -> _types_pb2.Job: ...
+    @_builtins.property
+    def warnings(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What may keep the accepted job from running as meant: an unknown job type, a GPU type no
+        node has (with the known names); shown by hctl, raised as HorusWarning by the SDK.
+        """
+
     def __init__(
         self,
         *,
         job: _types_pb2.Job | None = ...,
         created: _builtins.bool = ...,
+        warnings: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "job", b"job"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "job", b"job", "warnings", b"warnings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -172,10 +180,15 @@ class ListJobsRequest(_message.Message):
     OWNER_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    FINISHED_WITHIN_S_FIELD_NUMBER: _builtins.int
     owner: _builtins.str
     page_size: _builtins.int
     """0 = default (100), at most 1000"""
     page_token: _builtins.str
+    finished_within_s: _builtins.float
+    """Also jobs that ended within this many seconds (by the master's clock), whatever their
+    state; 0 = no.
+    """
     @_builtins.property
     def states(self) -> _containers.RepeatedScalarFieldContainer[_types_pb2.JobState.ValueType]:
         """empty = all"""
@@ -187,10 +200,11 @@ class ListJobsRequest(_message.Message):
         owner: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        finished_within_s: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "states", b"states"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished_within_s", b"finished_within_s", "owner", b"owner", "page_size", b"page_size", "page_token", b"page_token", "states", b"states"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -461,19 +475,31 @@ class ClusterInfo(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     POLICY_FIELD_NUMBER: _builtins.int
     MAX_GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
+    GPU_TYPES_FIELD_NUMBER: _builtins.int
+    JOB_TYPES_FIELD_NUMBER: _builtins.int
     version: _builtins.str
     policy: _builtins.str
     max_gpus_per_node: _builtins.int
+    @_builtins.property
+    def gpu_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the GPU types of the registered nodes"""
+
+    @_builtins.property
+    def job_types(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the job types with a profile (the packaged table or learned)"""
+
     def __init__(
         self,
         *,
         version: _builtins.str = ...,
         policy: _builtins.str = ...,
         max_gpus_per_node: _builtins.int = ...,
+        gpu_types: _abc.Iterable[_builtins.str] | None = ...,
+        job_types: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_gpus_per_node", b"max_gpus_per_node", "policy", b"policy", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_types", b"gpu_types", "job_types", b"job_types", "max_gpus_per_node", b"max_gpus_per_node", "policy", b"policy", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -647,6 +673,7 @@ class JobProgressReport(_message.Message):
     CURVE_B2_FIELD_NUMBER: _builtins.int
     TARGET_STEP_FIELD_NUMBER: _builtins.int
     HISTORY_FIELD_NUMBER: _builtins.int
+    MEASURED_SPEED_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     points: _builtins.int
     """reports kept in the bounded history"""
@@ -664,6 +691,10 @@ class JobProgressReport(_message.Message):
     curve_b2: _builtins.float
     target_step: _builtins.float
     """total_steps or the curve's convergence step"""
+    measured_speed: _builtins.float
+    """A running job's measured speed (its latest samples/s over its workload's learned solo
+    samples/s on that GPU type: 1.0 = as fast as alone); unset where either is not known.
+    """
     @_builtins.property
     def latest(self) -> Global___ProgressPoint:
         """unset when the job never reported"""
@@ -684,10 +715,11 @@ class JobProgressReport(_message.Message):
         curve_b2: _builtins.float | None = ...,
         target_step: _builtins.float | None = ...,
         history: _abc.Iterable[Global___ProgressPoint] | None = ...,
+        measured_speed: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0", "_curve_b1", b"_curve_b1", "_curve_b2", b"_curve_b2", "_seconds_left", b"_seconds_left", "_steps_left", b"_steps_left", "_target_step", b"_target_step", "curve_b0", b"curve_b0", "curve_b1", b"curve_b1", "curve_b2", b"curve_b2", "latest", b"latest", "seconds_left", b"seconds_left", "steps_left", b"steps_left", "target_step", b"target_step"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0", "_curve_b1", b"_curve_b1", "_curve_b2", b"_curve_b2", "_measured_speed", b"_measured_speed", "_seconds_left", b"_seconds_left", "_steps_left", b"_steps_left", "_target_step", b"_target_step", "curve_b0", b"curve_b0", "curve_b1", b"curve_b1", "curve_b2", b"curve_b2", "latest", b"latest", "measured_speed", b"measured_speed", "seconds_left", b"seconds_left", "steps_left", b"steps_left", "target_step", b"target_step"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0", "_curve_b1", b"_curve_b1", "_curve_b2", b"_curve_b2", "_seconds_left", b"_seconds_left", "_steps_left", b"_steps_left", "_target_step", b"_target_step", "curve_b0", b"curve_b0", "curve_b1", b"curve_b1", "curve_b2", b"curve_b2", "estimate_from", b"estimate_from", "history", b"history", "job_id", b"job_id", "latest", b"latest", "points", b"points", "seconds_left", b"seconds_left", "steps_left", b"steps_left", "target_step", b"target_step"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0", "_curve_b1", b"_curve_b1", "_curve_b2", b"_curve_b2", "_measured_speed", b"_measured_speed", "_seconds_left", b"_seconds_left", "_steps_left", b"_steps_left", "_target_step", b"_target_step", "curve_b0", b"curve_b0", "curve_b1", b"curve_b1", "curve_b2", b"curve_b2", "estimate_from", b"estimate_from", "history", b"history", "job_id", b"job_id", "latest", b"latest", "measured_speed", b"measured_speed", "points", b"points", "seconds_left", b"seconds_left", "steps_left", b"steps_left", "target_step", b"target_step"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__curve_b0: _TypeAlias = _typing.Literal["curve_b0"]  # noqa: Y015
     _WhichOneofArgType__curve_b0: _TypeAlias = _typing.Literal["_curve_b0", b"_curve_b0"]  # noqa: Y015
@@ -695,6 +727,8 @@ class JobProgressReport(_message.Message):
     _WhichOneofArgType__curve_b1: _TypeAlias = _typing.Literal["_curve_b1", b"_curve_b1"]  # noqa: Y015
     _WhichOneofReturnType__curve_b2: _TypeAlias = _typing.Literal["curve_b2"]  # noqa: Y015
     _WhichOneofArgType__curve_b2: _TypeAlias = _typing.Literal["_curve_b2", b"_curve_b2"]  # noqa: Y015
+    _WhichOneofReturnType__measured_speed: _TypeAlias = _typing.Literal["measured_speed"]  # noqa: Y015
+    _WhichOneofArgType__measured_speed: _TypeAlias = _typing.Literal["_measured_speed", b"_measured_speed"]  # noqa: Y015
     _WhichOneofReturnType__seconds_left: _TypeAlias = _typing.Literal["seconds_left"]  # noqa: Y015
     _WhichOneofArgType__seconds_left: _TypeAlias = _typing.Literal["_seconds_left", b"_seconds_left"]  # noqa: Y015
     _WhichOneofReturnType__steps_left: _TypeAlias = _typing.Literal["steps_left"]  # noqa: Y015
@@ -707,6 +741,8 @@ class JobProgressReport(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__curve_b1) -> _WhichOneofReturnType__curve_b1 | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__curve_b2) -> _WhichOneofReturnType__curve_b2 | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__measured_speed) -> _WhichOneofReturnType__measured_speed | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__seconds_left) -> _WhichOneofReturnType__seconds_left | None: ...
     @_typing.overload

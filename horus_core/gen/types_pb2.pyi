@@ -158,6 +158,7 @@ class JobSpec(_message.Message):
     GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
     MODEL_CARD_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_MIB_FIELD_NUMBER: _builtins.int
     gpus: _builtins.int
     name: _builtins.str
     owner: _builtins.str
@@ -191,6 +192,10 @@ class JobSpec(_message.Message):
     model_card: _builtins.str
     """The job's model card (docs/prediction.md): the versioned JSON `hctl describe` writes,
     at most 16 KiB; "" = none. The master checks it and refuses a bad one, naming the field.
+    """
+    gpu_memory_mib: _builtins.int
+    """GPU memory cap per GPU in MiB while the job shares its GPUs (docs/sharing.md); 0 = not
+    declared: the predicted or measured peak footprint plus a margin.
     """
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
@@ -232,10 +237,11 @@ class JobSpec(_message.Message):
         gpus_per_node: _builtins.int = ...,
         nodes: _builtins.int = ...,
         model_card: _builtins.str = ...,
+        gpu_memory_mib: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["hints", b"hints"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_types", b"gpu_types", "gpus", b"gpus", "gpus_max", b"gpus_max", "gpus_min", b"gpus_min", "gpus_per_node", b"gpus_per_node", "grace_s", b"grace_s", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "model_card", b"model_card", "mounts", b"mounts", "name", b"name", "nodes", b"nodes", "owner", b"owner", "priority", b"priority", "priority_class", b"priority_class", "queue", b"queue", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "cpus", b"cpus", "env", b"env", "exclusive", b"exclusive", "gpu_memory_mib", b"gpu_memory_mib", "gpu_types", b"gpu_types", "gpus", b"gpus", "gpus_max", b"gpus_max", "gpus_min", b"gpus_min", "gpus_per_node", b"gpus_per_node", "grace_s", b"grace_s", "hints", b"hints", "image", b"image", "job_type", b"job_type", "memory_mib", b"memory_mib", "min_speed", b"min_speed", "model_card", b"model_card", "mounts", b"mounts", "name", b"name", "nodes", b"nodes", "owner", b"owner", "priority", b"priority", "priority_class", b"priority_class", "queue", b"queue", "total_steps", b"total_steps", "workdir", b"workdir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -262,6 +268,11 @@ class Job(_message.Message):
     QUEUE_POSITION_FIELD_NUMBER: _builtins.int
     QUEUE_NAME_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
+    LAST_PREEMPTED_AT_FIELD_NUMBER: _builtins.int
+    LAST_PREEMPTION_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_CAP_MIB_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_PEAK_MIB_FIELD_NUMBER: _builtins.int
+    CONTAINED_MIB_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     state: Global___JobState.ValueType
     attempt: _builtins.int
@@ -280,6 +291,19 @@ class Job(_message.Message):
     """A pending job's place in its queue as the active policy serves it (1 = next); 0 = unknown."""
     queue_name: _builtins.str
     """the queue that position counts in ("default" without queues)"""
+    last_preempted_at: _builtins.float
+    """The last time an attempt of the job was stopped and the job re-queued (a preemption, a
+    drain, a reclaim, a lost node), and why; 0 / "" = never. Read from the job's events by
+    GetJob, not stored on the job (issue 29).
+    """
+    last_preemption: _builtins.str
+    gpu_memory_cap_mib: _builtins.int
+    """GPU memory per GPU (docs/sharing.md): the current/last attempt's cap (0: none, its GPUs to
+    itself), the peak the worker measured for the last attempt that ended (0: unknown), and,
+    when > 0, the cap the job runs alone with since an attempt went over its memory while sharing.
+    """
+    gpu_memory_peak_mib: _builtins.int
+    contained_mib: _builtins.int
     @_builtins.property
     def spec(self) -> Global___JobSpec: ...
     @_builtins.property
@@ -310,10 +334,15 @@ class Job(_message.Message):
         queue_position: _builtins.int = ...,
         queue_name: _builtins.str = ...,
         nodes: _abc.Iterable[_builtins.str] | None = ...,
+        last_preempted_at: _builtins.float = ...,
+        last_preemption: _builtins.str = ...,
+        gpu_memory_cap_mib: _builtins.int = ...,
+        gpu_memory_peak_mib: _builtins.int = ...,
+        contained_mib: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "exit_code", b"exit_code", "finished_at", b"finished_at", "spec", b"spec", "started_at", b"started_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "attempt", b"attempt", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpus", b"gpus", "id", b"id", "node", b"node", "nodes", b"nodes", "predicted_slowdown", b"predicted_slowdown", "queue_name", b"queue_name", "queue_position", b"queue_position", "reason", b"reason", "reason_code", b"reason_code", "spec", b"spec", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "_finished_at", b"_finished_at", "_started_at", b"_started_at", "attempt", b"attempt", "contained_mib", b"contained_mib", "exit_code", b"exit_code", "finished_at", b"finished_at", "gpu_memory_cap_mib", b"gpu_memory_cap_mib", "gpu_memory_peak_mib", b"gpu_memory_peak_mib", "gpus", b"gpus", "id", b"id", "last_preempted_at", b"last_preempted_at", "last_preemption", b"last_preemption", "node", b"node", "nodes", b"nodes", "predicted_slowdown", b"predicted_slowdown", "queue_name", b"queue_name", "queue_position", b"queue_position", "reason", b"reason", "reason_code", b"reason_code", "spec", b"spec", "started_at", b"started_at", "state", b"state", "submitted_at", b"submitted_at", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
@@ -342,6 +371,8 @@ class Gpu(_message.Message):
     GPU_TYPE_FIELD_NUMBER: _builtins.int
     HEALTHY_FIELD_NUMBER: _builtins.int
     QUARANTINE_FIELD_NUMBER: _builtins.int
+    COMPUTE_FRACTION_FIELD_NUMBER: _builtins.int
+    PARENT_UUID_FIELD_NUMBER: _builtins.int
     uuid: _builtins.str
     node: _builtins.str
     index: _builtins.int
@@ -351,6 +382,11 @@ class Gpu(_message.Message):
     healthy: _builtins.bool
     quarantine: _builtins.str
     """why the master quarantined it (Xid / ECC); "" = not quarantined"""
+    compute_fraction: _builtins.float
+    """A MIG instance (docs/sharing.md): the share of its physical GPU's compute (0 or 1: a whole
+    GPU) and the physical GPU's UUID ("" for a whole GPU).
+    """
+    parent_uuid: _builtins.str
     def __init__(
         self,
         *,
@@ -362,10 +398,12 @@ class Gpu(_message.Message):
         gpu_type: _builtins.str = ...,
         healthy: _builtins.bool = ...,
         quarantine: _builtins.str = ...,
+        compute_fraction: _builtins.float = ...,
+        parent_uuid: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_type", b"gpu_type", "healthy", b"healthy", "index", b"index", "memory_mib", b"memory_mib", "model", b"model", "node", b"node", "quarantine", b"quarantine", "uuid", b"uuid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute_fraction", b"compute_fraction", "gpu_type", b"gpu_type", "healthy", b"healthy", "index", b"index", "memory_mib", b"memory_mib", "model", b"model", "node", b"node", "parent_uuid", b"parent_uuid", "quarantine", b"quarantine", "uuid", b"uuid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -433,11 +471,14 @@ class JobGpuStats(_message.Message):
     GPU_UUID_FIELD_NUMBER: _builtins.int
     UTIL_SM_FIELD_NUMBER: _builtins.int
     MEM_USED_MIB_FIELD_NUMBER: _builtins.int
+    CAP_MIB_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     attempt: _builtins.int
     gpu_uuid: _builtins.str
     util_sm: _builtins.float
     mem_used_mib: _builtins.int
+    cap_mib: _builtins.int
+    """the attempt's GPU memory cap (0: none); filled in by the master's views"""
     def __init__(
         self,
         *,
@@ -446,10 +487,11 @@ class JobGpuStats(_message.Message):
         gpu_uuid: _builtins.str = ...,
         util_sm: _builtins.float = ...,
         mem_used_mib: _builtins.int = ...,
+        cap_mib: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "gpu_uuid", b"gpu_uuid", "job_id", b"job_id", "mem_used_mib", b"mem_used_mib", "util_sm", b"util_sm"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "cap_mib", b"cap_mib", "gpu_uuid", b"gpu_uuid", "job_id", b"job_id", "mem_used_mib", b"mem_used_mib", "util_sm", b"util_sm"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

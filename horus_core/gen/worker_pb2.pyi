@@ -54,6 +54,7 @@ class Register(_message.Message):
     RESUME_EPOCH_FIELD_NUMBER: _builtins.int
     ADVERTISE_ADDR_FIELD_NUMBER: _builtins.int
     RACK_FIELD_NUMBER: _builtins.int
+    RUNTIME_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     token: _builtins.str
     """join token, when the master requires one"""
@@ -71,6 +72,8 @@ class Register(_message.Message):
     """The rack (switch) the node sits in, from horus-worker --rack; "" = not given. Gangs spread
     over nodes prefer one rack (issue 11).
     """
+    runtime: _builtins.str
+    """How it runs jobs: "process" or "docker" (a job with an image needs "docker"); "" = unknown."""
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Gpu]: ...
     @_builtins.property
@@ -95,10 +98,11 @@ class Register(_message.Message):
         resume_epoch: _builtins.int = ...,
         advertise_addr: _builtins.str = ...,
         rack: _builtins.str = ...,
+        runtime: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise_addr", b"advertise_addr", "finished", b"finished", "gpus", b"gpus", "name", b"name", "rack", b"rack", "resume_epoch", b"resume_epoch", "running", b"running", "token", b"token", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise_addr", b"advertise_addr", "finished", b"finished", "gpus", b"gpus", "name", b"name", "rack", b"rack", "resume_epoch", b"resume_epoch", "running", b"running", "runtime", b"runtime", "token", b"token", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -156,6 +160,10 @@ class AttemptUpdate(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     AT_FIELD_NUMBER: _builtins.int
+    PEAK_GPU_MEMORY_MIB_FIELD_NUMBER: _builtins.int
+    CAUSE_FIELD_NUMBER: _builtins.int
+    SHARED_FIELD_NUMBER: _builtins.int
+    NEIGHBOUR_OVER_CAP_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     attempt: _builtins.int
     state: _types_pb2.JobState.ValueType
@@ -163,6 +171,16 @@ class AttemptUpdate(_message.Message):
     exit_code: _builtins.int
     reason: _builtins.str
     at: _builtins.float
+    peak_gpu_memory_mib: _builtins.int
+    """A final update (docs/sharing.md): the attempt's peak GPU memory on any one GPU (MiB, 0 =
+    unknown), why it ended where the worker knows a sharing cause ("GpuMemoryExceeded": stopped
+    by the memory watchdog; "CudaOutOfMemory": exited with CUDA's out-of-memory error), and
+    whether another attempt shared one of its GPUs while it ran, and whether the memory watchdog
+    saw such another attempt above its cap meanwhile (then an OOM of this one was not its own).
+    """
+    cause: _builtins.str
+    shared: _builtins.bool
+    neighbour_over_cap: _builtins.bool
     def __init__(
         self,
         *,
@@ -172,10 +190,14 @@ class AttemptUpdate(_message.Message):
         exit_code: _builtins.int | None = ...,
         reason: _builtins.str = ...,
         at: _builtins.float = ...,
+        peak_gpu_memory_mib: _builtins.int = ...,
+        cause: _builtins.str = ...,
+        shared: _builtins.bool = ...,
+        neighbour_over_cap: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "exit_code", b"exit_code"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "at", b"at", "attempt", b"attempt", "exit_code", b"exit_code", "job_id", b"job_id", "reason", b"reason", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code", "at", b"at", "attempt", b"attempt", "cause", b"cause", "exit_code", b"exit_code", "job_id", b"job_id", "neighbour_over_cap", b"neighbour_over_cap", "peak_gpu_memory_mib", b"peak_gpu_memory_mib", "reason", b"reason", "shared", b"shared", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__exit_code: _TypeAlias = _typing.Literal["exit_code"]  # noqa: Y015
     _WhichOneofArgType__exit_code: _TypeAlias = _typing.Literal["_exit_code", b"_exit_code"]  # noqa: Y015
@@ -335,6 +357,7 @@ class Assignment(_message.Message):
     WORLD_SIZE_FIELD_NUMBER: _builtins.int
     MASTER_ADDR_FIELD_NUMBER: _builtins.int
     MASTER_PORT_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_CAP_MIB_FIELD_NUMBER: _builtins.int
     job_id: _builtins.str
     attempt: _builtins.int
     node_rank: _builtins.int
@@ -346,6 +369,10 @@ class Assignment(_message.Message):
     master_addr: _builtins.str
     """rank 0's address"""
     master_port: _builtins.int
+    gpu_memory_cap_mib: _builtins.int
+    """The attempt's GPU memory cap per GPU in MiB (0: none): the worker enforces it (MPS / HAMi
+    limits, and always its memory watchdog) unless the job has its GPUs to itself.
+    """
     @_builtins.property
     def spec(self) -> _types_pb2.JobSpec: ...
     @_builtins.property
@@ -364,10 +391,11 @@ class Assignment(_message.Message):
         world_size: _builtins.int = ...,
         master_addr: _builtins.str = ...,
         master_port: _builtins.int = ...,
+        gpu_memory_cap_mib: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "gpus", b"gpus", "job_id", b"job_id", "master_addr", b"master_addr", "master_port", b"master_port", "nnodes", b"nnodes", "node_rank", b"node_rank", "spec", b"spec", "world_size", b"world_size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "gpu_memory_cap_mib", b"gpu_memory_cap_mib", "gpus", b"gpus", "job_id", b"job_id", "master_addr", b"master_addr", "master_port", b"master_port", "nnodes", b"nnodes", "node_rank", b"node_rank", "spec", b"spec", "world_size", b"world_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

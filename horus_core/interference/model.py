@@ -32,6 +32,7 @@ from itertools import combinations
 import numpy as np
 from numpy.typing import NDArray
 
+from horus_core.caps import with_margin
 from horus_core.interference.analytic import Sample, fit_constants
 from horus_core.interference.cards import CardBook
 from horus_core.interference.learned import Choice, CompletedPairs, PairObservations
@@ -43,11 +44,14 @@ from horus_core.interference.profiles import (
     gpu_memory_of,
 )
 from horus_core.interference.signature import (
+    CAP_MARK,
     JobProfile,
     default_profile,
+    demand_key,
     hints_of_signature,
     profile_from_hints,
     signature_of,
+    split_demand,
 )
 from horus_core.interference.table import INFEASIBLE, ThroughputTable, packaged_table
 from horus_core.model import JobSpec, ProfileHints
@@ -75,7 +79,8 @@ class InterferenceModel:
         self._constants: dict[str, tuple[float, float]] = {}  # per GPU type: analytic (alpha, gamma)
         self._oom: dict[int, list[str]] = {}  # GPU memory -> table GPU types whose OOM pairs apply
         self._no_fit: dict[tuple[str, str], int] = {}  # pair -> the largest GPU (MiB) it did not fit
-        self._measured: dict[str, JobProfile] = {}
+        self._measured: dict[str, JobProfile] = {}  # memory: the measured peak with the margin
+        self._measured_mem: dict[str, int] = {}  # the measured peak footprint itself
         self._hinted: dict[str, JobProfile] = {}
         self._pairs = PairObservations(EWMA_WEIGHT)
         self._completed: dict[str, CompletedPairs] = {}
@@ -88,6 +93,11 @@ class InterferenceModel:
     # ------------------------------------------------------------------ profiles
     def signature(self, spec: JobSpec) -> str:
         return signature_of(spec)
+
+    def demand(self, spec: JobSpec) -> str:
+        """The key the packing knows ``spec`` by: :func:`~.signature.demand_key` (its signature,
+        with its declared GPU memory cap); :meth:`profile_of` gives that cap as its memory."""
+        return demand_key(spec)
 
     def profile(self, spec: JobSpec) -> JobProfile:
         sig = signature_of(spec)
@@ -103,6 +113,10 @@ class InterferenceModel:
         return known or self.profile_of(sig)
 
     def profile_of(self, signature: str) -> JobProfile:
+        if CAP_MARK in signature:
+            base, cap = split_demand(signature)
+            prof = self.profile_of(base)
+            return JobProfile(prof.util_avg, prof.util_peak, cap, prof.source)
         known = (
             self._measured.get(signature)
             or self._table_profile(signature)
@@ -113,8 +127,8 @@ class InterferenceModel:
             hints = hints_of_signature(signature)
             known = default_profile() if hints is None else profile_from_hints(hints)
         mem = self._memory.get(signature)
-        if mem is not None and known.source != "measured":
-            return JobProfile(known.util_avg, known.util_peak, mem, known.source)
+        if mem is not None and known.source != "measured":  # (a live reading: the caps' margin too)
+            return JobProfile(known.util_avg, known.util_peak, with_margin(mem), known.source)
         return known
 
     def _table_profile(self, signature: str) -> JobProfile | None:
@@ -194,6 +208,8 @@ class InterferenceModel:
 
     def pair_speeds(self, a: str, b: str, gpu_type: str) -> tuple[float, float]:
         """Normalised speeds of a and b sharing one GPU, ignoring memory (see module doc)."""
+        if CAP_MARK in a or CAP_MARK in b:  # a declared cap changes memory, not speed
+            a, b = split_demand(a)[0], split_demand(b)[0]
         observed = self._pairs.get(gpu_type, a, b)
         if observed is not None:
             return observed
@@ -248,10 +264,11 @@ class InterferenceModel:
         tables = self._oom_types(gpu_memory_mib)
         pairs = self._table.pairs
         no_fit = self._no_fit
+        sigs = [split_demand(s)[0] for s in signatures]
         return not any(
             (no_fit and no_fit.get((a, b), 0) >= gpu_memory_mib)
             or any(pairs.get((t, a, b)) == INFEASIBLE for t in tables)
-            for a, b in combinations(signatures, 2)
+            for a, b in combinations(sigs, 2)
         )
 
     def _oom_types(self, gpu_memory_mib: int) -> list[str]:
@@ -292,35 +309,54 @@ class InterferenceModel:
 
     # ------------------------------------------------------------------ learning
     def observe_profile(self, signature: str, util_avg: float, util_peak: float, mem_mib: int) -> None:
-        """A live measurement. Utilisations follow an EWMA; memory rises at once to a larger
-        reading and decays only slowly, so that packing stays on the safe side."""
+        """A live measurement. Utilisations follow an EWMA; the peak memory rises at once to a
+        larger reading and decays only slowly, so that packing stays on the safe side; the
+        profile's memory is that peak with the caps' margin (:func:`horus_core.caps.with_margin`):
+        it is the cap a job of this workload gets."""
         old = self._measured.get(signature)
         if old is not None:
             w = EWMA_WEIGHT
             util_avg = old.util_avg + w * (util_avg - old.util_avg)
             util_peak = old.util_peak + w * (util_peak - old.util_peak)
-            mem_mib = max(mem_mib, round(old.mem_mib + w * (mem_mib - old.mem_mib)))
+            was = self._measured_mem.get(signature, mem_mib)
+            mem_mib = max(mem_mib, round(was + w * (mem_mib - was)))
         else:  # (a reading taken while it shared its GPU counts too)
             mem_mib = max(mem_mib, self._memory.pop(signature, 0))
         avg = min(100.0, max(0.0, util_avg))
         peak = max(avg, min(100.0, util_peak))
-        self._measured[signature] = JobProfile(avg, peak, max(1, int(mem_mib)), "measured")
+        self._measured_mem[signature] = max(1, int(mem_mib))
+        self._measured[signature] = JobProfile(avg, peak, with_margin(max(1, int(mem_mib))), "measured")
         self._invalidate()
 
     def observe_memory(self, signature: str, mem_mib: int) -> None:
         """A live memory reading of a job that may share its GPU (its utilisation is then not
         its own): the footprint rises at once to a larger reading, decays only slowly."""
         measured = self._measured.get(signature)
-        old = measured.mem_mib if measured is not None else self._memory.get(signature)
+        old = self._measured_mem.get(signature) if measured is not None else self._memory.get(signature)
         if old is not None:
             mem_mib = max(mem_mib, round(old + EWMA_WEIGHT * (mem_mib - old)))
         mem_mib = max(1, int(mem_mib))
         if old == mem_mib:
             return
         if measured is not None:
-            self._measured[signature] = JobProfile(measured.util_avg, measured.util_peak, mem_mib, "measured")
+            self._measured_mem[signature] = mem_mib
+            self._measured[signature] = JobProfile(
+                measured.util_avg, measured.util_peak, with_margin(mem_mib), "measured"
+            )
         else:
             self._memory[signature] = mem_mib
+        self._invalidate()
+
+    def observe_peak(self, signature: str, peak_mib: int) -> None:
+        """A peak GPU memory measured while the workload shared a GPU (an attempt stopped for
+        going over its cap): the signature's footprint is at least this from now on."""
+        if peak_mib <= self._measured_mem.get(signature, 0):
+            return
+        prof = self._measured.get(signature) or self.profile_of(signature)
+        self._measured_mem[signature] = peak_mib
+        self._measured[signature] = JobProfile(
+            prof.util_avg, prof.util_peak, with_margin(peak_mib), "measured"
+        )
         self._invalidate()
 
     def observe_no_fit(self, a: str, b: str, gpu_memory_mib: int) -> None:

@@ -10,6 +10,9 @@ from horus_core.modelcard import card_signature
 
 HINT_PREFIX = "hints:"
 DEFAULT_SIGNATURE = "default"
+# A job with a declared GPU memory cap is packed as its signature with that memory
+# (``demand_key``): "ResNet-50 (batch size 64)|gpu_memory=12288". docs/sharing.md.
+CAP_MARK = "|gpu_memory="
 _UTIL_STEP = 5.0  # hints are rounded so that similar jobs share a signature (and a packing class)
 _MEM_STEP = 256
 
@@ -33,6 +36,21 @@ def signature_of(spec: JobSpec) -> str:
     if hints == ProfileHints():
         return DEFAULT_SIGNATURE
     return f"{HINT_PREFIX}avg={_fmt(hints.util_avg)},peak={_fmt(hints.util_peak)},mem={_fmt(hints.mem_mib)}"
+
+
+def demand_key(spec: JobSpec) -> str:
+    """What the packing knows a job by: its signature, with its declared GPU memory cap if any
+    (the cap replaces the workload's footprint; speeds stay the signature's)."""
+    sig = signature_of(spec)
+    return f"{sig}{CAP_MARK}{spec.gpu_memory_mib}" if spec.gpu_memory_mib > 0 else sig
+
+
+def split_demand(key: str) -> tuple[str, int]:
+    """``(signature, declared cap in MiB or 0)`` of a :func:`demand_key`."""
+    if CAP_MARK not in key:
+        return key, 0
+    sig, _, cap = key.rpartition(CAP_MARK)
+    return sig, int(cap)
 
 
 def hints_of_signature(signature: str) -> ProfileHints | None:

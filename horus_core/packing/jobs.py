@@ -288,7 +288,7 @@ class JobTable:
     def _fill(self, at: Ix, missed: list[Job], model: InterferenceModel) -> None:
         specs = [j.spec for j in missed]
         types = [sp.job_type for sp in specs]
-        codes = self.sigs.codes_of([model.signature(sp) for sp in specs])
+        codes = self.sigs.codes_of([model.demand(sp) for sp in specs])  # (a declared cap: its memory)
         self.code[at] = codes
         self.tcode[at] = self.sigs.codes_of(types)
         hints = self._hints

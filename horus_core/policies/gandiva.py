@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel, default_model
+from horus_core.interference.signature import split_demand
 from horus_core.model import Action, ClusterSnapshot, Job, Preempt
 from horus_core.packing import PackParams, PairFilter, codes
 from horus_core.packing.cluster import gpu_type
@@ -67,8 +68,8 @@ class GandivaPolicy(PackingPolicy):
     def allowed(self, speed: NDArray[np.float64], classes: Sequence[tuple[str, int]]) -> NDArray[np.bool_]:
         ok = np.ones(speed.shape, np.bool_)
         rows: dict[str, list[int]] = {}
-        for i, (sig, _) in enumerate(classes):
-            rows.setdefault(sig, []).append(i)
+        for i, (key, _) in enumerate(classes):
+            rows.setdefault(split_demand(key)[0], []).append(i)  # (a class may carry a memory cap)
         for pair in self.bad_pairs:
             a, b = min(pair), max(pair)
             for i in rows.get(a, []):

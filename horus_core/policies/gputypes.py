@@ -144,6 +144,7 @@ class TypeGate:
     reserve: GangReserve | None = field(default_factory=GangReserve, compare=False)
     # allowed_types by what it reads: (job_type, hints, gpus, gpu_types, present, waited long).
     _memo: dict[tuple[object, ...], Allowed] = field(default_factory=dict, repr=False, compare=False)
+    _held: dict[tuple[object, ...], tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def allowed(
         self, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
@@ -211,7 +212,48 @@ class TypeGate:
             level += 1
             todo = [j for j in todo if isinstance(out.get(j.id), Wait) and len(allowed[j.id].tiers) > level]
         waits = [a for a in out.values() if isinstance(a, Wait)]
+        if self.hetero is not None:
+            by_id = {j.id: j for j in pending}
+            waits = [self._held_off(w, by_id[w.job_id], present, model, now) for w in waits]
         return [a for a in out.values() if not isinstance(a, Wait)] + waits
+
+    def _held_off(
+        self, wait: Wait, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
+    ) -> Wait:
+        """``wait`` with a note when the rule keeps the job off types it accepts: which, and
+        after how long it takes them (memoised by the job's kind, as :meth:`allowed`)."""
+        rule = self.hetero
+        if rule is None or wait.code == rc.GPU_TYPE_UNAVAILABLE:
+            return wait
+        spec = job.spec
+        key = (
+            spec.job_type,
+            spec.hints,
+            spec.gpus,
+            spec.gpu_types,
+            present,
+            now - job.submitted_at >= rule.max_wait_s,
+        )
+        held = self._held.get(key)
+        if held is None:
+            if len(self._held) > _MEMO:
+                self._held.clear()
+            tiers = self.allowed(job, present, model, now).tiers
+            speed = _solo_speeds(job, present, model) if None not in tiers else {}
+            held = self._held[key] = tuple(
+                sorted(
+                    t for t in present
+                    if None not in tiers and spec.accepts_type(t) and speed.get(t) != 0.0
+                    and not any(t in tier for tier in tiers if tier)
+                )
+            )  # fmt: skip
+        if not held:
+            return wait
+        note = (
+            f"{', '.join(held)} GPUs run it below {rule.slow_ratio:.0%} of its speed on its best type: "
+            f"taken only after {rule.max_wait_s / 3600.0:g} h in the queue"
+        )
+        return Wait(wait.job_id, f"{wait.reason}; {note}" if wait.reason else note, wait.code)
 
 
 def _real(action: Action, running: set[str]) -> bool:

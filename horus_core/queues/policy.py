@@ -32,6 +32,7 @@ from horus_core.policies.state import Book, PassState
 from horus_core.policies.views import View, placed_views
 from horus_core.queues.config import QueueConfig
 from horus_core.queues.fairshare import FairShare
+from horus_core.queues.idle import IdleGpus, Victims, usable_types
 from horus_core.queues.ledger import WAIT_PRIORITY, WAIT_QUOTA, WAIT_RECLAIM, Ledger, demand, job_queue
 from horus_core.queues.ranking import Memo, rank_key, ranked
 from horus_core.queues.victims import Candidate, pick
@@ -280,32 +281,37 @@ class QueuedPolicy:
             for j in running
             if j.id in active and j.id not in preempts and self._may_preempt(j.id, book, now)
         ]
-        busy = {u for j in running for u in j.gpus}
-        avail = sum(1 for g in snapshot.ready_gpus() if g.uuid not in busy)
+        idle = IdleGpus.of(snapshot, running)
+        pool = Victims(cands, idle)
         budget = {q: ledger.borrowed(q) for q in cfg.queues}
         for job in admitted.guaranteed + admitted.borrowing:
             if job.id not in waits:
                 continue
-            short = demand(job) - avail
+            types = usable_types(self.inner, job, snapshot, now, ledger)
+            short = demand(job) - idle.usable(job, types)
             if short <= 0:
-                avail -= demand(job)  # idle GPUs it may get once what holds it back clears
+                idle.take(job, types, demand(job))  # idle GPUs it may get once what holds it back clears
                 continue
-            chosen, code, why = self._victims(job, job in admitted.guaranteed, cands, short, budget)
+            mine = pool.of(types)  # only jobs on GPUs it could use
+            chosen, code, why = self._victims(job, job in admitted.guaranteed, mine, short, budget)
             for c in chosen:
-                cands.remove(c)
+                pool.remove(c)
                 budget[c.queue] = budget.get(c.queue, 0) - c.gpus
-                preempts[c.job.id] = Preempt(c.job.id, f"preempted: {why} (for {job.id})")
+                preempts[c.job.id] = Preempt(c.job.id, f"{why} (for {job.id})")
             if chosen:
                 self._reserved[job.id] = (frozenset(u for c in chosen for u in c.job.gpus), now, code)
-                avail = max(0, avail + sum(c.gpus for c in chosen) - demand(job))
+                idle.add(u for c in chosen for u in c.job.gpus)
+                idle.take(job, types, demand(job))
                 waits[job.id] = Wait(job.id, f"{why}: preempting {len(chosen)} job(s)", code)
         for job in admitted.over:
             q, level = job_queue(cfg, job), cfg.level_of(job.spec.priority_class)
-            chosen = pick(cands, demand(job), lambda c: c.queue == q and c.level < level)  # noqa: B023
+            types = usable_types(self.inner, job, snapshot, now, None)
+            mine = pool.of(types)
+            chosen = pick(mine, demand(job), lambda c: c.queue == q and c.level < level)  # noqa: B023
             for c in chosen:
-                cands.remove(c)
+                pool.remove(c)
                 preempts[c.job.id] = Preempt(
-                    c.job.id, f"preempted: a job of a higher class needs queue {q}'s quota (for {job.id})"
+                    c.job.id, f"a job of a higher class needs queue {q}'s quota (for {job.id})"
                 )
             if chosen:
                 self._reserved[job.id] = (

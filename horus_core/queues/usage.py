@@ -3,27 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from horus_core.model import Job, JobState
 from horus_core.queues.config import QueueConfig
 from horus_core.queues.ledger import Ledger, demand, job_queue
-
-
-@dataclass(frozen=True, slots=True)
-class QueueUsage:
-    name: str
-    nominal: Mapping[str, int] = field(default_factory=dict)  # GPU type (or "*") -> quota
-    borrowing_limit: int = 0
-    used: int = 0  # GPUs its active jobs hold
-    borrowed: int = 0  # of those, beyond its nominal quota
-    running: int = 0  # active jobs
-    pending: int = 0  # pending jobs
-    pending_gpus: int = 0  # GPUs they ask for
-
-    @property
-    def nominal_total(self) -> int:
-        return sum(self.nominal.values())
+from horus_core.queueusage import QueueUsage
 
 
 def queue_usage(config: QueueConfig, jobs: Iterable[Job], types: Mapping[str, str]) -> list[QueueUsage]:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from horus_core.errors import InvalidArgument
+from horus_core.floor import DEFAULT_MIN_SPEED
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.interference.table import load_table, packaged_table
 from horus_core.model import Node
@@ -74,9 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--min-speed",
         type=float,
-        default=0.0,
+        default=DEFAULT_MIN_SPEED,
         metavar="FRACTION",
-        help="speed floor of every job in [0, 1], as the master's --min-speed default (0: none)",
+        help="speed floor of every job in [0, 1], as the master's --min-speed default "
+        f"(default {DEFAULT_MIN_SPEED:g}; 0: none beyond the policy's own rule)",
     )
     p.add_argument("--jobs", type=int, default=0, metavar="N", help="only the trace's first N jobs (0: all)")
     p.add_argument(

@@ -76,6 +76,9 @@ def prepare_jobs(
             min_speed=min_speed,
             owner=tj.owner,
             queue=tj.queue,
+            gpu_types=tj.gpu_types,
+            exclusive=tj.exclusive,
+            priority_class=tj.priority_class,
         )
         job_id = f"j{idx:0{width}d}"
         signature = rates.model.signature(spec)

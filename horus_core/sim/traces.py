@@ -43,6 +43,11 @@ class TraceJob:
     # Who submitted it and to which queue (issue 13): set by a team rule (horus_core.sim.teams).
     owner: str = ""
     queue: str = ""
+    # What a user may also ask for at submission: the GPU types the job accepts (empty: any),
+    # GPUs of its own, and a priority class (docs/queues.md). Set by code, not read from files.
+    gpu_types: tuple[str, ...] = ()
+    exclusive: bool = False
+    priority_class: str = ""
 
 
 def load_trace(path: str | Path, fmt: str | None = None) -> list[TraceJob]:

@@ -54,7 +54,7 @@ def build_problem(
 
     def class_of(job: Job) -> int:
         model.profile(job.spec)  # registers the hints of an unknown job type
-        key = (model.signature(job.spec), job.spec.gpus if split_by_gpus else 0)
+        key = (model.demand(job.spec), job.spec.gpus if split_by_gpus else 0)
         return classes.setdefault(key, len(classes))
 
     nres, res, excl = _residents(active, index, class_of)
@@ -92,11 +92,12 @@ def build_problem(
 def _floor_by_sig(
     snapshot: ClusterSnapshot, queue: Sequence[Job], model: InterferenceModel
 ) -> dict[str, float]:
-    """The highest ``min_speed`` per signature over the active jobs and the queue."""
+    """The highest ``min_speed`` per packing key (signature, with a declared memory cap) over
+    the active jobs and the queue."""
     out: dict[str, float] = {}
     for job in [*(j for j in snapshot.jobs if j.state.active), *queue]:
         if job.spec.min_speed > 0.0:
-            sig = model.signature(job.spec)
+            sig = model.demand(job.spec)
             out[sig] = max(out.get(sig, 0.0), job.spec.min_speed)
     return out
 

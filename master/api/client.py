@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 
@@ -12,6 +13,7 @@ from horus_core.errors import InvalidArgument, PermissionDenied
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
 from horus_core.gen import types_pb2 as pb
+from horus_core.interference.signature import DEFAULT_SIGNATURE, HINT_PREFIX
 from horus_core.model import Job, JobState
 from master.api.errors import Ctx, streaming, unary
 from master.api.progress import progress_report
@@ -57,6 +59,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         queues: QueueService | None = None,
         progress: ProgressKeeper | None = None,
         position: Callable[[str], tuple[str, int] | None] = lambda _job_id: None,
+        speed: Callable[[Job], Awaitable[float | None]] | None = None,
     ) -> None:
         self.registry, self.read, self.events = registry, read, events
         self.jobs = jobs
@@ -69,6 +72,7 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         self.service = service  # cordon, drain, uncordon
         self.progress = progress  # the jobs' progress journals (GetJobProgress)
         self.position = position  # a pending job's (queue, position) at the last pass
+        self.speed = speed  # a running job's measured speed (GetJobProgress)
 
     def _job_pb(self, job: Job) -> pb.Job:
         """The job with its queue position from the last scheduling pass (pending jobs only)."""
@@ -83,7 +87,9 @@ class HorusServicer(cgrpc.HorusServiceServicer):
         who = caller()
         request.spec.owner = owner_for(who, request.spec.owner)  # saves a copy of the converted spec
         result = await self.jobs.submit(wire.spec_from_pb(request.spec), request.request_id, who)
-        return cpb.SubmitJobResponse(job=wire.job_to_pb(result.row.job), created=result.created)
+        job = result.row.job
+        warnings = self.jobs.warnings(job.spec)
+        return cpb.SubmitJobResponse(job=wire.job_to_pb(job), created=result.created, warnings=warnings)
 
     @unary
     async def GetJob(self, request: cpb.GetJobRequest, context: Ctx) -> pb.Job:
@@ -92,7 +98,12 @@ class HorusServicer(cgrpc.HorusServiceServicer):
     @unary
     async def ListJobs(self, request: cpb.ListJobsRequest, context: Ctx) -> cpb.ListJobsResponse:
         states = [wire.job_state_from_pb(s, "states") for s in request.states]
-        page = await self.jobs.list(states, request.owner, request.page_size, request.page_token, caller())
+        within = request.finished_within_s
+        if not math.isfinite(within) or within < 0:
+            raise InvalidArgument("finished_within_s", "must be a finite number of seconds >= 0")
+        page = await self.jobs.list(
+            states, request.owner, request.page_size, request.page_token, caller(), finished_within_s=within
+        )
         jobs = [self._job_pb(j) for j in page.jobs]
         return cpb.ListJobsResponse(jobs=jobs, next_page_token=page.next_token)
 
@@ -154,16 +165,24 @@ class HorusServicer(cgrpc.HorusServiceServicer):
 
     @unary
     async def GetClusterInfo(self, request: cpb.GetClusterInfoRequest, context: Ctx) -> cpb.ClusterInfo:
+        learned = [
+            p.job_type
+            for p in await self.read.profiles(limit=MAX_LISTED)
+            if p.job_type != DEFAULT_SIGNATURE and not p.job_type.startswith(HINT_PREFIX)
+        ]  # (jobs without a type are learned under a signature, not a name one could submit)
         return cpb.ClusterInfo(
             version=horus_core.__version__,
             policy=self.policy_name,
             max_gpus_per_node=self.registry.max_gpus_per_node() or 0,
+            gpu_types=sorted(self.registry.gpu_types()),
+            job_types=sorted({*self.jobs.known_job_types(), *learned}),
         )
 
     @unary
     async def GetJobProgress(self, request: cpb.GetJobProgressRequest, context: Ctx) -> cpb.JobProgressReport:
         job = await self.jobs.get(request.job_id, caller())  # (access checked as for GetJob)
-        return await progress_report(self.progress, job, request.history)
+        speed = await self.speed(job) if self.speed is not None else None
+        return await progress_report(self.progress, job, request.history, speed)
 
     @unary
     async def GetServerStats(self, request: cpb.GetServerStatsRequest, context: Ctx) -> cpb.ServerStats:

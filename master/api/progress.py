@@ -20,7 +20,10 @@ def point_to_pb(p: ProgressPoint) -> cpb.ProgressPoint:
     return msg
 
 
-async def progress_report(keeper: ProgressKeeper | None, job: Job, history: int) -> cpb.JobProgressReport:
+async def progress_report(
+    keeper: ProgressKeeper | None, job: Job, history: int, speed: float | None = None
+) -> cpb.JobProgressReport:
+    """``speed``: the job's measured speed (master/observe/view.py), where known."""
     if not 0 <= history <= MAX_HISTORY:
         raise InvalidArgument("history", f"must be within [0, {MAX_HISTORY}], got {history}")
     journal = await keeper.journal(job.id) if keeper is not None else ProgressJournal()
@@ -37,4 +40,6 @@ async def progress_report(keeper: ProgressKeeper | None, job: Job, history: int)
         msg.curve_b0, msg.curve_b1, msg.curve_b2 = est.curve.b0, est.curve.b1, est.curve.b2
     if history:
         msg.history.extend(point_to_pb(p) for p in journal.points[-history:])
+    if speed is not None and math.isfinite(speed):
+        msg.measured_speed = speed
     return msg

@@ -44,7 +44,9 @@ def gpu_statuses(
     """Every GPU with its stats and jobs; ``visible``: the job ids the caller may see (None: all;
     a user is not shown other users' job ids, only the GPU's own figures)."""
     on_gpu: dict[str, list[str]] = {}
+    caps: dict[tuple[str, int], int] = {}  # each attempt's GPU memory cap (docs/sharing.md)
     for job in active:
+        caps[(job.id, job.attempt)] = job.gpu_memory_cap_mib
         if visible is None or job.id in visible:
             for uuid in job.gpus:
                 on_gpu.setdefault(uuid, []).append(job.id)
@@ -53,7 +55,9 @@ def gpu_statuses(
         per_job: dict[str, list[pb.JobGpuStats]] = {}
         for s in entry.job_stats:
             if visible is None or s.job_id in visible:
-                per_job.setdefault(s.gpu_uuid, []).append(wire.job_gpu_reading_to_pb(s))
+                msg = wire.job_gpu_reading_to_pb(s)
+                msg.cap_mib = caps.get((s.job_id, s.attempt), 0)
+                per_job.setdefault(s.gpu_uuid, []).append(msg)
         for gpu in entry.model().gpus:
             reading = entry.gpu_stats.get(gpu.uuid)
             stats = wire.gpu_reading_to_pb(reading) if reading is not None else pb.GpuStats(uuid=gpu.uuid)

@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from horus_core import wire
+from horus_core.containment import Ending
 from horus_core.errors import HorusError, InvalidArgument
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.gen import worker_pb2_grpc as wgrpc
@@ -58,6 +59,7 @@ def registration_from_pb(msg: wpb.Register, identity: str = "anonymous", peer: s
             wire.job_state_from_pb(u.state, "register.finished.state"),
             u.exit_code if u.HasField("exit_code") else None,
             u.reason[:1000],
+            Ending(u.cause[:64], max(0, u.peak_gpu_memory_mib), u.shared, u.neighbour_over_cap),
         )
         for u in msg.finished[:MAX_FINISHED]
     )
@@ -72,6 +74,7 @@ def registration_from_pb(msg: wpb.Register, identity: str = "anonymous", peer: s
         msg.resume_epoch,
         advertise_addr=msg.advertise_addr or peer,
         rack=msg.rack,
+        runtime=msg.runtime,
     )
 
 

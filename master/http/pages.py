@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from urllib.parse import quote
 
+from horus_core import caps
 from horus_core.model import Job
 from horus_core.modelcard import card_summary
+from horus_core.queueusage import QueueUsage
 from horus_core.reasoncodes import queue_listing
 from master.http import svg
 from master.observe.view import ClusterView, GpuView
@@ -29,6 +31,7 @@ th,td{border-bottom:1px solid #ddd;padding:.3em .7em;text-align:left;vertical-al
 th{background:#f3f3f3}
 .bar{display:inline-block;height:.8em;background:#4c9be8;vertical-align:middle}
 .muted{color:#888}
+.warning{color:#a40}
 pre{background:#111;color:#eee;padding:.8em;max-height:24em;overflow:auto}
 """
 
@@ -46,7 +49,8 @@ def page(title: str, body: str, who: Identity | None, *, live: bool = False) -> 
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">{refresh}'
         f"<title>{e(title)} - Horus</title><style>{_CSS}</style></head><body>"
-        '<nav><a href="/">Cluster</a><a href="/queue">Queue</a><a href="/pairs">Pair speeds</a>'
+        '<nav><a href="/">Cluster</a><a href="/jobs">Jobs</a><a href="/queue">Queue</a>'
+        '<a href="/pairs">Pair speeds</a>'
         f'<span class="muted">{user}</span></nav><h1>{e(title)}</h1>{body}</body></html>'
     )
 
@@ -70,9 +74,18 @@ def util_bar(util: float) -> str:
     return f'<span class="bar" style="width:{width}px"></span> {util:.0f}%'
 
 
+def _memory_of(j: Job, g: GpuView) -> str:
+    """A job's GPU memory use and cap on one GPU (docs/sharing.md), as ``1.5 / 4 GiB``."""
+    use = next((u.mem_used_mib for u in g.usage if u.job_id == j.id and u.attempt == j.attempt), None)
+    cap = caps.format_mib(j.gpu_memory_cap_mib) if j.gpu_memory_cap_mib else "no cap"
+    used = caps.format_mib(use) if use else "?"
+    return f' <span class="muted">{e(used)} / {e(cap)}</span>'
+
+
 def _gpu_row(g: GpuView, visible: Visible) -> list[str]:
     s = g.sample()
-    jobs = "<br>".join(job_link(j, visible) for j in g.jobs) or '<span class="muted">idle</span>'
+    jobs = "<br>".join(job_link(j, visible) + _memory_of(j, g) for j in g.jobs)
+    jobs = jobs or '<span class="muted">idle</span>'
     return [
         e(g.gpu.node),
         e(g.gpu.index),
@@ -141,13 +154,62 @@ def _state(state: str, drain_deadline: float | None) -> str:
     return f"{state} (preempts in {left:.0f} s)" if left > 0 else f"{state} (preempting)"
 
 
+def quotas(rows: Sequence[QueueUsage], warnings: Sequence[str]) -> str:
+    """The queues' quotas and use (``hctl queues``), with what the cluster cannot honour."""
+    if not rows:
+        return ""
+    heads = ("Queue", "Quota", "Borrowing limit", "GPUs used", "Borrowed", "Running", "Pending (GPUs)")
+    body = table(
+        heads,
+        (
+            [e(r.name), e(_quota(r)), e(r.borrowing_limit), e(r.used), e(r.borrowed), e(r.running),
+             e(f"{r.pending} ({r.pending_gpus})")]
+            for r in rows
+        ),
+        "quotas",
+    )  # fmt: skip
+    notes = "".join(
+        f'<p class="warning">{e(w)}: reclaim cannot give every queue its quota</p>' for w in warnings
+    )
+    return "<h2>Quotas</h2>" + body + notes + "<h2>Pending jobs</h2>"
+
+
+def _quota(r: QueueUsage) -> str:
+    parts = ", ".join(f"{t}: {n}" for t, n in sorted(r.nominal.items()))
+    return f"{r.nominal_total} ({parts})" if parts else "0"
+
+
+def jobs_page(jobs: Sequence[Job], visible: Visible, who: Identity | None, limit: int) -> str:
+    """The latest jobs, newest first, finished ones included (``hctl jobs --all``)."""
+    now = time.time()
+    rows = [
+        [
+            job_link(j, visible),
+            e(j.spec.owner),
+            e(j.state.value),
+            e(j.spec.gpus),
+            e("-" if j.state.value == "PENDING" else ", ".join(j.nodes) or j.node or "-"),
+            e(j.spec.job_type),
+            _age(j.submitted_at, now),
+            _age(j.finished_at, now) + " ago" if j.finished_at else "-",
+            e(f"{j.reason_code}: {j.reason}" if j.reason_code and j.state.value == "PENDING" else j.reason),
+        ]
+        for j in jobs
+    ]
+    heads = ("Job", "User", "State", "GPUs", "Node", "Type", "Age", "Ended", "Reason")
+    note = f'<p class="muted">the latest {limit} jobs, newest first (hctl jobs --all lists them all)</p>'
+    return page("Jobs", note + table(heads, rows, "jobs"), who, live=True)
+
+
 def queue_page(
     view: ClusterView,
     visible: Visible,
     who: Identity | None,
     position: Callable[[str], tuple[str, int] | None] = lambda _: None,
+    usage: tuple[Sequence[QueueUsage], Sequence[str]] = ((), ()),
 ) -> str:
-    """``position``: a job id's (queue, position) at the last scheduling pass (the master's positions_of)."""
+    """``position``: a job id's (queue, position) at the last scheduling pass (the master's
+    positions_of); ``usage``: the queues' rows and quota warnings (with --queues)."""
     now = time.time()
     listing = queue_listing(view.pending, lambda j: position(j.id))
     mine = [(q, pos, j) for q, pos, j in listing if visible(j)]
@@ -157,7 +219,7 @@ def queue_page(
     body = table(heads, rows, "queue")
     if len(mine) > MAX_QUEUE_ROWS:
         body += f'<p class="muted">and {len(mine) - MAX_QUEUE_ROWS} more (hctl queue lists them all)</p>'
-    return page("Queue", note + body, who, live=True)
+    return page("Queue", quotas(*usage) + note + body, who, live=True)
 
 
 def _speed(value: float | None) -> str:
@@ -188,6 +250,8 @@ def job_page(
         ("GPUs", e(", ".join(job.gpus))),
         ("Predicted speed", _speed(job.predicted_slowdown) if job.attempt else "-"),
         ("Measured speed", _speed(view.speeds.get(job.id)) if placed else "-"),
+        ("Speed floor", e(f"{job.spec.min_speed:g}x" if job.spec.min_speed > 0 else "none")),
+        ("GPU memory (use / cap)", "<br>".join(_memory_of(job, g) for g in view.gpus_of(job)) or "-"),
     ]
     dl = table(("Field", "Value"), ([e(k), v] for k, v in facts), "job")
     co = view.co_runners(job) if placed else []

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from master.auth import TokenTable
 from master.clock import Clock
-from master.http.server import Dashboard, Position, metrics_app, start_site
+from master.http.server import Dashboard, Position, Quotas, metrics_app, start_site
 from master.loopmon import LoopMonitor
 from master.observe.history import UtilHistory
 from master.observe.metrics import MasterMetrics
@@ -45,6 +45,7 @@ class HttpSide:
         heartbeat_s: float,
         tokens: TokenTable | None,
         monitor: LoopMonitor | None = None,
+        quotas: Quotas | None = None,
     ) -> None:
         self.metrics = MasterMetrics(sources, live, monitor)
         scheduler.observers.append(self.metrics.on_pass)
@@ -53,6 +54,7 @@ class HttpSide:
         self._sources, self._logs, self._position = sources, logs, position
         self._clock, self._heartbeat_s = clock, heartbeat_s
         self._tokens = tokens
+        self._quotas = quotas
         self._runners: list[web.AppRunner] = []
         self._task: asyncio.Task[None] | None = None
         self.http_port = 0
@@ -61,7 +63,9 @@ class HttpSide:
     async def start(self, http_listen: str | None, metrics_listen: str | None) -> None:
         try:
             if http_listen is not None:
-                pages = Dashboard(self._sources, self._logs, self._position, self._tokens, self.history)
+                pages = Dashboard(
+                    self._sources, self._logs, self._position, self._tokens, self.history, self._quotas
+                )
                 runner, self.http_port = await start_site(pages.app(), http_listen)
                 self._runners.append(runner)
                 sampling = self.history.run(self._sources.registry, self._clock, self._heartbeat_s)

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from horus_core.errors import PermissionDenied
 from horus_core.model import Job
+from horus_core.queueusage import QueueUsage
 from master.auth import TokenTable
 from master.http import pages
 from master.observe.history import UtilHistory
@@ -30,8 +31,10 @@ COOKIE = "horus_token"
 LOG_TAIL_BYTES = 8192
 MIN_PART_TAIL_BYTES = 2048  # a gang's part keeps at least this much of its tail on the job page
 MAX_PAIRS = 2000
+MAX_JOBS = 500  # the jobs page: the latest ones
 WHO: web.RequestKey[Identity | None] = web.RequestKey("who")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Quotas = Callable[[], tuple[list[QueueUsage], list[str]]]  # the queues' rows, what they cannot honour
 Position = Callable[[str], tuple[str, int] | None]  # a pending job's (queue, position) at the last pass
 
 
@@ -53,7 +56,9 @@ class Dashboard:
         position: Position,
         tokens: TokenTable | None,
         history: UtilHistory,
+        quotas: Quotas | None = None,
     ) -> None:
+        self.quotas = quotas  # --queues: the quotas and their warnings on the queue page
         self.sources = sources
         self.logs = logs
         self.position = position
@@ -64,6 +69,7 @@ class Dashboard:
         app = web.Application(middlewares=[self._auth])
         app.router.add_get("/", self.cluster)
         app.router.add_get("/queue", self.queue)
+        app.router.add_get("/jobs", self.jobs)
         app.router.add_get("/jobs/{job_id}", self.job)
         app.router.add_get("/pairs", self.pairs)
         app.router.add_get("/login", self.login_form)
@@ -100,9 +106,15 @@ class Dashboard:
 
     async def queue(self, request: web.Request) -> web.Response:
         who = request[WHO]
-        return _html(
-            pages.queue_page(await gather(self.sources, queue=True), self.visible_to(who), who, self.position)
-        )
+        usage = self.quotas() if self.quotas is not None else ([], [])
+        view = await gather(self.sources, queue=True)
+        return _html(pages.queue_page(view, self.visible_to(who), who, self.position, usage))
+
+    async def jobs(self, request: web.Request) -> web.Response:
+        who = request[WHO]
+        owner = None if who is None or who.admin else who.user
+        rows = await self.sources.read.recent_jobs(owner, MAX_JOBS)
+        return _html(pages.jobs_page([r.job for r in rows], self.visible_to(who), who, MAX_JOBS))
 
     async def job(self, request: web.Request) -> web.Response:
         who = request[WHO]

@@ -27,14 +27,21 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel
-from horus_core.model import Job
+from horus_core.model import Job, JobSpec
 from horus_core.plane import AttemptProgress, Heartbeat
 from master.clock import Clock
-from master.learning.observations import CardObs, ModelFeed, PairObs, ProfileObs, pairs_to_observe
+from master.learning.observations import (
+    CardObs,
+    MemoryObs,
+    ModelFeed,
+    PairObs,
+    ProfileObs,
+    pairs_to_observe,
+)
 from master.learning.sharing import AttemptKey, Rates, RateTrack, sharing_of
 from master.store import Store
 from master.store.learned import LearnedPair, PairMeasurement, RecordRatesOp
-from master.store.nodes import AttemptStatsRow, ProfileRow, RecordAttemptOp
+from master.store.nodes import AttemptStatsRow, ProfileRow, RecordAttemptOp, SaveProfileOp
 
 log = logging.getLogger(__name__)
 MAX_TRACKED = 50_000  # attempts with samples in memory; the oldest are dropped beyond it
@@ -151,14 +158,22 @@ class Learner:
         if job.spec.model_card is not None:
             self._feed.add(CardObs(self.signature(job), job.spec.model_card))
 
+    def footprint(self, spec: JobSpec) -> int:
+        """The GPU memory the packing counts for ``spec`` (MiB): its declared cap, else its
+        workload's footprint, a measured one with the caps' margin (docs/sharing.md)."""
+        return self._model.profile_of(self._model.demand(spec)).mem_mib
+
     # ------------------------------------------------------------------ storing
 
-    async def attempt_ended(self, job: Job, attempt: int) -> None:
-        """Store what the attempt measured; update its signature's profile. Never raises."""
+    async def attempt_ended(self, job: Job, attempt: int, peak_mib: int = 0) -> None:
+        """Store what the attempt measured; update its signature's profile. ``peak_mib``: the
+        peak GPU memory the worker measured (its watchdog reads more often than heartbeats
+        come). Never raises."""
         key = (job.id, attempt)
         acc = self._acc.pop(key, None)
         if acc is None:
             return
+        acc.mem_peak = max(acc.mem_peak, peak_mib)
         for other in self._on_node.get(acc.node, frozenset()):
             peer = self._acc.get(other)
             if peer is not None:
@@ -247,6 +262,33 @@ class Learner:
         if profile is not None:
             self._feed.add(ProfileObs(sig, acc.solo_util_sum / acc.solo_samples, acc.util_peak, acc.mem_peak))
 
+    async def grew(self, job: Job, peak_mib: int) -> None:
+        """An attempt of ``job`` was contained for its GPU memory (docs/sharing.md): its workload's
+        footprint is at least ``peak_mib`` from now on, stored so that it survives a restart,
+        and the next job of its kind is packed by it. Never raises."""
+        sig = self.signature(job)
+        if not sig or peak_mib <= 0:
+            return
+        try:
+            old = await self._store.read.profile(sig)
+            if old is not None and old.mem_mib >= peak_mib:
+                return
+            prof = self._model.profile_of(sig)
+            row = ProfileRow(
+                job_type=sig,
+                util_avg=old.util_avg if old else prof.util_avg,
+                util_peak=old.util_peak if old else prof.util_peak,
+                mem_mib=peak_mib,
+                samples=old.samples if old else 0,  # (0: only the memory was measured)
+                co_speed=old.co_speed if old else {},
+                updated_at=self._clock.now(),
+            )
+            await self._store.write(SaveProfileOp(row))
+        except Exception:
+            log.exception("learner: could not store the GPU memory peak of %s", sig)
+        self._feed.add(MemoryObs(sig, peak_mib))
+        log.info("learned: %s needs at least %d MiB of GPU memory", sig, peak_mib)
+
     async def _fold(self, sig: str, acc: _Acc) -> ProfileRow:
         old = await self._store.read.profile(sig)
         n_old = old.samples if old else 0
@@ -276,7 +318,10 @@ class Learner:
             log.exception("learner: stored solo throughputs unreadable; not used")
         try:
             for p in await read.profiles():
-                self._feed.add(ProfileObs(p.job_type, p.util_avg, p.util_peak, p.mem_mib))
+                if p.samples > 0:
+                    self._feed.add(ProfileObs(p.job_type, p.util_avg, p.util_peak, p.mem_mib))
+                else:  # only a contained attempt's memory peak (grew)
+                    self._feed.add(MemoryObs(p.job_type, p.mem_mib))
         except Exception:
             log.exception("learner: stored profiles unreadable; the model starts without them")
         try:

@@ -40,6 +40,15 @@ class CardObs:
 
 
 @dataclass(frozen=True)
+class MemoryObs:
+    """A peak GPU memory measured while the workload shared a GPU (an attempt contained for its
+    memory, docs/sharing.md): its footprint is at least this from now on."""
+
+    signature: str
+    peak_mib: int
+
+
+@dataclass(frozen=True)
 class PairObs:
     """The stored estimates of one pair: a's speed next to b, and b's next to a if measured."""
 
@@ -54,9 +63,9 @@ class ModelFeed:
     def __init__(self, model: InterferenceModel, limit: int) -> None:
         self._model = model
         self._limit = limit
-        self._pending: list[ProfileObs | PairObs | CardObs] = []
+        self._pending: list[ProfileObs | PairObs | CardObs | MemoryObs] = []
 
-    def add(self, obs: ProfileObs | PairObs | CardObs) -> None:
+    def add(self, obs: ProfileObs | PairObs | CardObs | MemoryObs) -> None:
         if len(self._pending) < self._limit:
             self._pending.append(obs)
 
@@ -69,6 +78,8 @@ class ModelFeed:
                     self._profile(obs)
                 elif isinstance(obs, CardObs):
                     self._model.add_card(obs.signature, obs.card)
+                elif isinstance(obs, MemoryObs):
+                    self._model.observe_peak(obs.signature, obs.peak_mib)
                 else:
                     self._pair(obs)
             except Exception:

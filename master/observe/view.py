@@ -127,6 +127,10 @@ class ViewSources:
     learner: Learner
     live: Callable[[], LiveIndex]
 
+    async def speed_of(self, job: Job) -> float | None:
+        """One job's measured speed over solo (None: not running, or not known)."""
+        return (await self.speeds([job])).get(job.id)
+
     async def speeds(self, active: list[Job]) -> dict[str, float]:
         """Each running job's measured speed over solo, where both are known."""
         running = [j for j in active if j.state is JobState.RUNNING]

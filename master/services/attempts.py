@@ -6,6 +6,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable
 
+from horus_core.containment import Ending
 from horus_core.gang import is_gang
 from horus_core.model import JobState
 from horus_core.plane import AttemptLog, AttemptProgress, AttemptUpdate, Heartbeat
@@ -120,7 +121,8 @@ class AttemptHandler:
             return
         verdict = tr.UpdateVerdict()
         now = self.clock.now()
-        fn = part_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict)
+        ending = Ending(msg.cause, msg.peak_gpu_memory_mib, msg.shared, msg.neighbour_over_cap)
+        fn = part_update(entry.name, msg.attempt, state, exit_code, msg.reason[:1000], now, verdict, ending)
         changes = await self.writer.apply([(msg.job_id, fn)])
         if verdict.kill or (not verdict.seen and state is JobState.RUNNING):
             self.dispatch.kill(entry.name, msg.job_id, msg.attempt, STALE)
@@ -129,7 +131,10 @@ class AttemptHandler:
             self.logs.forget(msg.job_id, msg.attempt)
             for c in changes:
                 if not (is_gang(c.after.job) and c.after.job.state.active):  # (a gang goes on)
-                    await self.learner.attempt_ended(c.before.job, msg.attempt)
+                    await self.learner.attempt_ended(c.before.job, msg.attempt, ending.peak_mib)
+                if c.after.job.contained_mib > c.before.job.contained_mib:  # (docs/sharing.md)
+                    log.warning("%s: %s", msg.job_id, c.after.job.reason)
+                    await self.learner.grew(c.before.job, ending.peak_mib)
         if state is not JobState.RUNNING:
             for tell in self.finals:
                 tell(entry.name, msg.job_id, msg.attempt)

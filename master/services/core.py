@@ -108,7 +108,10 @@ class Dispatcher:
     def assign(self, job: Job) -> bool:
         if gang.is_gang(job):
             return self._assign_gang(job)
-        sent = self.registry.send(job.node, Assignment(job.id, job.attempt, job.spec, tuple(job.gpus)))
+        msg = Assignment(
+            job.id, job.attempt, job.spec, tuple(job.gpus), gpu_memory_cap_mib=job.gpu_memory_cap_mib
+        )
+        sent = self.registry.send(job.node, msg)
         if not sent:
             log.info("assignment %s/%d waits for node %s to reconnect", job.id, job.attempt, job.node)
         return sent

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from horus_core import gang
+from horus_core.containment import Ending
 from horus_core.gang import Verdict
 from horus_core.model import JobState
 from master.services import transitions as tr
@@ -27,9 +28,11 @@ def part_update(
     reason: str,
     now: float,
     verdict: tr.UpdateVerdict,
+    ending: Ending = tr.NO_ENDING,
 ) -> Transition:
-    """Apply an ``AttemptUpdate`` from ``node``, whether the job runs on one node or several."""
-    single = tr.worker_update(node, attempt, state, exit_code, reason, now, verdict)
+    """Apply an ``AttemptUpdate`` from ``node``, whether the job runs on one node or several
+    (``ending``: a final update's sharing facts; a gang's parts are not contained)."""
+    single = tr.worker_update(node, attempt, state, exit_code, reason, now, verdict, ending)
 
     def fn(row: JobRow) -> JobRow | None:
         job = row.job

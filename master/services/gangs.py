@@ -49,6 +49,7 @@ class GangBook:
                 world_size=len(job.gpus),
                 master_addr=addr,
                 master_port=port,
+                gpu_memory_cap_mib=job.gpu_memory_cap_mib,
             )
             out.append((node, msg))
         return out

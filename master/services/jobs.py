@@ -9,8 +9,11 @@ import logging
 from dataclasses import dataclass
 
 from horus_core import reasoncodes as rc
+from horus_core.advice import image_refusal, submit_warnings
 from horus_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from horus_core.gang import is_gang
+from horus_core.interference import InterferenceModel
+from horus_core.interference.profiles import RESERVE_MIB
 from horus_core.model import Job, JobSpec, JobState
 from horus_core.validation import check_request_id, spec_size, strip_reserved_env, validate_spec
 from master.clock import Clock
@@ -35,6 +38,7 @@ MAX_PAGE = 1000
 PAGE_BYTES = 3 * 1024 * 1024
 MAX_REASON = 1000
 _TOKEN_PREFIX = "p1."
+KNOWN_SOURCES = ("table", "measured")  # a job type with a profile of its own
 
 
 @dataclass(frozen=True)
@@ -90,10 +94,27 @@ class JobService:
         wakeup: Wakeup,
         events: EventBus,
         queues: QueueService | None = None,
+        model: InterferenceModel | None = None,
     ) -> None:
         self.config, self.read, self.clock, self.registry = config, read, clock, registry
         self.writer, self.dispatch, self.wakeup, self.events = writer, dispatch, wakeup, events
         self.queues = queues  # --queues: each job's queue and class are checked at submit
+        self.model = model  # what the submit warnings call a known job type
+
+    def known_job_types(self) -> list[str]:
+        """The job types of the packaged table (the learned ones are in the store)."""
+        return [] if self.model is None else self.model.known_job_types()
+
+    def warnings(self, spec: JobSpec) -> list[str]:
+        """What the submitter is told about an accepted job (horus_core.advice.submit_warnings)."""
+        model = self.model
+        if model is None:
+            return submit_warnings(spec, lambda _: True, (), self.registry.gpu_types())
+
+        def known(job_type: str) -> bool:
+            return model.profile_of(job_type).source in KNOWN_SOURCES
+
+        return submit_warnings(spec, known, model.known_job_types(), self.registry.gpu_types())
 
     async def submit(self, spec: JobSpec, request_id: str, caller: Identity | None) -> SubmitResult:
         check_request_id(request_id)
@@ -105,6 +126,10 @@ class JobService:
         total = self.registry.total_gpus()
         if total and spec.gpus > total:  # (a gang may span nodes, not exceed the cluster)
             raise InvalidArgument("gpus", f"asks for {spec.gpus} GPUs but the cluster has {total}")
+        refused = image_refusal(spec, set(self.registry.runtimes().values()))
+        if refused is not None:
+            raise FailedPrecondition(refused)
+        self._check_gpu_memory(spec)
         if self.queues is not None:
             spec = self.queues.check(spec)
         if spec.min_speed == 0.0 and self.config.min_speed > 0.0:  # the cluster default, stored
@@ -132,6 +157,20 @@ class JobService:
         self.wakeup.poke()
         return result
 
+    def _check_gpu_memory(self, spec: JobSpec) -> None:
+        """A declared cap no GPU (of the types the job accepts) can hold, with the reserve the
+        packing keeps free, is refused: the job could never be placed (docs/sharing.md)."""
+        if spec.gpu_memory_mib <= 0:
+            return
+        largest = self.registry.largest_gpu_mib(spec.gpu_types)
+        if largest is not None and spec.gpu_memory_mib > largest - RESERVE_MIB:
+            kind = f" of type {','.join(spec.gpu_types)}" if spec.gpu_types else ""
+            raise InvalidArgument(
+                "gpu_memory",
+                f"asks for {spec.gpu_memory_mib} MiB per GPU but the largest GPU{kind} in the cluster has "
+                f"{largest} MiB, of which {largest - RESERVE_MIB} MiB may be given to jobs",
+            )
+
     async def _row(self, job_id: str, caller: Identity | None) -> JobRow:
         row = await self.read.job(check_job_id(job_id))
         if row is None:
@@ -144,16 +183,28 @@ class JobService:
         return self.writer.live.active()
 
     async def get(self, job_id: str, caller: Identity | None) -> Job:
-        return (await self._row(job_id, caller)).job
+        """The job, with when and why an attempt of it was last stopped and the job re-queued."""
+        job = (await self._row(job_id, caller)).job
+        last = await self.read.last_requeue(job.id)
+        if last is None:
+            return job
+        return dataclasses.replace(job, last_preempted_at=last[0], last_preemption=last[1])
 
     async def list(
-        self, states: list[JobState], owner: str, page_size: int, page_token: str, caller: Identity | None
+        self,
+        states: list[JobState],
+        owner: str,
+        page_size: int,
+        page_token: str,
+        caller: Identity | None,
+        finished_within_s: float = 0.0,
     ) -> JobPage:
         if page_size < 0:
             raise InvalidArgument("page_size", "must not be negative")
         limit = min(page_size or DEFAULT_PAGE, MAX_PAGE)
         after = decode_page_token(page_token)
-        rows = await self.read.list_jobs(states, owner_filter(caller, owner), after, limit + 1)
+        since = self.clock.now() - finished_within_s if finished_within_s > 0 else None
+        rows = await self.read.list_jobs(states, owner_filter(caller, owner), after, limit + 1, since)
         more = len(rows) > limit
         rows = rows[:limit]
         budget, kept = PAGE_BYTES, list[JobRow]()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from horus_core.model import Gpu, Node, NodeState
+from horus_core.model import Gpu, Node, NodeState, gpu_type_of
 from horus_core.plane import Assignment, GpuReading, Heartbeat, JobGpuReading, ToWorker
 from master.services.session import Session
 
@@ -46,6 +46,7 @@ class NodeEntry:
     )
     _node_memo: Node | None = field(default=None, repr=False, compare=False)
     rack: str = ""  # horus-worker --rack (issue 11)
+    runtime: str = ""  # how its worker runs jobs: "process" or "docker" ("": not said)
     # An admin's cordon/drain and the GPUs quarantined (uuid -> why): copied from the registry's
     # ServiceBook whenever either changes (NodeRegistry.apply_service).
     admin: NodeState | None = None  # CORDONED or DRAINING
@@ -134,6 +135,7 @@ class NodeRegistry:
         self._nodes: dict[str, NodeEntry] = {}
         self._sorted: list[NodeEntry] | None = None  # by name; dropped by put
         self._max_gpus: int | None = None  # dropped by put
+        self._gpu_memory: dict[str, int] | None = None  # GPU type -> its largest memory (MiB)
         self._gpu_nodes: dict[str, str] | None = None  # GPU uuid -> node; dropped by put
 
     def get(self, name: str) -> NodeEntry | None:
@@ -147,7 +149,7 @@ class NodeRegistry:
 
     def put(self, entry: NodeEntry) -> None:
         self._nodes[entry.name] = entry
-        self._sorted = self._max_gpus = self._gpu_nodes = None
+        self._sorted = self._max_gpus = self._gpu_nodes = self._gpu_memory = None
         self.apply_service(entry.name)
 
     def apply_service(self, name: str) -> None:
@@ -174,6 +176,18 @@ class NodeRegistry:
             self._max_gpus = max(len(e.gpus) for e in self._nodes.values())
         return self._max_gpus
 
+    def largest_gpu_mib(self, gpu_types: tuple[str, ...] = ()) -> int | None:
+        """The memory of the largest registered GPU of these types (any type: ()), in MiB; None
+        while no such GPU is known. (Kept until the next put, as :meth:`max_gpus_per_node`.)"""
+        if self._gpu_memory is None:
+            by_type: dict[str, int] = {}
+            for e in self._nodes.values():
+                for g in e.gpus:
+                    by_type[g.gpu_type] = max(by_type.get(g.gpu_type, 0), g.memory_mib)
+            self._gpu_memory = by_type
+        sizes = [m for t, m in self._gpu_memory.items() if not gpu_types or t in gpu_types]
+        return max(sizes) if sizes else None
+
     def total_gpus(self) -> int:
         """Every registered node's GPUs together (what the largest gang may ask for)."""
         return len(self.gpu_nodes())
@@ -183,6 +197,14 @@ class NodeRegistry:
         if self._gpu_nodes is None:
             self._gpu_nodes = {g.uuid: e.name for e in self._nodes.values() for g in e.gpus}
         return self._gpu_nodes
+
+    def gpu_types(self) -> set[str]:
+        """The GPU types of the registered nodes (``hctl info``, the submit warnings)."""
+        return {g.gpu_type or gpu_type_of(g.model) for e in self._nodes.values() for g in e.gpus}
+
+    def runtimes(self) -> dict[str, str]:
+        """Node -> how its worker runs jobs ("process", "docker"), for the nodes that said."""
+        return {e.name: e.runtime for e in self._nodes.values() if e.runtime}
 
     def is_lost(self, name: str) -> bool:
         entry = self._nodes.get(name)

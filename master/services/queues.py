@@ -11,7 +11,8 @@ from horus_core.errors import InvalidArgument
 from horus_core.model import JobSpec
 from horus_core.packing.cluster import gpu_type
 from horus_core.queues import QueuedPolicy, load_config
-from horus_core.queues.usage import QueueUsage, queue_usage
+from horus_core.queues.usage import queue_usage
+from horus_core.queueusage import QueueUsage, quota_warnings
 from master.services.core import JobWriter, Wakeup
 from master.services.nodes import NodeRegistry
 
@@ -31,6 +32,7 @@ class QueueService:
         self.registry, self.writer, self.wakeup = registry, writer, wakeup
         self.policy = policy
         self.path = path
+        self._warned: set[str] = set()
 
     def reload(self) -> bool:
         """Read the file again; a bad file is logged and the config in force is kept."""
@@ -51,4 +53,22 @@ class QueueService:
 
     def usage(self) -> list[QueueUsage]:
         types = {g.uuid: gpu_type(g) for n in self.registry.schedulable() for g in n.gpus}
-        return queue_usage(self.policy.config, self.writer.live.jobs(), types)
+        rows = queue_usage(self.policy.config, self.writer.live.jobs(), types)
+        self.warnings(rows)
+        return rows
+
+    def usage_and_warnings(self) -> tuple[list[QueueUsage], list[str]]:
+        rows = self.usage()
+        return rows, self.warnings(rows)
+
+    def warnings(self, rows: list[QueueUsage]) -> list[str]:
+        """Quotas the registered nodes cannot honour at once; each new one is logged once."""
+        gpus: dict[str, int] = {}
+        for n in self.registry.all():
+            for g in n.gpus:
+                gpus[gpu_type(g)] = gpus.get(gpu_type(g), 0) + 1
+        said = quota_warnings(rows, gpus) if gpus else []
+        for text in set(said) - self._warned:
+            log.warning("queues: %s: reclaim cannot give every queue its quota", text)
+        self._warned = set(said)
+        return said

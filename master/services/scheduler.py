@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 from horus_core import gang
 from horus_core import reasoncodes as rc
-from horus_core.model import Action, Assign, ClusterSnapshot, JobState, Node, NodeState
+from horus_core.advice import DOCKER, runtime_gate
+from horus_core.caps import attempt_cap
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, NodeState
 from horus_core.policies import Policy
 from horus_core.policies.base import Reports, progress_of
 from horus_core.policies.checks import Plan, check_actions
@@ -185,7 +187,9 @@ class Scheduler:
         live = self.writer.live
         snapshot = ClusterSnapshot.split_as(nodes, live.jobs(), live.split(), live.handout())
         t1 = time.perf_counter()
-        actions = await asyncio.to_thread(self._decide, snapshot, now, self._withheld())
+        process = {n for n, r in self.registry.runtimes().items() if r != DOCKER}
+        gate = (process, self.registry.gpu_nodes())
+        actions = await asyncio.to_thread(self._decide, snapshot, now, self._withheld(), gate)
         self.positions(rc.QueuePositions(actions, self.writer.live.job))
         actions = [*actions, *await self.floor.preempts(), *drains]
         t2 = time.perf_counter()
@@ -214,17 +218,27 @@ class Scheduler:
         jobs = [r.job for n in held for r in live.active_on(n)]
         return rc.out_of_service([e.model() for e in self.registry.all() if e.name in held], jobs)
 
-    def _decide(self, snapshot: ClusterSnapshot, now: float, withheld: rc.OutOfService) -> list[Action]:
+    def _decide(
+        self,
+        snapshot: ClusterSnapshot,
+        now: float,
+        withheld: rc.OutOfService,
+        gate: tuple[set[str], Mapping[str, str]] | None = None,
+    ) -> list[Action]:
         """(Off the loop.) The policy's actions, each Wait's code final: NodeCordoned where only
-        room that is out of service would fit the job."""
+        room that is out of service would fit the job; a job with an image kept off the nodes
+        whose workers run processes (``gate``: those nodes, and GPU uuid -> node)."""
         actions = self.policy.decide(snapshot, now)
+        if gate is not None and gate[0]:
+            actions = runtime_gate(actions, lambda j: snapshot.by_id().get(j), *gate)
         return rc.classify(actions, snapshot.pending(), withheld) if withheld.any else actions
 
     async def _commit(self, snapshot: ClusterSnapshot, actions: list[Action]) -> tuple[Plan, list[Change]]:
         """Check the actions, apply them in one transaction, dispatch after it."""
         plan = check_actions(snapshot, list(actions), IndexLookup(self.writer.live, snapshot.nodes))
         self._hold_stopping(plan)
-        todo = self._transitions(plan, self.clock.now(), self.registry.gpu_nodes())
+        caps = self._caps(plan)
+        todo = self._transitions(plan, self.clock.now(), self.registry.gpu_nodes(), caps)
         async with self.lock:
             changes = await self.writer.apply(todo)
             self._dispatch(changes, {a.job_id: a for a in plan.assigns})
@@ -233,17 +247,33 @@ class Scheduler:
                 await self.learner.attempt_ended(c.before.job, c.before.job.attempt)
         return plan, changes
 
+    def _caps(self, plan: Plan) -> dict[str, int]:
+        """Each assigned attempt's GPU memory cap (docs/sharing.md): the declared one, else the
+        footprint the packing counted for its workload; none for a job with its GPUs to itself."""
+        caps: dict[str, int] = {}
+        for a in plan.assigns:
+            row = self.writer.live.get(a.job_id)
+            if row is not None and not row.job.spec.exclusive:
+                spec = row.job.spec
+                caps[a.job_id] = attempt_cap(spec, self.learner.footprint(spec))
+        return caps
+
     @staticmethod
-    def _transitions(plan: Plan, now: float, gpu_nodes: Mapping[str, str]) -> list[tuple[str, Transition]]:
+    def _transitions(
+        plan: Plan, now: float, gpu_nodes: Mapping[str, str], caps: Mapping[str, int] | None = None
+    ) -> list[tuple[str, Transition]]:
         """The plan as transitions (``plan.waits`` holds only the Waits with a new reason); an
-        assign whose GPUs span nodes starts a gang attempt on those nodes, in rank order."""
+        assign whose GPUs span nodes starts a gang attempt on those nodes, in rank order;
+        ``caps``: the assigned attempts' GPU memory caps (none: 0)."""
+        caps = caps or {}
         todo: list[tuple[str, Transition]] = []
         for a in plan.assigns:
             nodes = gang_nodes(a, gpu_nodes)
             if nodes is None:
                 log.warning("policy action dropped: %s (GPUs not in rank order from its node)", a)
                 continue
-            todo.append((a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now, nodes)))
+            cap = caps.get(a.job_id, 0)
+            todo.append((a.job_id, tr.assign(a.node, a.gpus, a.predicted_slowdown, now, nodes, cap)))
         todo += [(p.job_id, tr.preempt(p.reason, now)) for p in plan.preempts]
         todo += [(w.job_id, tr.set_wait_reason(w.reason, now, w.code)) for w in plan.waits]
         return todo
@@ -280,9 +310,16 @@ class Scheduler:
             if before.state is JobState.PENDING and after.state is JobState.ASSIGNED:
                 self.dispatch.assign(after)
             elif before.state.active and after.state is JobState.PENDING:
+                _log_requeue(before, after.reason)
                 self.dispatch.kill(before.node, before.id, before.attempt, after.reason)
                 if not gang.is_gang(before):  # (a gang's parts: the gang book, as it stops them)
                     self.stopping.add_attempt(before, self.registry)
         dropped = set(assigns) - {c.after.job.id for c in changes if c.after.job.state is JobState.ASSIGNED}
         for job_id in dropped:
             log.info("assignment of %s skipped: the job changed meanwhile", job_id)
+
+
+def _log_requeue(job: Job, why: str) -> None:
+    """One line per preemption, drain and reclaim: the attempt stopped and why."""
+    where = ",".join(job.nodes) or job.node
+    log.info("job %s attempt %d on %s stopped and requeued: %s", job.id, job.attempt, where, why)

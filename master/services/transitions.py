@@ -10,12 +10,15 @@ from dataclasses import dataclass
 
 from horus_core import gang
 from horus_core import reasoncodes as rc
+from horus_core.caps import alone
+from horus_core.containment import Contained, Ending, contain
 from horus_core.evolve import evolve
 from horus_core.model import JobState
 from master.store.jobs import Transition
 from master.store.rows import JobRow
 
 FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+NO_ENDING = Ending()
 
 
 def _set(row: JobRow, now: float, **changes: object) -> JobRow:
@@ -29,9 +32,15 @@ def _finish(row: JobRow, state: JobState, now: float, reason: str, exit_code: in
 
 
 def assign(
-    node: str, gpus: tuple[str, ...], predicted_slowdown: float, now: float, nodes: tuple[str, ...] = ()
+    node: str,
+    gpus: tuple[str, ...],
+    predicted_slowdown: float,
+    now: float,
+    nodes: tuple[str, ...] = (),
+    cap_mib: int = 0,
 ) -> Transition:
-    """``nodes``: a multi-node gang's nodes in rank order (``nodes[0] == node``); () on one node."""
+    """``nodes``: a multi-node gang's nodes in rank order (``nodes[0] == node``); () on one node.
+    ``cap_mib``: the attempt's GPU memory cap per GPU (0: none; docs/sharing.md)."""
     gang_nodes = nodes if len(nodes) > 1 else ()
 
     def fn(row: JobRow) -> JobRow | None:
@@ -51,6 +60,7 @@ def assign(
             finished_at=None,
             exit_code=None,
             nodes=gang_nodes,
+            gpu_memory_cap_mib=cap_mib,
         )
         return evolve(row, job=job, parts=gang.stored(gang.start(gang_nodes)))
 
@@ -87,10 +97,17 @@ def preempt(reason: str, now: float) -> Transition:
     return fn
 
 
+# A job re-queued to run alone after going over its GPU memory keeps that code and sentence
+# while it merely waits for room (docs/sharing.md): why it waits is what happened to it.
+_KEPT_WHILE_WAITING = frozenset({rc.RESOURCES, rc.PRIORITY, rc.INTERFERENCE})
+
+
 def set_wait_reason(reason: str, now: float, code: str = "") -> Transition:
     def fn(row: JobRow) -> JobRow | None:
         job = row.job
         if job.state is not JobState.PENDING or (job.reason == reason and job.reason_code == code):
+            return None
+        if job.reason_code == rc.GPU_MEMORY_EXCEEDED and (code or rc.RESOURCES) in _KEPT_WHILE_WAITING:
             return None
         job = evolve(job, reason=reason, reason_code=code or rc.RESOURCES)
         return evolve(row, job=job)
@@ -140,8 +157,11 @@ def worker_update(
     reason: str,
     now: float,
     verdict: UpdateVerdict,
+    ending: Ending = NO_ENDING,
 ) -> Transition:
-    """Apply an ``AttemptUpdate`` from ``node`` (docs/protocol.md: idempotent on (job, attempt))."""
+    """Apply an ``AttemptUpdate`` from ``node`` (docs/protocol.md: idempotent on (job, attempt)).
+    ``ending``: the sharing facts of a final update; an attempt that ended for its GPU memory is
+    contained (:func:`horus_core.containment.contain`, docs/sharing.md)."""
 
     def fn(row: JobRow) -> JobRow | None:
         job = row.job
@@ -160,6 +180,11 @@ def worker_update(
                 return _set(row, now, state=JobState.RUNNING, started_at=now, reason=f"running on {node}")
             return None
         verdict.ended = True
+        if ending.peak_mib > 0:
+            row = evolve(row, job=evolve(job, gpu_memory_peak_mib=ending.peak_mib))
+        contained = None if row.cancel_requested else contain(row.job, ending)
+        if contained is not None:
+            return _contained(row, contained, now)
         if state is JobState.CANCELLED and not row.cancel_requested:
             why = reason or "stopped by the worker"
             return _set(
@@ -170,6 +195,15 @@ def worker_update(
         return _finish(row, state, now, reason or _exit_reason(state, exit_code), exit_code)
 
     return fn
+
+
+def _contained(row: JobRow, c: Contained, now: float) -> JobRow:
+    """Back to PENDING, not failed; the grower alone from now on, with its raised cap."""
+    out = _set(row, now, state=JobState.PENDING, reason=c.reason, reason_code=c.code)
+    if c.alone_mib > 0:
+        job = out.job
+        out = evolve(out, job=evolve(job, spec=alone(job.spec, c.alone_mib), contained_mib=c.alone_mib))
+    return out
 
 
 def _exit_reason(state: JobState, exit_code: int | None) -> str:

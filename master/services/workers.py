@@ -18,6 +18,7 @@ import secrets
 from dataclasses import dataclass
 
 from horus_core import gang
+from horus_core.containment import Ending
 from horus_core.errors import AlreadyExists, InvalidArgument, PermissionDenied, Unauthenticated
 from horus_core.model import Gpu, JobState, NodeState
 from horus_core.plane import LeaseGrant
@@ -29,6 +30,7 @@ from master.services.core import Dispatcher, JobWriter, Wakeup
 from master.services.gang_transitions import part_update
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.session import Session
+from master.services.transitions import NO_ENDING
 from master.store import Store
 from master.store.jobs import Change, Transition
 from master.store.nodes import SetNodeStateOp, UpsertNodeOp
@@ -52,6 +54,7 @@ class FinalUpdate:
     state: JobState
     exit_code: int | None
     reason: str
+    ending: Ending = NO_ENDING  # its sharing facts (docs/sharing.md)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class Registration:
     resume_epoch: int = 0
     advertise_addr: str = ""  # where other nodes reach it (its own flag, else the peer address)
     rack: str = ""  # horus-worker --rack (issue 11)
+    runtime: str = ""  # how it runs jobs: "process" or "docker" ("": not said, an older worker)
 
 
 class WorkerPlane:
@@ -122,6 +126,8 @@ class WorkerPlane:
             )
         if reg.rack and not NODE_NAME.match(reg.rack):
             raise InvalidArgument("register.rack", f"not a valid rack name: {reg.rack[:80]!r}")
+        if reg.runtime and not NODE_NAME.match(reg.runtime):
+            raise InvalidArgument("register.runtime", f"not a runtime name: {reg.runtime[:80]!r}")
         for uuid in uuids:
             other = self.registry.owner_of_gpu(uuid)
             if other is not None and other != reg.name:
@@ -142,7 +148,7 @@ class WorkerPlane:
             )
             entry.identity, entry.epoch = reg.identity, secrets.randbits(63) | 1
             entry.advertise_addr = reg.advertise_addr
-            entry.rack = reg.rack
+            entry.rack, entry.runtime = reg.rack, reg.runtime
             self.registry.put(entry)
             session.send(self._registered(epoch=entry.epoch))
             log.info(
@@ -184,7 +190,9 @@ class WorkerPlane:
         todo = [
             (
                 f.job_id,
-                part_update(node, f.attempt, f.state, f.exit_code, f.reason, now, tr.UpdateVerdict()),
+                part_update(
+                    node, f.attempt, f.state, f.exit_code, f.reason, now, tr.UpdateVerdict(), f.ending
+                ),
             )
             for f in finished
             if f.state in _FINAL_STATES and f.attempt >= 1
@@ -254,7 +262,10 @@ class WorkerPlane:
 
     async def _ended(self, changes: list[Change]) -> None:
         for c in changes:
-            await self.learner.attempt_ended(c.before.job, c.before.job.attempt)
+            peak = c.after.job.gpu_memory_peak_mib
+            await self.learner.attempt_ended(c.before.job, c.before.job.attempt, peak)
+            if c.after.job.contained_mib > c.before.job.contained_mib:  # (docs/sharing.md)
+                await self.learner.grew(c.before.job, peak)
 
     def disconnected(self, session: Session) -> None:
         session.close("stream ended", by_peer=True)  # no-op if already closed

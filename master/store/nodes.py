@@ -107,18 +107,23 @@ class RecordAttemptOp(WriteOp[None]):
                 s.samples_per_s,
             ),
         )
-        p = self.profile
-        if p is not None:
-            conn.execute(
-                "INSERT OR REPLACE INTO profiles (job_type, util_avg, util_peak, mem_mib, samples, co_speed,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    p.job_type,
-                    p.util_avg,
-                    p.util_peak,
-                    p.mem_mib,
-                    p.samples,
-                    json.dumps(p.co_speed),
-                    p.updated_at,
-                ),
-            )
+        if self.profile is not None:
+            _save_profile(conn, self.profile)
+
+
+@dataclass(frozen=True)
+class SaveProfileOp(WriteOp[None]):
+    """Store a signature's profile (the learner's memory peak of a contained attempt)."""
+
+    profile: ProfileRow
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        _save_profile(conn, self.profile)
+
+
+def _save_profile(conn: sqlite3.Connection, p: ProfileRow) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO profiles (job_type, util_avg, util_peak, mem_mib, samples, co_speed,"
+        " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (p.job_type, p.util_avg, p.util_peak, p.mem_mib, p.samples, json.dumps(p.co_speed), p.updated_at),
+    )

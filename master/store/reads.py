@@ -110,18 +110,45 @@ class Reader:
         return rows[0] if rows else None
 
     async def list_jobs(
-        self, states: Sequence[JobState], owner: str | None, after_seq: int, limit: int
+        self,
+        states: Sequence[JobState],
+        owner: str | None,
+        after_seq: int,
+        limit: int,
+        finished_since: float | None = None,
     ) -> list[JobRow]:
+        """Jobs after ``after_seq`` in ``states`` (all when empty) and, with ``finished_since``,
+        also those that ended at or after it, whatever their state."""
         clauses = ["seq > ?"]
         params: list[object] = [after_seq]
         if states:
-            clauses.append(f"state IN ({','.join('?' * len(states))})")
+            wanted = f"state IN ({','.join('?' * len(states))})"
             params.extend(s.value for s in states)
+            if finished_since is not None:
+                wanted = f"({wanted} OR finished_at >= ?)"
+                params.append(finished_since)
+            clauses.append(wanted)
         if owner is not None:
             clauses.append("owner = ?")
             params.append(owner)
         params.append(limit)
         return await self._jobs(f"WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", params)
+
+    async def recent_jobs(self, owner: str | None, limit: int) -> list[JobRow]:
+        """The latest ``limit`` jobs (of ``owner``; None: everyone's), newest first."""
+        where, params = ("WHERE owner = ?", [owner]) if owner is not None else ("", [])
+        rows = await self._jobs(f"{where} ORDER BY seq DESC LIMIT ?", [*params, limit])
+        return sorted(rows, key=lambda r: -r.seq)  # (the JSON aggregate need not keep the order)
+
+    async def last_requeue(self, job_id: str) -> tuple[float, str] | None:
+        """When and why an attempt of the job last stopped with the job going back to PENDING
+        (a preemption, a drain, a reclaim, a lost node): the job's events keep it."""
+        rows = await self._all(
+            "SELECT at, reason FROM job_events WHERE job_id = ? AND to_state = 'PENDING'"
+            " AND from_state IN ('ASSIGNED', 'RUNNING') ORDER BY id DESC LIMIT 1",
+            (job_id,),
+        )
+        return (float(rows[0][0]), str(rows[0][1])) if rows else None
 
     async def live_jobs(self) -> list[JobRow]:
         """Pending and active jobs, in submission order: what the master's live index

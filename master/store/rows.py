@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from horus_core.caps import alone
 from horus_core.errors import InvalidArgument
 from horus_core.evolve import evolve
 from horus_core.model import Gpu, Job, JobSpec, JobState, ProfileHints
@@ -31,7 +32,9 @@ JOB_JSON = (
     " 'reason', reason, 'exit_code', exit_code, 'predicted_slowdown', predicted_slowdown,"
     " 'cancel_requested', cancel_requested, 'seq', seq,"
     " 'version', version, 'reason_code', reason_code,"
-    " 'nodes', CAST(nodes AS TEXT), 'parts', CAST(parts AS TEXT))"
+    " 'nodes', CAST(nodes AS TEXT), 'parts', CAST(parts AS TEXT),"
+    " 'gpu_memory_cap_mib', gpu_memory_cap_mib, 'gpu_memory_peak_mib', gpu_memory_peak_mib,"
+    " 'contained_mib', contained_mib)"
 )
 
 
@@ -118,6 +121,7 @@ def spec_to_json(spec: JobSpec) -> str:
         "grace_s": spec.grace_s,
         "gpus_per_node": spec.gpus_per_node,
         "nodes": spec.nodes,
+        "gpu_memory_mib": spec.gpu_memory_mib,
     }
     if spec.model_card is not None:
         doc["model_card"] = card_to_dict(spec.model_card)
@@ -173,6 +177,7 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         gpus_per_node=int(d.get("gpus_per_node", 0)),
         nodes=int(d.get("nodes", 0)),
         model_card=_card(d.get("model_card")),
+        gpu_memory_mib=int(d.get("gpu_memory_mib", 0)),
     )
 
 
@@ -191,10 +196,14 @@ def _loaded(value: Any) -> Any:
 
 
 def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
-    """``spec``: the job's spec when already decoded (``d["spec"]`` is then not read)."""
+    """``spec``: the job's spec when already decoded (``d["spec"]`` is then not read). A job
+    contained after going over its GPU memory reads with the spec it runs with now
+    (:func:`horus_core.caps.alone`; the stored spec stays the one submitted)."""
+    contained = int(d.get("contained_mib") or 0)
+    spec = spec if spec is not None else spec_from_dict(_loaded(d["spec"]))
     job = Job(
         id=d["id"],
-        spec=spec if spec is not None else spec_from_dict(_loaded(d["spec"])),
+        spec=alone(spec, contained) if contained > 0 else spec,
         state=JobState(d["state"]),
         attempt=int(d["attempt"]),
         submitted_at=_finite(d["submitted_at"]),
@@ -209,6 +218,9 @@ def job_row_from_dict(d: dict[str, Any], spec: JobSpec | None = None) -> JobRow:
         version=int(d["version"]),
         reason_code=str(d.get("reason_code") or ""),
         nodes=_strings(_loaded(d.get("nodes") or "[]")),
+        gpu_memory_cap_mib=int(d.get("gpu_memory_cap_mib") or 0),
+        gpu_memory_peak_mib=int(d.get("gpu_memory_peak_mib") or 0),
+        contained_mib=contained,
     )
     parts = _strings(_loaded(d.get("parts") or "[]"))
     return JobRow(job, bool(d["cancel_requested"]), d["request_id"], d["seq"], parts=parts)
@@ -295,6 +307,9 @@ JOB_UPDATE_COLUMNS = (
     "reason_code",
     "nodes",
     "parts",
+    "gpu_memory_cap_mib",
+    "gpu_memory_peak_mib",
+    "contained_mib",
 )
 
 
@@ -319,6 +334,9 @@ def job_columns(row: JobRow) -> tuple[Any, ...]:
         j.reason_code,
         j.nodes,
         row.parts,
+        j.gpu_memory_cap_mib,
+        j.gpu_memory_peak_mib,
+        j.contained_mib,
     )
 
 
@@ -342,11 +360,21 @@ def gpus_to_json(gpus: tuple[Gpu, ...]) -> str:
                 "memory_mib": g.memory_mib,
                 "gpu_type": g.gpu_type,
                 "healthy": g.healthy,
+                **(
+                    {"compute_fraction": g.compute_fraction, "parent_uuid": g.parent_uuid}
+                    if g.parent_uuid
+                    else {}
+                ),
             }
             for g in gpus
         ],
         separators=(",", ":"),
     )
+
+
+def _mig_fields(g: Gpu) -> dict[str, Any]:
+    """A MIG instance's compute share and physical GPU (none for a whole GPU)."""
+    return {"compute_fraction": g.compute_fraction, "parent_uuid": g.parent_uuid} if g.parent_uuid else {}
 
 
 def gpus_from_json(text: str, node: str) -> tuple[Gpu, ...]:
@@ -359,6 +387,8 @@ def gpus_from_json(text: str, node: str) -> tuple[Gpu, ...]:
             memory_mib=int(d.get("memory_mib", 0)),
             gpu_type=d.get("gpu_type", ""),
             healthy=bool(d.get("healthy", True)),
+            compute_fraction=float(d.get("compute_fraction", 1.0)),
+            parent_uuid=str(d.get("parent_uuid", "")),
         )
         for d in json.loads(text)
     )

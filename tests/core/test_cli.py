@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 from test_client_fake import FakeMaster, ThreadedFakeMaster
 
 from horus_core.cli.main import main
+from horus_core.cli.submit import submitter_path
 from horus_core.model import JobSpec, JobState
 
 
@@ -85,7 +87,7 @@ def test_submit_prints_only_the_id(server: ThreadedFakeMaster) -> None:
         True,
         5,
     )
-    assert spec.env == (("A", "1"), ("B", "x=y"))
+    assert spec.env[:2] == (("A", "1"), ("B", "x=y"))  # then the submitter's PATH (test below)
     assert (spec.hints.util_avg, spec.hints.util_peak, spec.hints.mem_mib) == (40.0, 90.0, 3000)
     assert server.fake.submit_request_ids == ["req-7"]
 
@@ -238,7 +240,14 @@ def test_job_detail_shows_reason_slowdown_co_runners_and_gpu_use(
     record = json.loads(out)
     assert record["co_runners"] == {"GPU-a0": [other]}
     assert record["gpu_stats"] == [
-        {"job_id": me, "attempt": 1, "gpu_uuid": "GPU-a0", "util_sm": 40.0, "mem_used_mib": 1000}
+        {
+            "job_id": me,
+            "attempt": 1,
+            "gpu_uuid": "GPU-a0",
+            "util_sm": 40.0,
+            "mem_used_mib": 1000,
+            "cap_mib": 0,
+        }
     ]
 
 
@@ -342,7 +351,7 @@ def test_wait_exit_codes(server: ThreadedFakeMaster, capsys: pytest.CaptureFixtu
     assert run(server, capsys, "wait", slow)[0] == 0
     never = add(server)
     code, _, err = run(server, capsys, "wait", never, "--timeout", "0.2")
-    assert code == 1 and err == f"hctl: error: job {never} did not finish within 0.2 s\n"
+    assert code == 124 and err == f"hctl: error: job {never} did not finish within 0.2 s\n"  # not 1
 
 
 def test_watch_one_job_until_it_ends(server: ThreadedFakeMaster, capsys: pytest.CaptureFixture[str]) -> None:
@@ -401,6 +410,48 @@ def test_node_service_texts_and_drain_timeout_parsing() -> None:
     assert service.state_text(node, now=970.0) == "DRAINING (preempts in 30s)"
     assert service.state_text(node, now=1001.0) == "DRAINING (preempting)"
     assert service.state_text(Node("m", (), NodeState.CORDONED)) == "CORDONED"
-    assert service.quarantine_text(node) == "1 (Xid 79)" and service.quarantine_text(Node("m", ())) == "-"
+    assert service.quarantine_text(node) == "GPU 1: Xid 79" and service.quarantine_text(Node("m", ())) == "-"
     with pytest.raises(SystemExit):
         main(["drain", "n", "--timeout", "-3"])  # a usage error before anything is sent
+
+
+# ------------------------------------------------------ where a process job runs (issue 29)
+
+
+def test_a_process_job_runs_where_it_is_submitted_with_this_python_first(
+    server: ThreadedFakeMaster, tmp_path: pathlib.Path
+) -> None:
+    env = {**os.environ, "HORUS_MASTER": server.address, "PATH": "/opt/tools:/usr/bin"}
+    res = subprocess.run(
+        [sys.executable, "-m", "horus_core.cli", "submit", "--gpus", "1", "--", "python", "train.py"],
+        capture_output=True, text=True, env=env, timeout=30, cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    spec = server.fake.jobs[res.stdout.strip()].spec
+    assert spec.workdir == str(tmp_path)  # as sbatch: the directory submitted from
+    here = os.path.dirname(sys.executable)
+    assert dict(spec.env)["PATH"] == f"{here}:/opt/tools:/usr/bin"  # `python` is hctl's own
+
+
+@pytest.mark.parametrize(
+    ("flags", "workdir", "path"),
+    [
+        (["--workdir", "/srv/run"], "/srv/run", "local"),
+        (["--env", "PATH=/only"], "cwd", "/only"),
+        (["--image", "busybox:1"], "", None),  # a container keeps its image's directory and PATH
+        (["--no-local-env"], "", None),
+    ],
+)
+def test_what_overrides_the_submitters_directory_and_path(
+    server: ThreadedFakeMaster,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    workdir: str,
+    path: str | None,
+) -> None:
+    code, out, err = run(server, capsys, "submit", "--gpus", "1", *flags, "--", "python", "t.py")
+    assert code == 0, err
+    spec = server.fake.jobs[out.strip()].spec
+    assert spec.workdir == (os.getcwd() if workdir == "cwd" else workdir)
+    got = dict(spec.env).get("PATH")
+    assert got == (submitter_path() if path == "local" else path)

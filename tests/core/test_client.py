@@ -144,10 +144,27 @@ async def test_deadline_is_per_rpc(fake: FakeMaster) -> None:
 async def test_list_iterates_every_page(client: HorusClient, fake: FakeMaster) -> None:
     ids = [fake.add_job().id for _ in range(25)]
     fake.add_job(state=JobState.SUCCEEDED)
-    got = [j.id async for j in client.list(states=[JobState.PENDING], page_size=10)]
+    got = [j.id async for j in client.iter_jobs(states=[JobState.PENDING], page_size=10)]
     assert got == ids
     assert [r.page_token for r in fake.list_requests] == ["", "10", "20"]
     assert all(list(r.states) == [1] and r.page_size == 10 for r in fake.list_requests)
+
+
+async def test_list_is_awaited_like_the_other_listings(client: HorusClient, fake: FakeMaster) -> None:
+    ids = [fake.add_job().id for _ in range(12)]
+    jobs = await client.list(page_size=5)  # every page, like nodes(), gpus() and queues()
+    assert isinstance(jobs, list) and [j.id for j in jobs] == ids
+    assert isinstance(await client.nodes(), list) and isinstance(await client.gpus(), list)
+
+
+def test_a_command_string_is_refused_with_a_clear_type_error() -> None:
+    with pytest.raises(TypeError, match=r"JobSpec.command must be a sequence of strings.*'echo hi'"):
+        JobSpec(command="echo hi", gpus=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"JobSpec\.gpu_types"):
+        JobSpec(command=("true",), gpu_types="v100")  # type: ignore[arg-type]
+    listed = JobSpec(command=["python", "train.py"], mounts=["/d:/d"])  # type: ignore[arg-type]
+    assert listed.command == ("python", "train.py") and listed.mounts == ("/d:/d",)
+    assert hash(listed) == hash(JobSpec(command=("python", "train.py"), mounts=("/d:/d",)))
 
 
 async def test_list_page_and_owner_filter(client: HorusClient, fake: FakeMaster) -> None:

@@ -11,6 +11,7 @@ installing it), where a missing browser fails.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import pathlib
 import shutil
@@ -27,6 +28,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from horus_core import jobfile
+from horus_core.cli.submit import local_context
+from horus_core.floor import DEFAULT_MIN_SPEED
 from master.store import Store
 from master.store.learned import PairMeasurement, RecordRatesOp
 from tests.e2e.cluster import LocalCluster, free_port, workload_cmd
@@ -180,9 +183,12 @@ def test_job_files_metrics_and_dashboard(
     files = {n: job_file(tmp_path, n, TYPES[i % 2]) for i, n in enumerate(names)}
     ids = {n: c.hctl("apply", "-f", str(f)).stdout.strip() for n, f in files.items()}
 
-    # get -o yaml prints the job file back: applying it again would make an equal spec.
+    # get -o yaml prints the job file back: applying it again would make an equal spec (the file's,
+    # with the directory and PATH hctl apply sends for a job without an image, and the cluster's
+    # default speed floor, which the master wrote into it at submission).
     printed = c.hctl("get", "job", ids["alpha"], "-o", "yaml").stdout
-    assert jobfile.load(printed).spec == jobfile.load(files["alpha"].read_text()).spec
+    submitted = local_context(jobfile.load(files["alpha"].read_text()).spec)
+    assert jobfile.load(printed).spec == dataclasses.replace(submitted, min_speed=DEFAULT_MIN_SPEED)
     bad = c.hctl("apply", "-f", str(tmp_path / "nope.yaml"), check=False)
     assert bad.returncode == 2 and "cannot read" in bad.stderr
     (tmp_path / "typo.yaml").write_text("run: x\nresources:\n  acelerators: 1\n")

@@ -13,6 +13,7 @@ import pytest
 from horus_core import HorusClient
 from horus_core.errors import InvalidArgument
 from horus_core.model import Gpu, Job, JobSpec, JobState, NodeState
+from horus_core.plane import JobGpuReading
 from horus_core.testing import FakeClock
 from master.app import Master
 from master.config import MasterConfig
@@ -114,7 +115,7 @@ async def test_sdk_applies_job_files(master: Master) -> None:
         assert job.spec.command == ("sh", "-c", "python train.py")
         with pytest.raises(InvalidArgument, match=r"setup: unknown field \(line 2\)"):
             await c.apply("run: x\nsetup: y\n")
-        listed = [j async for j in c.list()]
+        listed = await c.list()
     assert [j.spec.name for j in listed] == ["from-yaml"]  # the bad file submitted nothing
 
 
@@ -169,3 +170,46 @@ def test_job_page_shows_the_reason_code() -> None:
     job = Job("j1", JobSpec(command=("x",)), JobState.PENDING, reason="needs 2 GPUs", reason_code="Resources")
     text = pages.job_page(job, ClusterView((), {}, (job,), {}), [], "", lambda j: True, None)
     assert "Resources: needs 2 GPUs" in text
+
+
+async def test_the_jobs_page_lists_finished_jobs_only_to_their_owner(master: Master) -> None:
+    mine = await submit(master, "tok-alice", JobSpec(command=("true",), name="alices-job"))
+    theirs = await submit(master, "tok-bob", JobSpec(command=("true",), name="bobs-job"))
+    async with HorusClient.connect(f"127.0.0.1:{master.port}", token="tok-alice") as c:
+        await c.cancel(mine)  # finished: still on the jobs page (not on the queue page)
+    status, text, _ = await get(master, "/jobs", "tok-alice")
+    assert status == 200 and 'href="/jobs"' in text
+    assert mine in text and "CANCELLED" in text and theirs not in text and "bobs-job" not in text
+    status, text, _ = await get(master, "/jobs", "tok-root")
+    assert mine in text and theirs in text
+    assert text.index(theirs) < text.index(mine)  # newest first
+
+
+async def test_the_queue_page_shows_the_quotas_and_what_the_cluster_cannot_honour(
+    tmp_path: pathlib.Path,
+) -> None:
+    queues = tmp_path / "queues.toml"
+    queues.write_text("[queues.team-a]\nnominal = { v100 = 4 }\n[queues.team-b]\nnominal = { v100 = 4 }\n")
+    cfg = MasterConfig(db_path=tmp_path / "q.db", listen="127.0.0.1:0", queues=queues, shutdown_grace_s=0.2)
+    async with Master(cfg, clock=FakeClock(), http_listen="127.0.0.1:0") as m:
+        entry = NodeEntry("n1", tuple(Gpu(f"g{i}", "n1", i, "Tesla V100", 16384, "v100") for i in range(4)),
+                          NodeState.READY, 0.0)  # fmt: skip
+        m.core.registry.put(entry)
+        status, text, _ = await get(m, "/queue")
+        assert status == 200 and 'id="quotas"' in text and "team-a" in text and "4 (v100: 4)" in text
+        assert (
+            "the queues&#x27; quotas of v100 GPUs add up to 8 (team-a 4, team-b 4); the cluster has 4" in text
+        )
+
+
+def test_the_pages_show_each_jobs_gpu_memory_use_and_cap_and_its_floor() -> None:
+    gpu = Gpu("g0", "n1", 0, "V100", 16384, "v100")
+    spec = JobSpec(command=("x",), min_speed=0.7)
+    job = Job("j1", spec, JobState.RUNNING, attempt=1, node="n1", gpus=("g0",), gpu_memory_cap_mib=4096)
+    use = JobGpuReading("j1", 1, "g0", 40.0, 1536, 4096)
+    entry = NodeEntry("n1", (gpu,), NodeState.READY, 0.0)
+    view = ClusterView((NodeView(entry, (GpuView(gpu, None, (job,), (use,)),)),), {"j1": job}, (), {})
+    row = pages.cluster_page(view, lambda j: True, None).split('id="gpus"')[1]
+    assert "1536 MiB / 4 GiB" in row
+    text = pages.job_page(job, view, [], "", lambda j: True, None)
+    assert "GPU memory (use / cap)" in text and "1536 MiB / 4 GiB" in text and "0.7x" in text

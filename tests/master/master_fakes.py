@@ -67,9 +67,16 @@ class FakeWorker:
     """Drives one worker stream by hand."""
 
     def __init__(
-        self, port: int, name: str, n_gpus: int = 2, token: str = "", resume_epoch: int = 0, rack: str = ""
+        self,
+        port: int,
+        name: str,
+        n_gpus: int = 2,
+        token: str = "",
+        resume_epoch: int = 0,
+        rack: str = "",
+        runtime: str = "",
     ) -> None:
-        self.port, self.name, self.token, self.rack = port, name, token, rack
+        self.port, self.name, self.token, self.rack, self.runtime = port, name, token, rack, runtime
         self.epoch = resume_epoch  # presented at the next registration (the same worker coming back)
         self.gpus = [gpu(name, i) for i in range(n_gpus)]
         self.channel: grpc.aio.Channel | None = None
@@ -97,6 +104,7 @@ class FakeWorker:
                     resume_epoch=self.epoch,
                     advertise_addr=self.advertise_addr,
                     rack=self.rack,
+                    runtime=self.runtime,
                 )
             )
         )

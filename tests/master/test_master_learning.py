@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 from master_fakes import FakeWorker, client_for, config, spec
 
+from horus_core.caps import with_margin
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
@@ -227,7 +228,8 @@ async def test_learning_survives_a_restart(tmp_path: pathlib.Path, store: Store)
     assert await learner(store, clock, fresh).load() == 2  # one profile, one pair (both directions)
     assert fresh.pair_speeds(A, B, "v100") == pytest.approx((0.25, 0.25), abs=1e-3)
     assert fresh.pair_speeds(B, A, "v100") == pytest.approx((0.25, 0.25), abs=1e-3)
-    assert fresh.profile_of(C).source == "measured" and fresh.profile_of(C).mem_mib == 900
+    assert fresh.profile_of(C).source == "measured"
+    assert fresh.profile_of(C).mem_mib == with_margin(900)  # (the measured peak, as a cap: docs/sharing.md)
 
 
 async def test_an_unreadable_stored_table_does_not_stop_the_start(

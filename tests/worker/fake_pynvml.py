@@ -131,11 +131,24 @@ class FakeGpu:
     unsupported: set[str] = field(default_factory=set)  # function names that raise NotSupported
     lost: bool = False
     events_supported: bool = True
+    # MIG: the mode (1 = enabled) and, when enabled, its instances (slots of 7; None = empty),
+    # each a FakeGpu of its own whose ``slices`` are its compute slices
+    mig_mode: int = 0
+    mig: list[FakeGpu | None] = field(default_factory=list)
+    slices: int = 0
 
 
 @dataclass(frozen=True)
 class _Handle:
     index: int
+    mig: int = -1  # a MIG instance's slot on GPU ``index`` (-1: the GPU itself)
+
+
+@dataclass
+class c_nvmlDeviceAttributes:
+    multiprocessorCount: int
+    gpuInstanceSliceCount: int
+    memorySizeMB: int
 
 
 @dataclass
@@ -173,6 +186,10 @@ def _enter(fn: str) -> None:
 def _gpu(handle: _Handle, fn: str) -> FakeGpu:
     _enter(fn)
     gpu = GPUS[handle.index]
+    if handle.mig >= 0:
+        instance = gpu.mig[handle.mig]
+        assert instance is not None
+        gpu = instance
     if gpu.lost:
         raise NVMLError(NVML_ERROR_GPU_IS_LOST)
     if fn in gpu.unsupported:
@@ -254,6 +271,31 @@ def nvmlDeviceGetProcessUtilization(
     if not fresh:  # the real call answers NOT_FOUND when no sample is newer than timeStamp
         raise NVMLError(NVML_ERROR_NOT_FOUND)
     return fresh
+
+
+def nvmlDeviceGetMigMode(device: _Handle) -> tuple[int, int]:
+    g = _gpu(device, "nvmlDeviceGetMigMode")
+    return g.mig_mode, g.mig_mode
+
+
+def nvmlDeviceGetMaxMigDeviceCount(device: _Handle) -> int:
+    return 7 if _gpu(device, "nvmlDeviceGetMaxMigDeviceCount").mig_mode else 0
+
+
+def nvmlDeviceGetMigDeviceHandleByIndex(device: _Handle, index: int) -> _Handle:
+    g = _gpu(device, "nvmlDeviceGetMigDeviceHandleByIndex")
+    if not g.mig_mode or index >= 7:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    if index >= len(g.mig) or g.mig[index] is None:
+        raise NVMLError(NVML_ERROR_NOT_FOUND)
+    return _Handle(device.index, index)
+
+
+def nvmlDeviceGetAttributes(device: _Handle) -> c_nvmlDeviceAttributes:
+    g = _gpu(device, "nvmlDeviceGetAttributes")
+    if not g.slices:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    return c_nvmlDeviceAttributes(16 * g.slices, g.slices, g.total_bytes >> 20)
 
 
 def nvmlEventSetCreate() -> _EventSet:

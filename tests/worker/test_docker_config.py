@@ -146,3 +146,24 @@ def test_progress_and_speed_files_are_shown_under_horus() -> None:
 
 def test_container_names_are_docker_safe() -> None:
     assert container_name("node 1", AttemptKey("job/ä", 3)) == "horus-node_1-job__-3"
+
+
+def test_the_sharing_modes_paths_and_variables_reach_the_container() -> None:
+    pipe = "/st/mps/0/pipe"
+    env = (("CUDA_MPS_PIPE_DIRECTORY", pipe), ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=4096M"))
+    hami = "/opt/hami/libvgpu.so"
+    log = pathlib.Path("/st/j/1/output.log")
+    binds = ((pipe, pipe, False), (hami, hami, True))
+    request = LaunchRequest(
+        AttemptKey("j", 1), JobSpec(command=("x",), image="i"), ("GPU-a",), log, env, binds
+    )
+    body = create_body(request, ContainerPolicy("w1"), [])
+    assert {"Type": "bind", "Source": pipe, "Target": pipe, "ReadOnly": False} in body["HostConfig"]["Mounts"]
+    lib = {
+        "Type": "bind",
+        "Source": "/opt/hami/libvgpu.so",
+        "Target": "/opt/hami/libvgpu.so",
+        "ReadOnly": True,
+    }
+    assert lib in body["HostConfig"]["Mounts"]
+    assert {f"CUDA_MPS_PIPE_DIRECTORY={pipe}", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M"} <= set(body["Env"])

@@ -13,7 +13,8 @@ from types import ModuleType
 
 import pytest
 
-from horus_core.model import JobSpec
+from horus_core.model import JobSpec, gpu_type_of
+from worker.gpu import mig
 from worker.gpu import nvml as nvml_probe
 from worker.gpu.base import ProbeTarget
 from worker.gpu.nvml import NvmlProbe, ProbeUnavailable
@@ -212,7 +213,7 @@ real = importlib.import_module("pynvml")  # nvidia-ml-py imports without a GPU; 
 
 
 def _called_names() -> set[str]:
-    source = pathlib.Path(inspect.getfile(nvml_probe)).read_text()
+    source = "".join(pathlib.Path(inspect.getfile(m)).read_text() for m in (nvml_probe, mig))
     return set(re.findall(r"\.(nvml[A-Z]\w+)\b", source))
 
 
@@ -268,5 +269,48 @@ async def test_real_nvml_opens_or_says_why() -> None:
         infos = await probe.gpus()
         readings, _ = await probe.read([])
         assert [r.uuid for r in readings] == [g.uuid for g in infos]
+    finally:
+        await probe.close()
+
+
+# ------------------------------------------------------------------ MIG instances as devices
+
+
+async def test_mig_instances_are_devices_of_their_own_with_their_memory_and_share() -> None:
+    h100 = "NVIDIA H100 80GB HBM3"
+    gib = 1 << 30
+    instances: list[object] = [
+        FakeGpu("MIG-aaaa", name=f"{h100} MIG 3g.40gb", total_bytes=40 * gib, slices=3),
+        None,  # (an empty slot)
+        FakeGpu("MIG-bbbb", name="unnamed", total_bytes=10 * gib, slices=1),  # (no profile in the name)
+    ]
+    instances[0].processes = [Proc(4242, 3 * gib)]  # type: ignore[attr-defined]
+    parent = FakeGpu(UUID0, name=h100, mig_mode=1, mig=instances)
+    fake.reset([FakeGpu(UUID1, name="Tesla V100-SXM2-16GB"), parent])
+    probe = await NvmlProbe.open(nvml=fake)
+    try:
+        gpus = await probe.gpus()
+        assert [(g.uuid, g.index, g.memory_mib, g.parent_uuid) for g in gpus] == [
+            (UUID1, 0, 80 * 1024, ""),
+            ("MIG-aaaa", 1, 40 * 1024, UUID0),
+            ("MIG-bbbb", 2, 10 * 1024, UUID0),
+        ]
+        assert [gpu_type_of(g.model) for g in gpus] == ["v100", "h100-3g.40gb", "h100-1g.10gb"]
+        assert [round(g.compute_fraction, 3) for g in gpus] == [1.0, round(3 / 7, 3), round(1 / 7, 3)]
+        target = ProbeTarget("j", 1, (4242,), ("MIG-aaaa",), JobSpec(("x",)))
+        assert [(p.pid, p.gpu_uuid, p.mem_used_mib) for p in await probe.memory([target])] == [
+            (4242, "MIG-aaaa", 3072)
+        ]
+        readings, _ = await probe.read([target])
+        assert [r.uuid for r in readings] == [UUID1, "MIG-aaaa", "MIG-bbbb"]
+    finally:
+        await probe.close()
+
+
+async def test_a_gpu_with_mig_on_but_no_instance_offers_nothing() -> None:
+    fake.reset([FakeGpu(UUID0, mig_mode=1, mig=[None, None])])
+    probe = await NvmlProbe.open(nvml=fake)
+    try:
+        assert await probe.gpus() == []
     finally:
         await probe.close()

@@ -26,6 +26,10 @@ class GpuInfo:
     index: int
     model: str
     memory_mib: int
+    # A MIG instance (docs/sharing.md): its share of the physical GPU's compute and that GPU's
+    # UUID; a whole GPU: 1.0 and "".
+    compute_fraction: float = 1.0
+    parent_uuid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,9 @@ class ProbeTarget:
     pids: tuple[int, ...]
     gpu_uuids: tuple[str, ...]
     spec: JobSpec
+    # Where a stand-in workload writes the GPU memory it would use (``$HORUS_SIM_GPU_MEMORY_FILE``):
+    # simulated GPUs read it; "" or absent: the workload's profile.
+    memory_file: str = ""
 
 
 class Profile(Protocol):
@@ -72,5 +79,10 @@ class GpuProbe(Protocol):
     async def gpus(self) -> list[GpuInfo]: ...
 
     async def read(self, running: Sequence[ProbeTarget]) -> tuple[list[GpuReading], list[ProcessReading]]: ...
+
+    async def memory(self, running: Sequence[ProbeTarget]) -> list[ProcessReading]:
+        """Per-process GPU memory only, attributed to the attempts (the memory watchdog reads it
+        at least once a second; no utilisation, no events, so no heartbeat reading is taken)."""
+        ...
 
     async def close(self) -> None: ...

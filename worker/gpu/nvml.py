@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import importlib
 import logging
 import pathlib
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from horus_core.errors import HorusError
 from worker.gpu.base import GpuInfo, GpuProbe, GpuReading, ProbeTarget, ProcessReading
+from worker.gpu.mig import mig_enabled, mig_instances
 from worker.gpu.proctree import RawProcess, attribute
 
 log = logging.getLogger(__name__)
@@ -115,6 +117,13 @@ class NvmlProbe:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._read_sync, targets)
 
+    async def memory(self, running: Sequence[ProbeTarget]) -> list[ProcessReading]:
+        if self._closed:
+            raise ProbeUnavailable("the NVML probe is closed")
+        targets = tuple(running)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._memory_sync, targets)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -149,6 +158,16 @@ class NvmlProbe:
             raw.extend(procs)
         return readings, attribute(raw, targets, self._proc_root)
 
+    def _memory_sync(self, targets: tuple[ProbeTarget, ...]) -> list[ProcessReading]:
+        raw: list[RawProcess] = []
+        for dev in self._devices:
+            try:
+                procs = self._call(self._nvml.nvmlDeviceGetComputeRunningProcesses, dev.handle) or []
+            except _GpuLost:
+                continue
+            raw += [RawProcess(int(p.pid), dev.info.uuid, _mib(p), None) for p in procs]
+        return attribute(raw, targets, self._proc_root)
+
     def _read_device(self, dev: _Device) -> tuple[GpuReading, list[RawProcess]]:
         nv, h, uuid = self._nvml, dev.handle, dev.info.uuid
         mem = self._call(nv.nvmlDeviceGetMemoryInfo, h)
@@ -180,9 +199,8 @@ class NvmlProbe:
         util = self._process_util(dev)
         out = []
         for p in procs:
-            used = getattr(p, "usedGpuMemory", None)
             sm = util.get(int(p.pid), 0.0) if util is not None else None
-            out.append(RawProcess(int(p.pid), dev.info.uuid, int(used) // _MIB if used else 0, sm))
+            out.append(RawProcess(int(p.pid), dev.info.uuid, _mib(p), sm))
         return out
 
     def _process_util(self, dev: _Device) -> dict[int, float] | None:
@@ -231,6 +249,12 @@ class NvmlProbe:
             log.debug("NVML %s at close: %s", getattr(fn, "__name__", fn), err)
 
 
+def _mib(proc: Any) -> int:
+    """A process's GPU memory in MiB (NVML gives None where it may not say)."""
+    used = getattr(proc, "usedGpuMemory", None)
+    return int(used) // _MIB if used else 0
+
+
 def _absent(err: Exception, what: str) -> None:
     """Classify a failed NVML call whose field is then absent: raise if the GPU or NVML is gone."""
     code = getattr(err, "value", None)
@@ -254,11 +278,34 @@ def _open_sync(nvml: Any) -> tuple[Any, list[_Device]]:
         raise ProbeUnavailable(f"NVML cannot be initialised: {err}") from err
     try:
         count = int(nvml.nvmlDeviceGetCount())
-        devices = [d for d in (_open_device(nvml, i) for i in range(count)) if d is not None]
+        devices: list[_Device] = []
+        for i in range(count):
+            for dev in _open_devices(nvml, i):
+                devices.append(
+                    dataclasses.replace(dev, info=dataclasses.replace(dev.info, index=len(devices)))
+                )
     except nvml.NVMLError as err:
         nvml.nvmlShutdown()
         raise ProbeUnavailable(f"NVML cannot list GPUs: {err}") from err
     return nvml, devices
+
+
+def _open_devices(nvml: Any, index: int) -> list[_Device]:
+    """GPU ``index`` as schedulable devices: itself, or, with MIG enabled, each of its MIG
+    instances (the worker never changes the MIG configuration: docs/sharing.md)."""
+    dev = _open_device(nvml, index)
+    if dev is None or not mig_enabled(nvml, dev.handle):
+        return [dev] if dev is not None else []
+    if dev.event_set is not None:  # (each instance gets its own)
+        nvml.nvmlEventSetFree(dev.event_set)
+    try:
+        instances = mig_instances(nvml, dev.handle, dev.info)
+    except nvml.NVMLError as err:
+        if getattr(err, "value", None) in _UNAVAILABLE:
+            raise
+        log.error("the MIG instances of GPU %d cannot be read and are left out: %s", index, err)
+        return []
+    return [_Device(h, info, _xid_event_set(nvml, h, info.uuid)) for h, info in instances]
 
 
 def _open_device(nvml: Any, index: int) -> _Device | None:

@@ -6,6 +6,9 @@ process shows up in the per-process readings, and each attempt gets a normalised
 co-runners (``co_speeds``, the minimum over its GPUs) that the worker hands to the job through
 ``$HORUS_SPEED_FILE``, so a badly paired job really runs slower. Ground-truth pair speeds
 (:mod:`worker.gpu.ground_truth`, ``--sim-interference``) replace the model's where given.
+
+An attempt's GPU memory is what its stand-in workload says it uses (``$HORUS_SIM_GPU_MEMORY_FILE``,
+:mod:`horus_core.simgpu`; it may grow), else its profile's footprint, held to its declared cap.
 """
 
 from __future__ import annotations
@@ -143,6 +146,37 @@ class SimulatedProbe:
         """The attempt's normalised speed at the last reading (1.0 if it was not running then)."""
         return self._speeds.get((job_id, attempt), 1.0)
 
+    async def memory(self, running: Sequence[ProbeTarget]) -> list[ProcessReading]:
+        return await asyncio.to_thread(self.memory_now, running)
+
+    def memory_now(self, running: Sequence[ProbeTarget]) -> list[ProcessReading]:
+        """Each attempt's main process on each of its GPUs, with its memory (:meth:`_memory`)."""
+        model = self._model_now()
+        out = []
+        for t in running:
+            if t.pids:
+                mem = self._memory(t, model.profile(t.spec))
+                out += [ProcessReading(t.pids[0], uuid, mem) for uuid in t.gpu_uuids]
+        return out
+
+    def _model_now(self) -> InterferenceLike:
+        if self._model is None:
+            self._model = self._with_truth(default_model())
+        return self._model
+
+    @staticmethod
+    def _memory(t: ProbeTarget, profile: Profile) -> int:
+        """What the workload wrote to its memory file, else the profile's footprint (at most its
+        declared cap: a simulated job keeps to its cap unless its workload says otherwise)."""
+        if t.memory_file:
+            try:
+                with open(t.memory_file, encoding="ascii") as fh:
+                    return max(0, int(fh.read().strip()))
+            except (OSError, ValueError):
+                pass
+        cap = t.spec.gpu_memory_mib
+        return min(profile.mem_mib, cap) if cap > 0 else profile.mem_mib
+
     async def close(self) -> None:
         return None
 
@@ -150,10 +184,9 @@ class SimulatedProbe:
         self, running: Sequence[ProbeTarget]
     ) -> tuple[list[GpuReading], list[ProcessReading], dict[tuple[str, int], float]]:
         """The synchronous computation behind :meth:`read` (runs in a thread)."""
-        if self._model is None:
-            self._model = self._with_truth(default_model())
-        model = self._model
+        model = self._model_now()
         profiles = {(t.job_id, t.attempt): model.profile(t.spec) for t in running}
+        mems = {(t.job_id, t.attempt): self._memory(t, profiles[(t.job_id, t.attempt)]) for t in running}
         speeds = {key: 1.0 for key in profiles}
         readings: list[GpuReading] = []
         procs: list[ProcessReading] = []
@@ -162,14 +195,14 @@ class SimulatedProbe:
             here = [t for t in running if gpu.uuid in t.gpu_uuids]
             utils = [self._util(profiles[(t.job_id, t.attempt)]) for t in here]
             scale = min(1.0, 100.0 / sum(utils)) if sum(utils) > 0 else 1.0
-            mem = min(gpu.memory_mib, sum(profiles[(t.job_id, t.attempt)].mem_mib for t in here))
+            mem = min(gpu.memory_mib, sum(mems[(t.job_id, t.attempt)] for t in here))
             if here:
                 co = model.co_speeds([model.signature(t.spec) for t in here], gpu_type_of(gpu.model))
                 for t, s in zip(here, co, strict=True):
                     speeds[(t.job_id, t.attempt)] = min(speeds[(t.job_id, t.attempt)], s)
             for t, util in zip(here, utils, strict=True):
                 if t.pids:
-                    mem_t = profiles[(t.job_id, t.attempt)].mem_mib
+                    mem_t = mems[(t.job_id, t.attempt)]
                     procs.append(ProcessReading(t.pids[0], gpu.uuid, mem_t, round(util * scale, 1)))
             reading = self._reading(gpu, min(100.0, sum(utils)), mem)
             fault = faults.get(gpu.index)

@@ -22,6 +22,9 @@ class LaunchRequest:
     gpu_uuids: tuple[str, ...]
     log_path: pathlib.Path  # the runtime writes the attempt's stdout+stderr here
     env: tuple[tuple[str, str], ...]  # the final environment additions (HORUS_*, CUDA_VISIBLE_DEVICES, ...)
+    # Host paths a container must see, the worker's own (the MPS pipe directory, HAMi's library):
+    # (host path, path in the container, read-only). A local process sees the host anyway.
+    binds: tuple[tuple[str, str, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

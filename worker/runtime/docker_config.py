@@ -181,7 +181,7 @@ def create_body(
         "UsernsMode": "",
         "ReadonlyRootfs": policy.readonly_rootfs,
         "ShmSize": policy.shm_mib * _MIB,
-        "Mounts": own_mounts + mounts,
+        "Mounts": own_mounts + [_bind(h, c, ro) for h, c, ro in request.binds] + mounts,
         "RestartPolicy": {"Name": "no"},
         "AutoRemove": False,  # removed by the runtime once the final status is read
         "LogConfig": {"Type": "json-file", "Config": {"max-size": policy.log_max_size, "max-file": "3"}},
