@@ -249,17 +249,24 @@ class JobTable:
     def _claim(self, missed: list[Job]) -> tuple[Ix, bool]:
         """Slots for the missed jobs (new at the end, else their old one), and whether an old
         slot got a new spec object."""
-        out, overwrote = [], False
-        for job in missed:
-            s = self._slot.get(job.id)
-            if s is None:
-                s = self._slot[job.id] = len(self.specs)
-                self.specs.append(job.spec)
-            else:
-                self.specs[s] = job.spec
-                overwrote = True
-            out.append(s)
-        claimed = np.array(out, np.intp)
+        ids, first = [j.id for j in missed], len(self.specs)
+        # All new (a first pass): in bulk, ~10 % of a first decide over 12,500 jobs.
+        if not any(map(self._slot.__contains__, ids)) and len(set(ids)) == len(ids):
+            self._slot.update(zip(ids, range(first, first + len(ids)), strict=True))
+            self.specs.extend(j.spec for j in missed)
+            claimed, overwrote = np.arange(first, first + len(ids), dtype=np.intp), False
+        else:
+            out, overwrote = [], False
+            for job in missed:
+                s = self._slot.get(job.id)
+                if s is None:
+                    s = self._slot[job.id] = len(self.specs)
+                    self.specs.append(job.spec)
+                else:
+                    self.specs[s] = job.spec
+                    overwrote = True
+                out.append(s)
+            claimed = np.array(out, np.intp)
         while len(self.specs) > len(self.code):
             self._grow()
         self.seen[claimed] = [j.version for j in missed]
@@ -363,4 +370,6 @@ def _check_gpus(jobs: list[Job]) -> None:
 def _int64(values: list[int]) -> I64:
     """``values`` as int64, saturated at +-(2**63 - 1) (a priority or step count beyond orders
     like the bound; symmetric, so negating one cannot overflow)."""
+    if not values or (min(values) >= -_INT64_MAX and max(values) <= _INT64_MAX):  # the usual, in one
+        return np.array(values, np.int64)  # step (per value: ~7 % of a first decide over 12,500 jobs)
     return np.array([min(max(v, -_INT64_MAX), _INT64_MAX) for v in values], np.int64)

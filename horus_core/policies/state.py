@@ -75,20 +75,30 @@ class Book:
         walked = changed is None
         if changed is None:  # (the jobs not as last seen, and those gone)
             get, jobs = self.stints.get, snapshot.jobs
-            changed = {j.id: j for j in jobs if _changed(get(j.id), j)}
-            if len(self.stints) > len(jobs) - sum(i not in self.stints for i in changed):
-                changed.update(dict.fromkeys(self.stints.keys() - snapshot.by_id().keys()))
+            if not self.stints:  # (a first pass: every job new, none gone)
+                changed = {j.id: j for j in jobs}
+            else:
+                changed = {j.id: j for j in jobs if _changed(get(j.id), j)}
+                if len(self.stints) > len(jobs) - sum(i not in self.stints for i in changed):
+                    changed.update(dict.fromkeys(self.stints.keys() - snapshot.by_id().keys()))
         self._seen = (changes.source, changes.epoch) if changes is not None else ("", -1)
         ended: list[Stint] = []
         started: set[str] = set()
+        if not self.stints and not self._restored:  # (a first pass: in bulk)
+            on = JobState.RUNNING
+            self.stints = {
+                i: Stint(j, now, now if j.state is on else None) for i, j in changed.items() if j is not None
+            }
+            started = {i for i, j in changed.items() if j is not None and j.state is on}
+            self.gangs = {i: j for i, j in changed.items() if j is not None and _gang(j)}
+            return Delta(changed, ended, started, walked)
         for i, job in changed.items():
             self._put(i, job, now, ended, started)
         return Delta(changed, ended, started, walked)
 
     def _put(self, i: str, job: Job | None, now: float, ended: list[Stint], started: set[str]) -> None:
         old = self.stints.get(i)
-        gang = job is not None and job.state is JobState.PENDING and job.spec.gpus > 1
-        if gang and job is not None:
+        if job is not None and _gang(job):
             self.gangs[i] = job
         else:
             self.gangs.pop(i, None)
@@ -131,6 +141,11 @@ class Book:
         if stint is None or stint.job.attempt != job.attempt or not stint.job.state.active:
             return now
         return stint.placed[1] if stint.placed is not None else stint.since
+
+
+def _gang(job: Job) -> bool:
+    """Whether ``job`` is in the gang queue (pending, more than one GPU)."""
+    return job.state is JobState.PENDING and job.spec.gpus > 1
 
 
 def _changed(old: Stint | None, job: Job) -> bool:
