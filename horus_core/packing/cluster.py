@@ -137,6 +137,11 @@ class ClusterLayout:
         kinds = [t for t, _ in self.kinds]
         return [kinds[k] for k in self.gpu_kind.tolist()]
 
+    @cached_property
+    def present(self) -> frozenset[str]:
+        """The types of its GPUs."""
+        return frozenset(t for t, _ in self.kinds)
+
     def not_of(self, types: frozenset[str]) -> NDArray[np.bool_]:
         """Per GPU: whether its type is not one of ``types``."""
         kinds = [k for k, (t, _) in enumerate(self.kinds) if t in types]

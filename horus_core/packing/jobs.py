@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import repeat
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -41,6 +42,7 @@ _ID, _VERSION = operator.attrgetter("id"), operator.attrgetter("version")
 _INT31 = 1 << 31
 _INT64_MAX = (1 << 63) - 1
 _KNOWN = ("measured", "table")
+_SPEEDS_KEPT = 1024  # class speed matrices kept (a simulator round mostly asks for the same again)
 _BEYOND = np.iinfo(np.int32).max  # ``reach`` of a job shaped over nodes: more than any node has
 
 
@@ -166,6 +168,7 @@ class JobTable:
         self.reach: I32 = np.empty(cap, np.int32)  # GPUs it needs on one node (shaped over nodes: beyond any)
         self.hint: I32 = np.empty(cap, np.int32)  # job_type + hints (model.profile may register them)
         self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
+        self._speeds: dict[tuple[object, ...], F64] = {}
 
     def scan(
         self,
@@ -221,12 +224,13 @@ class JobTable:
         version: I64 | None = None
         numbers = changes.numbers if changes is not None and changes.versions is not None else None
         if changes is not None and numbers is not None and len(numbers) == n:
-            got, version = self.numbers.find(changes.source, numbers), changes.versions
+            found = self.numbers.find(changes.source, numbers)
+            got, version = (None if found is None else found[0]), changes.versions
         by_id = got is None
         if got is None or version is None:
             got = np.fromiter(map(self._slot.get, map(_ID, jobs), repeat(-1)), np.intp, n)
             version = np.fromiter(map(_VERSION, jobs), np.int64, n)
-        stale = np.flatnonzero((got < 0) | (self.seen[got] != version)) if n else got
+        stale = _stale(got, self.seen, version)
         missed: list[Job] = []  # new ids, or a different spec under a known id
         for i in stale.tolist():
             job, s = jobs[i], int(got[i])
@@ -330,8 +334,22 @@ class JobTable:
         pair_filter: PairFilter | None,
     ) -> F64:
         """:func:`~horus_core.packing.build.class_speeds` of the classes whose keys are
-        ``ordered`` (:meth:`class_keys`)."""
-        return class_speeds(model, self.class_keys(ordered, split_by_gpus), kinds, split_by_gpus, pair_filter)
+        ``ordered`` (:meth:`class_keys`), kept per (those keys, GPU kinds, model version) when
+        there is no pair filter (a filter may hold state of its own): a simulator's rounds mostly
+        ask for the same classes again (~7 % of ``bench/sim_scale.py``). The keys are kept as
+        bytes: a code names one signature until the table starts over, which drops them."""
+        if pair_filter is not None:
+            keys = self.class_keys(ordered, split_by_gpus)
+            return class_speeds(model, keys, kinds, split_by_gpus, pair_filter)
+        key = (ordered.tobytes(), kinds, split_by_gpus, model.version)
+        got = self._speeds.get(key)
+        if got is None:
+            if len(self._speeds) >= _SPEEDS_KEPT:
+                self._speeds.clear()
+            keys = self.class_keys(ordered, split_by_gpus)
+            got = self._speeds[key] = class_speeds(model, keys, kinds, split_by_gpus, None)
+            got.flags.writeable = False
+        return got
 
     def profiles(self, model: InterferenceModel) -> Profiles:
         names = self.sigs.names
@@ -357,6 +375,24 @@ class JobTable:
                 if prof.source not in _KNOWN and prof != own:
                     return True
         return False
+
+
+def _stale(got: Ix, seen: I64, version: I64) -> Ix:
+    """The positions of the jobs with no slot (``got`` < 0) or one last confirmed at another
+    version: one compiled loop (numpy's four steps are ~4 % of a simulator's decide)."""
+    out = np.empty(len(got), np.intp)
+    return out[: _stale_into(got, seen, version, out)]
+
+
+@numba.njit(cache=True, nogil=True)
+def _stale_into(got: Ix, seen: I64, version: I64, out: Ix) -> int:
+    n = 0
+    for k in range(got.shape[0]):
+        s = got[k]
+        if s < 0 or seen[s] != version[k]:
+            out[n] = k
+            n += 1
+    return n
 
 
 def _check_gpus(jobs: list[Job]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import repeat
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -87,10 +88,8 @@ class Columns:
 
     def credit(self, span: float, fresh: Collection[str]) -> None:
         """Add ``GPUs x span`` to every running job but those of ``fresh`` (stints begun now)."""
-        paid = self.running.copy()
-        paid[[self.slots[i] for i in fresh]] = False
-        self.served[paid] += self.width[paid] * span
-        self.credited |= paid
+        skip = np.fromiter(map(self.slots.__getitem__, fresh), np.intp, len(fresh))
+        _credit(span, skip, self.running, self.width, self.served, self.credited)
 
     def served_of(self, ids: Sequence[str]) -> NDArray[np.float64]:
         """GPU-seconds attained per id (0: none), in bulk."""
@@ -105,12 +104,9 @@ class Columns:
         """Of the jobs ``stoppable`` marks (one at least): the highest class's first key (minus
         the priority), and the slots of the jobs of that priority with their LAS levels (the
         number of ``bounds`` at or below their service), highest level first, then by slot."""
-        at = np.flatnonzero(stoppable)
-        high = int(self.rank[at].max())
-        at = at[self.rank[at] == high]
-        levels = np.searchsorted(bounds, self.served[at], side="right")
-        order = np.lexsort((at, -levels))
-        return high, at[order], levels[order]
+        order, levels = np.empty(len(self.views), np.intp), np.empty(len(self.views), np.intp)
+        high, n = _tops(stoppable, self.rank, self.served, bounds, order, levels)
+        return int(high), order[:n], levels[:n]
 
     def jobs(self, mask: NDArray[np.bool_]) -> list[Job]:
         """The views of the running jobs ``mask`` marks."""
@@ -122,3 +118,51 @@ class Columns:
         if job is None:
             raise KeyError(f"slot {s} holds no running job")
         return job
+
+
+# The two steps a pass takes over every slot, compiled: a simulator's round takes them on a few
+# hundred slots, where numpy's steps (a copy, masks, a sort) cost ~3x as much (bench/sim_scale.py).
+
+
+@numba.njit(cache=True)
+def _credit(
+    span: float, skip: NDArray[np.intp], running: NDArray[np.bool_], width: NDArray[np.float64],
+    served: NDArray[np.float64], credited: NDArray[np.bool_],
+) -> None:  # fmt: skip
+    """:meth:`Columns.credit`, as one loop (``skip``: slots of running jobs left out)."""
+    for k in range(skip.shape[0]):
+        running[skip[k]] = False
+    for s in range(running.shape[0]):
+        if running[s]:
+            served[s] += width[s] * span
+            credited[s] = True
+    for k in range(skip.shape[0]):
+        running[skip[k]] = True
+
+
+@numba.njit(cache=True)
+def _tops(
+    stoppable: NDArray[np.bool_], rank: NDArray[np.int64], served: NDArray[np.float64],
+    bounds: NDArray[np.float64], order: Ix, levels: Ix,
+) -> tuple[int, int]:  # fmt: skip
+    """:meth:`Columns.tops` into ``order`` and ``levels``; returns the rank and how many."""
+    high, top = rank[0], 0
+    first = True
+    for s in range(stoppable.shape[0]):
+        if stoppable[s] and (first or rank[s] > high):
+            high, first = rank[s], False
+    level = np.empty(stoppable.shape[0], np.intp)
+    most = 0
+    for s in range(stoppable.shape[0]):
+        if stoppable[s] and rank[s] == high:
+            k = 0
+            while k < bounds.shape[0] and bounds[k] <= served[s]:
+                k += 1
+            level[s] = k
+            most = max(most, k)
+    for k in range(most, -1, -1):  # (highest level first; a level's slots in order)
+        for s in range(stoppable.shape[0]):
+            if stoppable[s] and rank[s] == high and level[s] == k:
+                order[top], levels[top] = s, k
+                top += 1
+    return high, top

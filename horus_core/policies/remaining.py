@@ -148,15 +148,19 @@ class RemainingWork:
     def _rows(self, reports: Reports) -> NDArray[np.intp]:
         """The report rows of the reports' jobs (by the source's numbers where given), tracks
         made for the new ones."""
-        ids, rows = reports.ids, None
+        ids, found = reports.ids, None
         if reports.numbers is not None:
             source, numbers = reports.numbers
             if len(numbers) != len(ids):
                 raise ValueError(f"{len(ids)} reports with {len(numbers)} numbers")
-            rows = self.numbers.find(source, numbers)
-        if rows is None:
+            found = self.numbers.find(source, numbers)
+            if found is not None and found[1] == 0:  # (each one's row found by its number)
+                return found[0]
+        if found is None:
             tracks = self.tracks
             rows = np.fromiter((t.row if (t := tracks.get(i)) else -1 for i in ids), np.intp, len(ids))
+        else:
+            rows = found[0]
         miss = np.flatnonzero(rows < 0)
         for k in miss.tolist():
             rows[k] = self._track(ids[k]).row

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from horus_core.interference import InterferenceModel
 from horus_core.model import ClusterSnapshot, Job, JobState
@@ -171,6 +170,7 @@ class PassState:
     delta: Delta
     last: float | None  # the time of the pass before (None: this is the first)
     _live: Live | None = field(default=None, repr=False)
+    _layout: ClusterLayout | None = field(default=None, repr=False)
 
     @staticmethod
     def begin(snapshot: ClusterSnapshot, now: float, book: Book) -> PassState:
@@ -179,10 +179,12 @@ class PassState:
         book.last = now
         return PassState(snapshot, now, book, delta, last)
 
-    @cached_property
+    @property
     def layout(self) -> ClusterLayout:
         """The ready GPUs as the kernel numbers them (every stage's views mask this one)."""
-        return self.book.nodes.layout(self.snapshot.nodes)
+        if self._layout is None:
+            self._layout = self.book.nodes.layout(self.snapshot.nodes)
+        return self._layout
 
     @property
     def types(self) -> Mapping[str, str]:

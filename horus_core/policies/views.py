@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Collection, Iterable, Sequence
-from functools import cached_property
 
 import numpy as np
 from numpy.typing import NDArray
@@ -72,6 +71,11 @@ class View:
         ranked: bool = False,
     ) -> None:
         self.state, self.jobs, self.hidden, self.placed, self.ranked = state, jobs, hidden, placed, ranked
+        # made when first asked (plain attributes: a simulator round asks several times)
+        self._nodes: tuple[Node, ...] | None = None
+        self._snapshot: ClusterSnapshot | None = None
+        self._layout: ClusterLayout | None = None
+        self._present: frozenset[str] | None = None
 
     # -------------------------------------------------------------------- derived views
 
@@ -115,22 +119,28 @@ class View:
     def all_jobs(self) -> tuple[Job, ...]:
         return self.state.snapshot.jobs if self.jobs is None else self.jobs
 
-    @cached_property
+    @property
     def nodes(self) -> tuple[Node, ...]:
         """The snapshot's nodes, the hidden GPUs marked unhealthy."""
-        nodes = self.state.snapshot.nodes
-        if self.hidden is None or not self.hidden.any():
-            return nodes
-        uuids = self.state.layout.gpu_uuids
-        return hide_gpus(nodes, {uuids[i] for i in np.flatnonzero(self.hidden).tolist()})
+        if self._nodes is None:
+            nodes = self.state.snapshot.nodes
+            if self.hidden is not None and self.hidden.any():
+                uuids = self.state.layout.gpu_uuids
+                nodes = hide_gpus(nodes, {uuids[i] for i in np.flatnonzero(self.hidden).tolist()})
+            self._nodes = nodes
+        return self._nodes
 
-    @cached_property
+    @property
     def snapshot(self) -> ClusterSnapshot:
         """The view as a snapshot (the pass's own where it hides and moves nothing)."""
-        s = self.state.snapshot
-        if self.jobs is None:
-            return s if self.nodes is s.nodes else s.with_nodes(self.nodes)
-        return ClusterSnapshot(self.nodes, self.jobs)
+        if self._snapshot is None:
+            s, nodes = self.state.snapshot, self.nodes
+            if self.jobs is not None:
+                s = ClusterSnapshot(nodes, self.jobs)
+            elif nodes is not s.nodes:
+                s = s.with_nodes(nodes)
+            self._snapshot = s
+        return self._snapshot
 
     def pending(self) -> tuple[Job, ...]:
         return self.snapshot.pending()
@@ -140,16 +150,20 @@ class View:
 
     # -------------------------------------------------------------------- for the packer
 
-    @cached_property
+    @property
     def layout(self) -> ClusterLayout:
         """The pass's layout without the hidden GPUs."""
-        layout = self.state.layout
-        return layout if self.hidden is None or not self.hidden.any() else layout.masked(self.hidden)
+        if self._layout is None:
+            layout, hidden = self.state.layout, self.hidden
+            self._layout = layout if hidden is None or not hidden.any() else layout.masked(hidden)
+        return self._layout
 
-    @cached_property
+    @property
     def present(self) -> frozenset[str]:
         """The GPU types of the view's ready GPUs."""
-        return frozenset(t for t, _ in self.layout.kinds)
+        if self._present is None:
+            self._present = self.layout.present
+        return self._present
 
     def live(self, model: InterferenceModel) -> Live:
         """The view's pending and active jobs as the job table's slots (the pass's own scan)."""

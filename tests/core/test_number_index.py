@@ -30,8 +30,10 @@ def test_a_number_finds_the_row_put_for_it_until_that_row_is_freed(
         if source != source_now:  # another source: its numbers name other jobs
             known, source_now = {}, source
         numbers = np.array(sorted(present), np.int64)
-        got = index.find(source, numbers)
-        assert got is not None and got.tolist() == [known.get(n, -1) for n in numbers.tolist()]
+        found = index.find(source, numbers)
+        assert found is not None
+        got, misses = found
+        assert got.tolist() == [known.get(n, -1) for n in numbers.tolist()] and misses == int((got < 0).sum())
         miss = np.flatnonzero(got < 0)
         for k in miss.tolist():
             got[k] = known[int(numbers[k])] = free.pop()
@@ -41,16 +43,23 @@ def test_a_number_finds_the_row_put_for_it_until_that_row_is_freed(
         free += gone
 
 
+def rows(index: NumberIndex, source: str, numbers: np.ndarray) -> list[int]:
+    found = index.find(source, numbers)
+    assert found is not None and found[1] == sum(r < 0 for r in found[0].tolist())
+    out: list[int] = found[0].tolist()
+    return out
+
+
 def test_a_number_found_once_is_an_array_read_and_a_freed_row_is_not_found() -> None:
     index = NumberIndex()
     numbers = np.array([7, 3, 100], np.int64)
-    assert index.find("s", numbers).tolist() == [-1, -1, -1]  # type: ignore[union-attr]
+    assert rows(index, "s", numbers) == [-1, -1, -1]
     index.put(numbers, np.array([0, 1, 2], np.intp))
-    assert index.find("s", numbers).tolist() == [0, 1, 2]  # type: ignore[union-attr]
+    assert rows(index, "s", numbers) == [0, 1, 2]
     index.free([1])  # the job numbered 3 left; its row goes to the job numbered 4
     index.put(np.array([4], np.int64), np.array([1], np.intp))
-    assert index.find("s", np.array([3, 4], np.int64)).tolist() == [-1, 1]  # type: ignore[union-attr]
-    assert index.find("other", numbers).tolist() == [-1, -1, -1]  # type: ignore[union-attr]
+    assert rows(index, "s", np.array([3, 4], np.int64)) == [-1, 1]
+    assert rows(index, "other", numbers) == [-1, -1, -1]
 
 
 def test_numbers_far_apart_or_negative_are_not_mapped() -> None:
@@ -64,6 +73,6 @@ def test_the_index_moves_up_with_the_live_numbers() -> None:
     index.find("s", np.array([0, 1], np.int64))
     index.put(np.array([0, 1], np.int64), np.array([0, 1], np.intp))
     far = np.array([1_000_000, 1_000_001], np.int64)  # (the early jobs left long ago)
-    assert index.find("s", far).tolist() == [-1, -1] and index.base == 1_000_000  # type: ignore[union-attr]
+    assert rows(index, "s", far) == [-1, -1] and index.base == 1_000_000
     index.put(far, np.array([2, 3], np.intp))
-    assert index.find("s", far).tolist() == [2, 3]  # type: ignore[union-attr]
+    assert rows(index, "s", far) == [2, 3]

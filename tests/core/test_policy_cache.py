@@ -432,6 +432,6 @@ def test_the_job_table_looks_jobs_up_by_the_sources_numbers_as_they_move_up() ->
         assert [table._slot[j.id] for j in jobs] == got.p_slot.tolist()
         if by_number:  # (the index holds every live job's slot: the next scan reads it)
             found = table.numbers.find("idx", np.array(numbers, np.int64))
-            assert found is not None and found.tolist() == got.p_slot.tolist()
+            assert found is not None and found[0].tolist() == got.p_slot.tolist() and found[1] == 0
         assert len(table.numbers._row) <= 2 * 4 * (8 * len(jobs) + 65536)
     assert 0 < by_id_steps < 60 and table.numbers.base > 0  # (both ways taken; the index moved up)
