@@ -19,6 +19,11 @@ objects frozen), applied here once the master's services are built and before th
 has them; the JSON says which (``gc``).
 
     python bench/master_pass.py [--jobs 12500] [--gpus 8192] [--repeat 7]
+    python bench/master_pass.py --backends sqlite,postgresql --pg URL   # both stores, one after the other
+
+``--backends postgresql``: the store on a fresh PostgreSQL database on the server ``--pg`` (default
+$HORUS_TEST_PG) names, the master leading by the lease, so every write transaction starts with
+the leader's fence as in production (docs/ha.md); with two backends a ratio line follows.
 
 One JSON line: {"bench": "master_pass", "jobs", "gpus", "ms", "read_ms", "decide_ms",
 "commit_ms", "cpu_ms", "db_read_ms", "first_ms", ...}; ``ms`` and the phases are medians over the
@@ -29,13 +34,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import pathlib
 import statistics
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -58,13 +69,23 @@ from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.scheduler import PassResult, Scheduler
 from master.services.session import Session
 from master.store import Store
+from master.store import lease as leases
+from master.store.lease import Fence
+from master.store.pgstore import migrate
 from master.store.rows import JobRow
 
 
-async def build(tmp: pathlib.Path, gpus: int) -> tuple[Core, Scheduler]:
+async def build(tmp: pathlib.Path, gpus: int, url: str = "") -> tuple[Core, Scheduler]:
     clock = FakeClock()
-    cfg = MasterConfig(db_path=tmp / "horus.db", listen="127.0.0.1:0")
-    store = await Store.open(cfg.db_path)
+    cfg = MasterConfig(db_path=tmp / "horus.db", db_url=url, listen="127.0.0.1:0")
+    fence = None
+    if url:  # lead by the lease, as a master over PostgreSQL does
+        conn = await asyncpg.connect(url)
+        await migrate(conn)
+        fence = Fence()
+        fence.term = await leases.try_acquire(conn, "bench", "127.0.0.1:0", 3600.0)
+        await conn.close()
+    store = await Store.open(cfg.db, fence=fence)
     model = default_model()
     learner = Learner(store, clock, model, settle_s=2 * cfg.heartbeat_s)
     registry = NodeRegistry()
@@ -114,12 +135,33 @@ def check(rows: list[JobRow], core: Core) -> None:
         raise AssertionError("the live index and the database differ")
 
 
-async def run(args: argparse.Namespace) -> dict[str, object]:
+@contextlib.asynccontextmanager
+async def database(backend: str, pg: str) -> AsyncIterator[str]:
+    """ "" for SQLite (a file in the run's folder), else a fresh PostgreSQL database's URL."""
+    if backend == "sqlite":
+        yield ""
+        return
+    admin = await asyncpg.connect(pg)
+    name = f"horus_bench_{uuid.uuid4().hex[:8]}"
+    await admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlunsplit(urlsplit(pg)._replace(path="/" + name))
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin.close()
+
+
+async def run(args: argparse.Namespace, backend: str = "sqlite") -> dict[str, object]:
+    async with database(backend, args.pg) as url:
+        return {**(await run_on(args, url)), "backend": backend}
+
+
+async def run_on(args: argparse.Namespace, url: str) -> dict[str, object]:
     rng = np.random.default_rng(args.seed)
     counts = gpu_counts(pathlib.Path(args.data))
     types = default_model().known_job_types()
     with tempfile.TemporaryDirectory() as tmp:
-        core, scheduler = await build(pathlib.Path(tmp), args.gpus)
+        core, scheduler = await build(pathlib.Path(tmp), args.gpus, url)
         if not args.python_gc:
             gctune.tune()  # (as horus-master does once started: master/main.py)
         try:
@@ -178,7 +220,25 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--python-gc", action="store_true", help="Python's collector defaults, not the master's")
-    print(json.dumps(asyncio.run(run(ap.parse_args()))), flush=True)
+    ap.add_argument("--backends", default="sqlite", help="sqlite and/or postgresql")
+    ap.add_argument("--pg", default=os.environ.get("HORUS_TEST_PG", ""), help="PostgreSQL server URL")
+    args = ap.parse_args()
+    backends = args.backends.split(",")
+    if "postgresql" in backends and not args.pg:
+        ap.error("--backends postgresql needs --pg URL (or $HORUS_TEST_PG; bash scripts/pg-dev.sh)")
+    results = []
+    for backend in backends:
+        results.append(asyncio.run(run(args, backend)))
+        print(json.dumps(results[-1]), flush=True)
+    if len(results) == 2:
+        a, b = results
+        for key in ("ms", "commit_ms", "read_ms"):
+            x = round(float(b[key]) / max(float(a[key]), 1e-9), 2)  # type: ignore[arg-type]
+            print(
+                json.dumps(
+                    {"bench": "master_pass", "ratio": f"{backends[1]}/{backends[0]}", "of": key, "x": x}
+                )
+            )
 
 
 if __name__ == "__main__":

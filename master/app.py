@@ -41,6 +41,7 @@ from master.services.scheduler import Scheduler
 from master.services.service import ServiceDesk
 from master.services.workers import WorkerPlane
 from master.store import Store
+from master.store.lease import Fence
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +79,10 @@ class Master:
         http_listen: str | None = None,
         metrics_listen: str | None = None,
         monitor: LoopMonitor | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self.config = config
+        self._fence = fence  # PostgreSQL with standbys: the leader's lease (master/ha.py)
         self.clock: Clock = clock or SystemClock()
         self._policy = policy
         self._interference = interference
@@ -103,10 +106,11 @@ class Master:
         if cfg.queues is not None:  # one wrapper gives every policy queues and quotas
             policy = QueuedPolicy(policy, load_config(str(cfg.queues)), min_run_s=cfg.min_run_s)
         self.store = await Store.open(
-            cfg.db_path,
+            cfg.db,
             group_commit=cfg.group_commit,
             max_batch=cfg.max_batch,
             commit_delay_s=cfg.commit_delay_s,
+            fence=self._fence,
         )
         try:
             await self._build(policy, model)
@@ -130,9 +134,17 @@ class Master:
                 await self._server.stop(None)
             await self.store.close()
             raise
-        self._loop_task = asyncio.create_task(self.scheduler.run(), name="horus-scheduler")
+        self._loop_task = asyncio.create_task(self._schedule(), name="horus-scheduler")
         self._monitor_task = asyncio.create_task(self.monitor.run(), name="horus-loop-monitor")
-        log.info("master started: policy %s, db %s, port %d", policy.name, cfg.db_path, self.port)
+        where = self.store.target.describe() if self.store.target else cfg.db_path
+        log.info("master started: policy %s, db %s, port %d", policy.name, where, self.port)
+
+    async def _schedule(self) -> None:
+        """The scheduling loop; a leader that just took over first waits one heartbeat interval,
+        so the workers re-register and are reconciled before anything is placed (docs/ha.md)."""
+        if self._fence is not None:
+            await asyncio.sleep(self.config.heartbeat_s)
+        await self.scheduler.run()
 
     async def _build(self, policy: Policy, model: InterferenceModel) -> None:
         cfg = self.config

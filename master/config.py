@@ -26,6 +26,13 @@ OPEN_WORKER_PLANE = (
 class MasterConfig:
     db_path: pathlib.Path
     listen: str = "127.0.0.1:50051"
+    # A PostgreSQL database (postgresql://user@host:port/db) instead of the SQLite file db_path;
+    # db_path then only places the data dir's default (docs/ha.md).
+    db_url: str = ""
+    # With PostgreSQL: the leader's lease (docs/ha.md); a standby takes over within about this long.
+    leader_lease_s: float = 10.0
+    # Where clients and workers reach this master, as the lease row tells them ("": the listen address).
+    advertise: str = ""
     policy: str = "fifo"
     data_dir: pathlib.Path | None = None  # logs go to <data_dir>/logs; default: beside the db
     tick_s: float = 1.0
@@ -84,6 +91,13 @@ class MasterConfig:
             raise ValueError(f"min_run_s must be a number of seconds >= 0, got {self.min_run_s}")
         if self.round_s is not None and not (math.isfinite(self.round_s) and self.round_s > 0):
             raise ValueError(f"round_s must be a positive number of seconds, got {self.round_s}")
+        if not (math.isfinite(self.leader_lease_s) and self.leader_lease_s >= 1.0):
+            raise ValueError(f"leader_lease_s must be at least 1 s, got {self.leader_lease_s}")
+        problem = leader_lease_problem(
+            self.db_url, self.leader_lease_s, self.heartbeat_s, self.node_timeout_s
+        )
+        if problem is not None:
+            raise ValueError(problem)
         lo, hi = self.gang_ports
         if not 0 < lo <= hi < 65536:
             raise ValueError(f"gang_ports must be a range within 1-65535, got {lo}-{hi}")
@@ -106,6 +120,11 @@ class MasterConfig:
         if self.tls_client_ca is not None:
             return "mutual TLS client certificates" + (" and a join token" if self.join_token else "")
         return "a join token" if self.join_token else "none (the worker plane is open)"
+
+    @property
+    def db(self) -> pathlib.Path | str:
+        """What the store opens: the PostgreSQL URL, or the SQLite file."""
+        return self.db_url or self.db_path
 
     @property
     def logs_dir(self) -> pathlib.Path:
@@ -141,6 +160,21 @@ def timeout_problem(
             f"{_flag('lease_s')} ({lease_s:g}) + {grace_name} ({grace:g}) + margin "
             f"({LEASE_MARGIN_S:g}) = {need:g} s, or a worker cut off from the master could still run "
             "an attempt the master has re-queued"
+        )
+    return None
+
+
+def leader_lease_problem(
+    db_url: str, lease_s: float, heartbeat_s: float, node_timeout_s: float
+) -> str | None:
+    """With standbys (PostgreSQL), a new leader must hear a node before its timeout: the workers
+    move over once the old leader is gone, within about a lease of its last renewal."""
+    need = lease_s + 2 * heartbeat_s
+    if db_url and node_timeout_s < need:
+        return (
+            f"--node-timeout-s {node_timeout_s:g} must be at least --leader-lease-s ({lease_s:g}) + two "
+            f"heartbeats ({2 * heartbeat_s:g}) = {need:g} s, or a new leader could declare nodes lost "
+            "that are still moving over from the old one (docs/ha.md)"
         )
     return None
 

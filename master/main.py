@@ -19,7 +19,9 @@ from horus_core.queues import load_config
 from master import gctune
 from master.app import Master
 from master.auth import TokenTable
-from master.config import OPEN_WORKER_PLANE, MasterConfig, timeout_problem
+from master.config import OPEN_WORKER_PLANE, MasterConfig, leader_lease_problem, timeout_problem
+from master.ha import HaMaster
+from master.store.target import parse_db
 
 log = logging.getLogger("master")
 
@@ -49,7 +51,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="127.0.0.1:50051",
         help="HOST:PORT to serve on (default 127.0.0.1:50051, where hctl looks; port 0: any free port)",
     )
-    p.add_argument("--db", required=True, type=pathlib.Path, help="SQLite database file")
+    p.add_argument(
+        "--db",
+        required=True,
+        help="SQLite database file, or postgresql://user@host:port/db: masters sharing one PostgreSQL "
+        "elect a leader; the others stand by (docs/ha.md)",
+    )
+    p.add_argument(
+        "--leader-lease-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="PostgreSQL: the leader's lease, renewed every third of it; a standby takes over within "
+        "about one lease of the leader's death (default 10)",
+    )
+    p.add_argument(
+        "--advertise",
+        default="",
+        metavar="HOST:PORT",
+        help="PostgreSQL: where clients and workers reach this master when it leads (default: --listen)",
+    )
     p.add_argument("--policy", default=None, help=f"scheduling policy (one of: {', '.join(policy_names())})")
     add_policy_module_option(p)
     p.add_argument("--data-dir", type=pathlib.Path, default=None, help="for logs (default: the db folder)")
@@ -146,6 +167,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             load_policy_module(str(path))
         except InvalidArgument as exc:
             p.error(f"--policy-module: {exc}")
+    try:
+        args.target = parse_db(args.db)
+    except ValueError as exc:
+        p.error(str(exc))
+    if not (math.isfinite(args.leader_lease_s) and args.leader_lease_s >= 1.0):
+        p.error(f"--leader-lease-s must be at least 1 s, got {args.leader_lease_s}")
+    problem = leader_lease_problem(
+        args.target.url, args.leader_lease_s, args.heartbeat_s, args.node_timeout_s
+    )
+    if problem is not None:
+        p.error(problem)
     args.policy = args.policy or default_policy()
     if args.policy not in policy_names():
         p.error(f"unknown policy {args.policy!r}; choose one of {', '.join(policy_names())}")
@@ -184,8 +216,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def config_from(args: argparse.Namespace) -> MasterConfig:
+    target = args.target
     return MasterConfig(
-        db_path=args.db,
+        db_path=target.path if target.path is not None else pathlib.Path("horus.db"),
+        db_url=target.url,
+        leader_lease_s=args.leader_lease_s,
+        advertise=args.advertise,
         listen=args.listen,
         policy=args.policy,
         data_dir=args.data_dir,
@@ -223,9 +259,34 @@ def _port_range(text: str) -> tuple[int, int]:
     return out
 
 
+async def serve_ha(
+    config: MasterConfig, tokens: TokenTable | None, http: str | None = None, metrics: str | None = None
+) -> None:
+    """PostgreSQL: stand by until this master holds the lease, lead, step down (docs/ha.md)."""
+    ha = HaMaster(config, tokens=tokens, http_listen=http, metrics_listen=metrics)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, lambda: ha.master.reload_queues() if ha.master else None)
+    runner = asyncio.create_task(ha.run(stop), name="horus-ha")
+    ready = asyncio.ensure_future(ha.ready.wait())
+    await asyncio.wait([runner, ready], return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    if ha.ready.is_set():
+        host = config.listen.rsplit(":", 1)[0]
+        print(f"horus-master listening on {host}:{ha.port}", flush=True)
+        log.info("PostgreSQL with standbys: lease %g s, this master is %s", config.leader_lease_s, ha.holder)
+    gctune.tune()
+    await runner
+    log.info("stopped")
+
+
 async def serve(
     config: MasterConfig, tokens: TokenTable | None, http: str | None = None, metrics: str | None = None
 ) -> None:
+    if config.db_url:
+        return await serve_ha(config, tokens, http, metrics)
     master = Master(config, tokens=tokens, http_listen=http, metrics_listen=metrics)
     await master.start()
     gctune.tune()  # (the process's settings, not the Master's: in-process tests keep theirs)

@@ -23,6 +23,7 @@ from typing import Protocol
 import grpc
 from grpc import aio
 
+from horus_core.client import Masters
 from horus_core.gen import worker_pb2, worker_pb2_grpc
 from horus_core.plane import LeaseGrant, ToWorker
 from worker.messages import from_master, lease_grant
@@ -38,6 +39,10 @@ class StreamHandler(Protocol):
     def on_registered(self, msg: LeaseGrant) -> None: ...
     def on_message(self, msg: ToWorker) -> None: ...
     def on_closed(self, why: str) -> None: ...
+
+
+SILENT_HEARTBEATS, SILENCE_SLACK_S = 3, 2.0  # several masters: a master this silent is left
+STANDBY_HOP_S = 0.1  # pause before dialling the master a standby named (or the next one listed)
 
 
 class Backoff:
@@ -69,7 +74,8 @@ class Connection:
         register_timeout_s: float = 10.0,
         write_timeout_s: float = 10.0,
     ) -> None:
-        self.target = target
+        self._masters = Masters(target)  # one address, or several (docs/ha.md): the leader is followed
+        self._silence_s = 10.0
         self._handler = handler
         self._credentials = credentials
         self._backoff = backoff or Backoff()
@@ -79,6 +85,11 @@ class Connection:
         self._closing = False
         self._wake = asyncio.Event()
         self._call: _Call | None = None
+
+    @property
+    def target(self) -> str:
+        """The master this worker talks to now (or will dial next)."""
+        return self._masters.current
 
     @property
     def registered(self) -> bool:
@@ -109,18 +120,21 @@ class Connection:
         """Sessions until :meth:`close`."""
         failures, last_warned = 0, -REPEAT_WARNING_S
         while not self._closing:
+            before = self.target
             why, registered = await self._session()
             if self._closing:
                 break
             failures = 0 if registered else failures + 1
-            delay = self._backoff.next()
+            # A standby named the leader (or another master is next): go there without the backoff.
+            delay = STANDBY_HOP_S if self.target != before else self._backoff.next()
             now = time.monotonic()
             quiet = failures > 1 and now - last_warned < REPEAT_WARNING_S
             if not quiet:
                 last_warned = now
             state = "closed" if registered else "unavailable"
             level = logging.DEBUG if quiet else logging.WARNING
-            log.log(level, "stream to %s %s (%s); reconnecting in %.1f s", self.target, state, why, delay)
+            nxt = f" (next: {self.target})" if self.target != before else ""
+            log.log(level, "stream to %s %s (%s); reconnecting in %.1f s%s", before, state, why, delay, nxt)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
@@ -147,18 +161,22 @@ class Connection:
             self._queue = queue = asyncio.Queue[worker_pb2.WorkerMessage]()
             self._backoff.reset()
             log.info("registered with %s", self.target)
-            self._handler.on_registered(lease_grant(first.registered))
+            grant = lease_grant(first.registered)
+            self._silence_s = SILENT_HEARTBEATS * grant.heartbeat_interval_s + SILENCE_SLACK_S
+            self._handler.on_registered(grant)
             if self._closing:
                 queue.put_nowait(_CLOSE)
             why = await self._pump(call, queue)
         except aio.AioRpcError as exc:
             why = f"{exc.code().name}: {exc.details()}"
+            self._masters.after(exc)
             if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                 log.error("the master refused this worker: %s (check --join-token / TLS)", why)
         except asyncio.InvalidStateError:  # "RPC already finished": the call ended under us
             why = await _ended_why(call)
         except (TimeoutError, ProtocolError, OSError) as exc:
             why = str(exc) or type(exc).__name__
+            self._masters.rotate()
         except Exception as exc:  # never let one bad session end the worker's reconnect loop
             log.exception("stream to %s failed", self.target)
             why = f"{type(exc).__name__}: {exc}"
@@ -186,8 +204,15 @@ class Connection:
         return (reader if reader in done else writer).result()
 
     async def _read_loop(self, call: _Call) -> str:
+        # With several masters, one that answers nothing for a few heartbeats may be a stopped
+        # leader another master has replaced: leave it (its TCP connection may look alive).
+        silence = self._silence_s if len(self._masters.known) > 1 else None
         while True:
-            msg = await call.read()
+            try:
+                msg = await asyncio.wait_for(call.read(), silence)
+            except TimeoutError:
+                self._masters.rotate()
+                return f"the master sent nothing for {silence:.0f} s"
             if not isinstance(msg, worker_pb2.MasterMessage):  # grpc.aio.EOF
                 return "the master ended the stream"
             try:

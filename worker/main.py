@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--master",
         default=os.environ.get("HORUS_MASTER", ""),
         metavar="HOST:PORT",
-        help="the master's worker endpoint (default $HORUS_MASTER)",
+        help="the master's worker endpoint, or several masters a:50051,b:50051 (default $HORUS_MASTER)",
     )
     p.add_argument(
         "--name", default=socket.gethostname().split(".")[0], help="node name (default: the host name)"

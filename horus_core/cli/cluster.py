@@ -22,6 +22,7 @@ def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         sub, "info", cluster_info, common,
         "master version, policy, largest node, and the GPU types and job types the cluster knows",
     )  # fmt: skip
+    add_command(sub, "masters", list_masters, common, "each --master given: leader, standby or unreachable")
     service.register(sub, common)
 
 
@@ -125,6 +126,16 @@ async def list_profiles(client: HorusClient, args: argparse.Namespace, out: Outp
 def solo_text(solo: dict[str, float]) -> str:
     """``{"v100x1": 640.0}`` -> ``v100x1 640``."""
     return ", ".join(f"{k} {v:.4g}" for k, v in sorted(solo.items())) or "-"
+
+
+async def list_masters(client: HorusClient, args: argparse.Namespace, out: Output) -> int:
+    """``hctl --master a,b,c masters``: which one leads (docs/ha.md). Exit 1 when none does."""
+    rows = await client.probe_masters()
+    if out.json:
+        out.dump([{"master": m, "role": role, "detail": detail} for m, role, detail in rows])
+    else:
+        out.table(("MASTER", "ROLE", "DETAIL"), rows)
+    return 0 if any(role == "leader" for _, role, _ in rows) else 1
 
 
 async def cluster_info(client: HorusClient, args: argparse.Namespace, out: Output) -> int:

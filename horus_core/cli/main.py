@@ -74,7 +74,7 @@ def _global_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> 
         "--master",
         metavar="HOST:PORT",
         default=default(os.environ.get("HORUS_MASTER") or DEFAULT_TARGET),
-        help=f"master address (env HORUS_MASTER, default {DEFAULT_TARGET})",
+        help=f"master address, or several: a:50051,b:50051 (env HORUS_MASTER, default {DEFAULT_TARGET})",
     )
     parser.add_argument(
         "--token",

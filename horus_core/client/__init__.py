@@ -7,6 +7,7 @@ protobuf messages, and fails with a :class:`horus_core.errors.HorusError` subcla
 from __future__ import annotations
 
 from horus_core.client._async import DEFAULT_PAGE_SIZE, DEFAULT_TARGET, HorusClient
+from horus_core.client._masters import LEADER_KEY, Masters
 from horus_core.client._rpc import RetryPolicy
 from horus_core.client._sync import SyncHorusClient
 from horus_core.client._tls import tls_credentials
@@ -29,6 +30,7 @@ from horus_core.client._views import (
 __all__ = [
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_TARGET",
+    "LEADER_KEY",
     "ClusterInfo",
     "GpuStats",
     "GpuStatus",
@@ -39,6 +41,7 @@ __all__ = [
     "JobProgress",
     "LatencySummary",
     "LogChunk",
+    "Masters",
     "PairSpeed",
     "Profile",
     "ProgressReport",

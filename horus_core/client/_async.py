@@ -14,7 +14,8 @@ import grpc.aio
 
 from horus_core import __version__, errors, wire
 from horus_core.client import _convert
-from horus_core.client._rpc import NO_RETRY, RetryPolicy, call_with_retry, map_rpc_error
+from horus_core.client._masters import Masters, leader_hint
+from horus_core.client._rpc import FAILOVER_RETRY, NO_RETRY, RetryPolicy, call_with_retry, map_rpc_error
 from horus_core.client._views import (
     ClusterInfo,
     GpuStatus,
@@ -63,6 +64,10 @@ class HorusClient:
     Every unary call has a deadline of ``timeout`` seconds; reads and submits are retried on
     UNAVAILABLE / DEADLINE_EXCEEDED (bounded, see :class:`RetryPolicy`). Failures surface as
     :class:`horus_core.errors.HorusError` subclasses.
+
+    ``target`` may list several masters (``"a:50051,b:50051,c:50051"``, docs/ha.md): calls go to
+    the leader, following a standby's answer or trying the next master, and the retries then
+    last long enough to ride out a failover. :attr:`target` is the master talked to now.
     """
 
     def __init__(
@@ -74,11 +79,13 @@ class HorusClient:
         timeout: float | None = 10.0,
         retry: RetryPolicy | None = None,
     ) -> None:
-        self._channel = channel
+        self._masters = Masters(target)
+        self._channels = {self._masters.current: channel}
+        self._dial: Callable[[str], grpc.aio.Channel] | None = None  # (set by connect)
         self._stub = client_pb2_grpc.HorusServiceStub(channel)
-        self._target = target
         self._timeout = timeout
-        self._retry = retry if retry is not None else RetryPolicy()
+        several = len(self._masters.known) > 1
+        self._retry = retry if retry is not None else FAILOVER_RETRY if several else RetryPolicy()
         self._metadata = _auth_metadata(token)
 
     @classmethod
@@ -97,22 +104,44 @@ class HorusClient:
         Use as ``async with HorusClient.connect(...) as c`` or call :meth:`close`.
         """
         _auth_metadata(token)  # reject a malformed token before a channel exists
-        if credentials is None:
-            channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
-        else:
-            channel = grpc.aio.secure_channel(target, credentials, options=_CHANNEL_OPTIONS)
-        return cls(channel, target, token=token, timeout=timeout, retry=retry)
+
+        def dial(where: str) -> grpc.aio.Channel:
+            if credentials is None:
+                return grpc.aio.insecure_channel(where, options=_CHANNEL_OPTIONS)
+            return grpc.aio.secure_channel(where, credentials, options=_CHANNEL_OPTIONS)
+
+        client = cls(dial(Masters(target).current), target, token=token, timeout=timeout, retry=retry)
+        client._dial = dial
+        return client
 
     @property
     def target(self) -> str:
-        return self._target
+        """The master this client talks to now (the leader, once a call found it)."""
+        return self._masters.current
+
+    @property
+    def masters(self) -> tuple[str, ...]:
+        """Every master this client knows (those given, and leaders standbys named)."""
+        return tuple(self._masters.known)
+
+    def _follow(self, exc: grpc.aio.AioRpcError) -> bool:
+        """After a failed call: switch to the master to try next (see :class:`Masters`)."""
+        before = self._masters.current
+        standby = self._masters.after(exc)
+        now = self._masters.current
+        if now != before and self._dial is not None:
+            if now not in self._channels:
+                self._channels[now] = self._dial(now)
+            self._stub = client_pb2_grpc.HorusServiceStub(self._channels[now])
+        return standby
 
     @property
     def retry_policy(self) -> RetryPolicy:
         return self._retry
 
     async def close(self) -> None:
-        await self._channel.close(None)
+        for channel in self._channels.values():
+            await channel.close(None)
 
     async def __aenter__(self) -> Self:
         return self
@@ -278,6 +307,28 @@ class HorusClient:
             await self._unary(lambda: self._stub.GetClusterInfo(req, **self._opts()))
         )
 
+    async def probe_masters(self) -> builtins.list[tuple[str, str, str]]:
+        """Each master this client knows as (address, role, detail): role ``leader``, ``standby``
+        (detail: the leader it names) or ``unreachable`` (detail: why). One call each, no retry."""
+        out: builtins.list[tuple[str, str, str]] = []
+        req = cpb.GetClusterInfoRequest()
+        for where in self.masters:
+            channel = self._channels.get(where) or (self._dial(where) if self._dial else None)
+            if channel is None:
+                continue
+            self._channels[where] = channel
+            stub = client_pb2_grpc.HorusServiceStub(channel)
+            try:
+                await stub.GetClusterInfo(req, **self._opts())
+                out.append((where, "leader", ""))
+            except grpc.aio.AioRpcError as exc:
+                hint = leader_hint(exc)
+                if hint is not None:
+                    out.append((where, "standby", f"leader: {hint or 'none yet'}"))
+                else:
+                    out.append((where, "unreachable", f"{exc.code().name}: {exc.details()}"))
+        return out
+
     async def server_stats(self, reset: bool = False) -> ServerStats:
         """The master's event-loop lag and heartbeat handling time over its recent windows
         (admins, with auth on); ``reset`` empties the windows after answering."""
@@ -334,14 +385,18 @@ class HorusClient:
 
     async def _unary(self, attempt: Callable[[], Awaitable[T]], retry: RetryPolicy | None = None) -> T:
         policy = retry if retry is not None else self._retry
-        return await call_with_retry(attempt, policy=policy, target=self._target, rpc_timeout=self._timeout)
+        return await call_with_retry(
+            attempt, policy=policy, target=self.target, rpc_timeout=self._timeout, follow=self._follow,
+            where=lambda: self._masters.current,
+        )  # fmt: skip
 
     async def _stream(self, call: grpc.aio.UnaryStreamCall[Any, T]) -> AsyncGenerator[T, None]:
         try:
             async for msg in call:
                 yield msg
         except grpc.aio.AioRpcError as exc:
-            raise map_rpc_error(exc, self._target, None) from exc
+            self._follow(exc)  # (the next call goes to the leader)
+            raise map_rpc_error(exc, self.target, None) from exc
         finally:
             call.cancel()
 

@@ -46,6 +46,10 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
+# With several masters: long enough to ride out a failover (about one leader lease, 10 s by default).
+FAILOVER_RETRY = RetryPolicy(max_attempts=24, initial_backoff=0.1, max_backoff=1.0)
+# Calls sent again after a standby's answer when their own policy would not retry them.
+STANDBY_HOPS = RetryPolicy(max_attempts=24, initial_backoff=0.1, max_backoff=1.0)
 
 
 def one_line(text: str) -> str:
@@ -71,14 +75,24 @@ async def call_with_retry(
     target: str,
     rpc_timeout: float | None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    follow: Callable[[grpc.aio.AioRpcError], bool] | None = None,
+    where: Callable[[], str] | None = None,
 ) -> T:
-    """Run ``attempt`` until it succeeds, fails for good, or ``policy`` runs out of attempts."""
+    """Run ``attempt`` until it succeeds, fails for good, or ``policy`` runs out of attempts.
+
+    ``follow``: told of each failure before the next try (it may switch masters); True when a
+    standby answered, which did nothing, so even a call not otherwise retried is sent again
+    (within :data:`STANDBY_HOPS`). ``where``: the master talked to now (for the error)."""
     delays = policy.delays()
+    hops = STANDBY_HOPS.delays()
     while True:
         try:
             return await attempt()
         except grpc.aio.AioRpcError as exc:
+            standby = follow(exc) if follow is not None else False
             delay = next(delays, None) if exc.code() in RETRYABLE_CODES else None
+            if delay is None and standby:
+                delay = next(hops, None)
             if delay is None:
-                raise map_rpc_error(exc, target, rpc_timeout) from exc
+                raise map_rpc_error(exc, where() if where else target, rpc_timeout) from exc
         await sleep(delay)

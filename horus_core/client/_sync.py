@@ -184,6 +184,14 @@ class SyncHorusClient:
     def cluster_info(self) -> ClusterInfo:
         return self._run(self._client.cluster_info())
 
+    def probe_masters(self) -> builtins.list[tuple[str, str, str]]:
+        return self._run(self._client.probe_masters())
+
+    @property
+    def target(self) -> str:
+        """The master talked to now."""
+        return self._client.target
+
     def server_stats(self, reset: bool = False) -> ServerStats:
         return self._run(self._client.server_stats(reset))
 

@@ -1,4 +1,5 @@
-"""SQLite persistence: one writer task with group commit, reads on a pool of their own connections."""
+"""Persistence on SQLite or PostgreSQL: one writer task with group commit, reads on a pool of their
+own connections (docs/ha.md for PostgreSQL and the leader's fence)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from typing import TypeVar
 
 import aiosqlite
 
+from master.store import pgstore
 from master.store.db import Migration, connect_reader, connect_writer, migrate
 from master.store.jobs import QuarantineOp
-from master.store.reads import NodeRow, Reader, ReaderPool
+from master.store.lease import Fence
+from master.store.pg import PgConn, run_sync
+from master.store.reads import NodeRow, Pool, Reader, ReaderPool
 from master.store.rows import JobRow
+from master.store.target import DbTarget, parse_db
 from master.store.writer import WriteOp, Writer
 
 T = TypeVar("T")
@@ -21,8 +26,9 @@ READERS = 4  # read connections: concurrent reads, each on a fresh snapshot
 
 
 class Store:
-    def __init__(self, pool: ReaderPool, writer: Writer) -> None:
+    def __init__(self, pool: Pool, writer: Writer, target: DbTarget | None = None) -> None:
         self._pool = pool
+        self.target = target
         self.writer = writer
         self.read = Reader(pool, on_bad=self._quarantine)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -42,13 +48,21 @@ class Store:
     @classmethod
     async def open(
         cls,
-        path: pathlib.Path,
+        path: pathlib.Path | str | DbTarget,
         *,
         group_commit: bool = True,
         max_batch: int = 1024,
         commit_delay_s: float = 0.001,
         migrations: list[Migration] | None = None,
+        fence: Fence | None = None,
     ) -> Store:
+        """Open (and migrate) the database ``path`` names: a SQLite file, or a PostgreSQL URL
+        (:func:`master.store.target.parse_db`). ``fence``: on PostgreSQL, the leader's lease every
+        write transaction checks first (None: a lone master, no lease)."""
+        target = path if isinstance(path, DbTarget) else parse_db(path)
+        if target.path is None:
+            return await cls._open_pg(target, group_commit, max_batch, commit_delay_s, migrations, fence)
+        path = target.path
         path.parent.mkdir(parents=True, exist_ok=True)
         writer: Writer | None = None
         conns: list[aiosqlite.Connection] = []
@@ -67,7 +81,36 @@ class Store:
                 await writer.close()
             raise
         writer.start()
-        return cls(ReaderPool(conns), writer)
+        return cls(ReaderPool(conns), writer, target)
+
+    @classmethod
+    async def _open_pg(
+        cls,
+        target: DbTarget,
+        group_commit: bool,
+        max_batch: int,
+        commit_delay_s: float,
+        migrations: list[Migration] | None,
+        fence: Fence | None,
+    ) -> Store:
+        raw = await pgstore.connect(target.url)
+        pool: pgstore.PgPool | None = None
+        try:
+            await pgstore.migrate(raw, migrations)
+            pool = await pgstore.PgPool.open(target.url, READERS)
+        except BaseException:
+            await raw.close()
+            raise
+        writer = Writer(
+            PgConn(raw),
+            group_commit=group_commit,
+            max_batch=max_batch,
+            commit_delay_s=commit_delay_s,
+            runner=run_sync,
+            session=pgstore.PgSession(target.url, fence),
+        )
+        writer.start()
+        return cls(pool, writer, target)
 
     async def write(self, op: WriteOp[T]) -> T:
         return await self.writer.submit(op)
@@ -79,4 +122,4 @@ class Store:
         await self._pool.close()
 
 
-__all__ = ["JobRow", "NodeRow", "Store"]
+__all__ = ["DbTarget", "JobRow", "NodeRow", "Store", "parse_db"]

@@ -19,23 +19,44 @@ MIN_SQLITE = (3, 35, 0)  # UPDATE ... FROM, the JSON functions
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[A-Za-z0-9_]+\.sql$")
 
 
+PG_FOLDER = "postgresql"  # per-dialect overrides: <migrations>/postgresql/NNNN_*.sql
+_PG_REAL = re.compile(r"\bREAL\b")
+
+
 @dataclass(frozen=True)
 class Migration:
+    """One numbered migration: ``sql`` for SQLite, and for PostgreSQL the override file of the same
+    number when there is one, else the same text with ``REAL`` read as ``DOUBLE PRECISION``
+    (:attr:`postgres`; docs/ha.md, "Adding a migration")."""
+
     version: int
     name: str
     sql: str
+    pg_sql: str | None = None
+
+    @property
+    def postgres(self) -> str:
+        return self.pg_sql if self.pg_sql is not None else _PG_REAL.sub("DOUBLE PRECISION", self.sql)
 
 
 def packaged_migrations() -> list[Migration]:
     folder = resources.files("master") / "migrations"
-    return _parse((entry.name, entry.read_text(encoding="utf-8")) for entry in folder.iterdir())
+    pg = folder / PG_FOLDER
+    return _parse(
+        ((e.name, e.read_text(encoding="utf-8")) for e in folder.iterdir() if e.is_file()),
+        ((e.name, e.read_text(encoding="utf-8")) for e in pg.iterdir() if e.is_file()) if pg.is_dir() else (),
+    )
 
 
 def migrations_from(folder: pathlib.Path) -> list[Migration]:
-    return _parse((p.name, p.read_text(encoding="utf-8")) for p in folder.iterdir())
+    pg = folder / PG_FOLDER
+    return _parse(
+        ((p.name, p.read_text(encoding="utf-8")) for p in folder.iterdir() if p.is_file()),
+        ((p.name, p.read_text(encoding="utf-8")) for p in pg.iterdir() if p.is_file()) if pg.is_dir() else (),
+    )
 
 
-def _parse(files: Iterable[tuple[str, str]]) -> list[Migration]:
+def _parse(files: Iterable[tuple[str, str]], pg_files: Iterable[tuple[str, str]] = ()) -> list[Migration]:
     out: list[Migration] = []
     for name, text in files:
         m = _MIGRATION_NAME.match(name)
@@ -45,6 +66,15 @@ def _parse(files: Iterable[tuple[str, str]]) -> list[Migration]:
     versions = [mig.version for mig in out]
     if len(set(versions)) != len(versions):
         raise RuntimeError(f"duplicate migration numbers: {versions}")
+    by_version = {mig.version: i for i, mig in enumerate(out)}
+    for name, text in pg_files:
+        m = _MIGRATION_NAME.match(name)
+        if not m:
+            continue
+        i = by_version.get(int(m.group(1)))
+        if i is None:
+            raise RuntimeError(f"{PG_FOLDER}/{name} overrides no migration of its number")
+        out[i] = Migration(out[i].version, out[i].name, out[i].sql, text)
     return out
 
 

@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 
 from horus_core.evolve import evolve
 from horus_core.model import Job, JobSpec
+from master.store.dialect import select_jobs, update_from_values
+from master.store.pg import UNIQUE_VIOLATION, is_pg
 from master.store.rows import (
     JOB_INSERT_ARITY,
     JOB_INSERT_COLUMNS,
@@ -29,14 +31,15 @@ from master.store.rows import (
     job_columns,
     job_insert_params,
     job_rows_from_json,
-    select_jobs,
 )
-from master.store.writer import WriteOp
+from master.store.writer import Conn, WriteOp
 
 _CHUNK = 1000  # rows per statement: 15 variables each stays far below SQLite's 32766
 
 # A transition looks at the stored row and returns the new row, or None for "no change".
 Transition = Callable[[JobRow], JobRow | None]
+
+_ID_TAKEN: tuple[type[Exception], ...] = (sqlite3.IntegrityError, *UNIQUE_VIOLATION)
 
 _rng = random.Random(secrets.randbits(128))
 
@@ -68,7 +71,7 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> list[Sequence[Any]]:
 
 
 def fetch_rows(
-    conn: sqlite3.Connection, column: str, keys: Sequence[str], specs: Mapping[str, JobSpec] | None = None
+    conn: Conn, column: str, keys: Sequence[str], specs: Mapping[str, JobSpec] | None = None
 ) -> dict[str, JobRow]:
     """Rows whose ``column`` (``id`` or ``request_id``) is one of ``keys``, keyed by that column.
     ``specs``: specs the caller knows, by job id (a spec never changes once stored): those rows
@@ -79,13 +82,11 @@ def fetch_rows(
     return out
 
 
-def _fetch(
-    conn: sqlite3.Connection, column: str, keys: Sequence[str], specs: Mapping[str, JobSpec]
-) -> dict[str, JobRow]:
+def _fetch(conn: Conn, column: str, keys: Sequence[str], specs: Mapping[str, JobSpec]) -> dict[str, JobRow]:
     out: dict[str, JobRow] = {}
     for chunk in _chunks(keys):
         marks = ",".join("?" * len(chunk))
-        sql = select_jobs(f"WHERE {column} IN ({marks})", spec=not specs)
+        sql = select_jobs(f"WHERE {column} IN ({marks})", spec=not specs, pg=is_pg(conn))
         (text,) = conn.execute(sql, tuple(chunk)).fetchone()
         for jr in job_rows_from_json(text, specs):
             out[jr.job.id if column == "id" else str(jr.request_id)] = jr
@@ -100,18 +101,25 @@ class SubmitOp(WriteOp[SubmitResult]):
     job: Job
     request_id: str | None
 
-    def apply(self, conn: sqlite3.Connection) -> SubmitResult:
+    def apply(self, conn: Conn) -> SubmitResult:
         op = self
+        pg = is_pg(conn)  # (a failed statement there spoils the transaction: undo it alone)
         for _ in range(5):
             try:
+                if pg:
+                    conn.execute("SAVEPOINT submit")
                 result: SubmitResult = SubmitOp.apply_many(conn, [op])[0]
+                if pg:
+                    conn.execute("RELEASE SAVEPOINT submit")
                 return result
-            except sqlite3.IntegrityError:  # a job id collision: draw another id
+            except _ID_TAKEN:  # a job id collision: draw another
+                if pg:
+                    conn.execute("ROLLBACK TO SAVEPOINT submit")
                 op = dataclasses.replace(op, job=dataclasses.replace(op.job, id=new_job_id()))
         raise RuntimeError("could not allocate a job id")
 
     @classmethod
-    def apply_many(cls, conn: sqlite3.Connection, ops: Sequence[WriteOp[Any]]) -> list[Any]:
+    def apply_many(cls, conn: Conn, ops: Sequence[WriteOp[Any]]) -> list[Any]:
         subs = [dataclasses.replace(op, job=as_stored(op.job)) for op in ops if isinstance(op, SubmitOp)]
         first: dict[str, SubmitOp] = {}  # request_id -> the op of this batch that inserts it
         inserts: list[SubmitOp] = []
@@ -144,29 +152,29 @@ class SubmitOp(WriteOp[SubmitResult]):
         return results
 
 
-def _update_sql(columns: tuple[int, ...], rows: int) -> str:
+def _update_sql(columns: tuple[int, ...], rows: int, pg: bool) -> str:
     """One UPDATE of ``rows`` jobs setting the columns at ``columns`` of :func:`job_columns`
     (1 = the first of :data:`JOB_UPDATE_COLUMNS`), from VALUES rows (id, those columns)."""
-    sets = ", ".join(f"{JOB_UPDATE_COLUMNS[i - 1]} = v.column{k + 2}" for k, i in enumerate(columns))
-    values = ",".join(["(" + ",".join("?" * (len(columns) + 1)) + ")"] * rows)
-    return f"UPDATE jobs SET {sets} FROM (VALUES {values}) AS v WHERE jobs.id = v.column1"
+    names = [JOB_UPDATE_COLUMNS[i - 1] for i in columns]
+    return update_from_values("jobs", "id", names, rows, pg=pg)
 
 
-def write_changes(conn: sqlite3.Connection, changes: Sequence[Change]) -> None:
+def write_changes(conn: Conn, changes: Sequence[Change]) -> None:
     """Store each change's new row (distinct jobs, each ``before`` as stored), writing only the
     columns that changed; rows that change the same columns share a statement per chunk. (A
     pass's new pending reasons then touch no index and fire no trigger: half the commit.)"""
     groups: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
+    pg = is_pg(conn)
     for c in changes:
         new, old = job_columns(c.after), job_columns(c.before)
         columns = tuple(i for i in range(1, len(new)) if new[i] != old[i])
         groups.setdefault(columns, []).append((new[0], *(column_param(i, new[i]) for i in columns)))
     for columns, rows in groups.items():
         for chunk in _chunks(rows):
-            conn.execute(_update_sql(columns, len(chunk)), [p for row in chunk for p in row])
+            conn.execute(_update_sql(columns, len(chunk), pg), [p for row in chunk for p in row])
 
 
-def held_rows(conn: sqlite3.Connection, ids: Sequence[str], held: Mapping[str, JobRow]) -> dict[str, JobRow]:
+def held_rows(conn: Conn, ids: Sequence[str], held: Mapping[str, JobRow]) -> dict[str, JobRow]:
     """The stored rows of ``ids``, by id: the ``held`` row of a job where the stored version is
     the held one's (every write of a job gives it a new version, so the row is the same: decoding
     it again was most of what reading it cost); the others read (without the held jobs' specs:
@@ -181,14 +189,19 @@ def held_rows(conn: sqlite3.Connection, ids: Sequence[str], held: Mapping[str, J
     return out
 
 
-def stored_versions(conn: sqlite3.Connection, ids: Sequence[str]) -> list[tuple[str, int, int]]:
+def stored_versions(conn: Conn, ids: Sequence[str]) -> list[tuple[str, int, int]]:
     """(id, version, seq) of each stored job among ``ids``."""
     out: list[tuple[str, int, int]] = []
+    pg = is_pg(conn)  # (asyncpg hands rows over without the GIL hand-offs sqlite3 makes per row)
     for chunk in _chunks(ids):
         marks = ",".join("?" * len(chunk))
-        sql = f"SELECT json_group_array(json_array(id, version, seq)) FROM jobs WHERE id IN ({marks})"
-        (text,) = conn.execute(sql, tuple(chunk)).fetchone()
-        out += [(str(i), int(v), int(q)) for i, v, q in json.loads(text)]
+        if pg:
+            rows = conn.execute(f"SELECT id, version, seq FROM jobs WHERE id IN ({marks})", tuple(chunk))
+        else:
+            sql = f"SELECT json_group_array(json_array(id, version, seq)) FROM jobs WHERE id IN ({marks})"
+            (text,) = conn.execute(sql, tuple(chunk)).fetchone()
+            rows = json.loads(text)
+        out += [(str(i), int(v), int(q)) for i, v, q in rows]
     return out
 
 
@@ -208,7 +221,7 @@ class TransitionOp(WriteOp[list[Change]]):
     def row_count(self) -> int:
         return len(self.transitions)
 
-    def apply(self, conn: sqlite3.Connection) -> list[Change]:
+    def apply(self, conn: Conn) -> list[Change]:
         ids = list(dict.fromkeys(job_id for job_id, _ in self.transitions))
         current = held_rows(conn, ids, self.held)
         changes: list[Change] = []
@@ -242,13 +255,13 @@ class SetPendingReasonOp(WriteOp[int]):
     reason: str
     code: str = ""
 
-    def apply(self, conn: sqlite3.Connection) -> int:
+    def apply(self, conn: Conn) -> int:
         cur = conn.execute(
             "UPDATE jobs SET reason = ?, reason_code = ?, version = version + 1"
             " WHERE state = 'PENDING' AND (reason != ? OR reason_code != ?)",
             (self.reason, self.code, self.reason, self.code),
         )
-        return cur.rowcount
+        return int(cur.rowcount)
 
 
 def request_key(owner: str, request_id: str) -> str:
@@ -266,10 +279,10 @@ class QuarantineOp(WriteOp[int]):
     reason: str
     at: float = dataclasses.field(default_factory=time.time)
 
-    def apply(self, conn: sqlite3.Connection) -> int:
+    def apply(self, conn: Conn) -> int:
         cur = conn.execute(
             "UPDATE jobs SET state = 'FAILED', reason = ?, updated_at = ?, finished_at = ?,"
             " version = version + 1 WHERE id = ? AND state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELLED')",
             (self.reason, self.at, self.at, self.job_id),
         )
-        return cur.rowcount
+        return int(cur.rowcount)

@@ -6,14 +6,24 @@ so two attempts of the same signature ending at once cannot lose each other's up
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
-from master.store.writer import WriteOp
+from master.store.dialect import upsert
+from master.store.writer import Conn, WriteOp
 
 EWMA_WEIGHT = 0.3  # weight of a new measurement (the interference model uses the same)
 MAX_ROWS = 100_000  # per table; new keys beyond it are dropped (existing rows still update)
 MIN_SPEED = 0.01  # a measured speed is kept in [MIN_SPEED, 1.0]; 0 would read as "does not fit"
+_SOLO_UPSERT = upsert(
+    "solo_throughputs",
+    ("job_type", "gpu_type", "gpus", "samples_per_s", "samples", "updated_at"),
+    ("job_type", "gpu_type", "gpus"),
+)
+_PAIR_UPSERT = upsert(
+    "pair_speeds",
+    ("job_type", "co_runner", "gpu_type", "speed", "samples", "updated_at"),
+    ("job_type", "co_runner", "gpu_type"),
+)
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,7 @@ class RecordRatesOp(WriteOp[list[LearnedPair]]):
     pairs: tuple[PairMeasurement, ...]
     now: float
 
-    def apply(self, conn: sqlite3.Connection) -> list[LearnedPair]:
+    def apply(self, conn: Conn) -> list[LearnedPair]:
         if self.solo_rate is not None:
             self._fold_solo(conn, self.solo_rate)
         out: list[LearnedPair] = []
@@ -109,14 +119,14 @@ class RecordRatesOp(WriteOp[list[LearnedPair]]):
             )
         return out
 
-    def _learned_solo(self, conn: sqlite3.Connection) -> float | None:
+    def _learned_solo(self, conn: Conn) -> float | None:
         row = conn.execute(
             "SELECT samples_per_s FROM solo_throughputs WHERE job_type = ? AND gpu_type = ? AND gpus = ?",
             (self.job_type, self.gpu_type, self.gpus),
         ).fetchone()
         return None if row is None else float(row[0])
 
-    def _fold_solo(self, conn: sqlite3.Connection, rate: float) -> None:
+    def _fold_solo(self, conn: Conn, rate: float) -> None:
         key = (self.job_type, self.gpu_type, self.gpus)
         old = conn.execute(
             "SELECT samples_per_s, samples FROM solo_throughputs"
@@ -128,12 +138,11 @@ class RecordRatesOp(WriteOp[list[LearnedPair]]):
         value = ewma(None if old is None else float(old[0]), rate)
         samples = 1 + (0 if old is None else int(old[1]))
         conn.execute(
-            "INSERT OR REPLACE INTO solo_throughputs (job_type, gpu_type, gpus, samples_per_s, samples,"
-            " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+            _SOLO_UPSERT,
             (*key, value, samples, self.now),
         )
 
-    def _fold_pair(self, conn: sqlite3.Connection, co_runner: str, measured: float) -> float | None:
+    def _fold_pair(self, conn: Conn, co_runner: str, measured: float) -> float | None:
         key = (self.job_type, co_runner, self.gpu_type)
         old = conn.execute(
             "SELECT speed, samples FROM pair_speeds WHERE job_type = ? AND co_runner = ? AND gpu_type = ?",
@@ -144,13 +153,12 @@ class RecordRatesOp(WriteOp[list[LearnedPair]]):
         speed = clamp_speed(ewma(None if old is None else float(old[0]), measured))
         samples = 1 + (0 if old is None else int(old[1]))
         conn.execute(
-            "INSERT OR REPLACE INTO pair_speeds (job_type, co_runner, gpu_type, speed, samples, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            _PAIR_UPSERT,
             (*key, speed, samples, self.now),
         )
         return speed
 
 
-def _full(conn: sqlite3.Connection, table: str) -> bool:
+def _full(conn: Conn, table: str) -> bool:
     row = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
     return int(row[0]) >= MAX_ROWS

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 
 from horus_core.model import Gpu, NodeState
+from master.store.dialect import upsert
 from master.store.rows import gpus_to_json
-from master.store.writer import WriteOp
+from master.store.writer import Conn, WriteOp
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class UpsertNodeOp(WriteOp[None]):
     now: float
     rack: str = ""
 
-    def apply(self, conn: sqlite3.Connection) -> None:
+    def apply(self, conn: Conn) -> None:
         conn.execute(
             "INSERT INTO nodes (name, gpus, state, version, registered_at, last_seen, rack)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -45,7 +45,7 @@ class SetNodeStateOp(WriteOp[None]):
     state: NodeState
     last_seen: float
 
-    def apply(self, conn: sqlite3.Connection) -> None:
+    def apply(self, conn: Conn) -> None:
         conn.execute(
             "UPDATE nodes SET state = ?, last_seen = ? WHERE name = ?",
             (self.state.value, self.last_seen, self.name),
@@ -79,6 +79,31 @@ class AttemptStatsRow:
     samples_per_s: float | None = None
 
 
+_STATS_UPSERT = upsert(
+    "attempt_stats",
+    [
+        "job_id",
+        "attempt",
+        "node",
+        "job_type",
+        "samples",
+        "solo_samples",
+        "util_avg",
+        "util_peak",
+        "mem_peak_mib",
+        "last_step",
+        "last_loss",
+        "samples_per_s",
+    ],
+    ("job_id", "attempt"),
+)
+_PROFILE_UPSERT = upsert(
+    "profiles",
+    ("job_type", "util_avg", "util_peak", "mem_mib", "samples", "co_speed", "updated_at"),
+    ("job_type",),
+)
+
+
 @dataclass(frozen=True)
 class RecordAttemptOp(WriteOp[None]):
     """Store what one attempt measured and, when given, the updated profile of its signature."""
@@ -86,12 +111,10 @@ class RecordAttemptOp(WriteOp[None]):
     stats: AttemptStatsRow
     profile: ProfileRow | None
 
-    def apply(self, conn: sqlite3.Connection) -> None:
+    def apply(self, conn: Conn) -> None:
         s = self.stats
         conn.execute(
-            "INSERT OR REPLACE INTO attempt_stats (job_id, attempt, node, job_type, samples, solo_samples,"
-            " util_avg, util_peak, mem_peak_mib, last_step, last_loss, samples_per_s)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _STATS_UPSERT,
             (
                 s.job_id,
                 s.attempt,
@@ -117,13 +140,12 @@ class SaveProfileOp(WriteOp[None]):
 
     profile: ProfileRow
 
-    def apply(self, conn: sqlite3.Connection) -> None:
+    def apply(self, conn: Conn) -> None:
         _save_profile(conn, self.profile)
 
 
-def _save_profile(conn: sqlite3.Connection, p: ProfileRow) -> None:
+def _save_profile(conn: Conn, p: ProfileRow) -> None:
     conn.execute(
-        "INSERT OR REPLACE INTO profiles (job_type, util_avg, util_peak, mem_mib, samples, co_speed,"
-        " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        _PROFILE_UPSERT,
         (p.job_type, p.util_avg, p.util_peak, p.mem_mib, p.samples, json.dumps(p.co_speed), p.updated_at),
     )

@@ -3,16 +3,17 @@ spans (from ``job_events`` and ``attempt_gpus``) that rebuild the attained servi
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from horus_core.policies.optimus.journal import ProgressPoint
+from master.store.dialect import json_field, upsert
 from master.store.reads import Reader
-from master.store.writer import WriteOp
+from master.store.writer import Conn, WriteOp
 
 _COLUMNS = "attempt, step, loss, samples_per_s, at"
+_UPSERT = upsert("job_progress", ("job_id", "seq", *_COLUMNS.split(", ")), ("job_id", "seq"))
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,13 @@ class SaveProgressOp(WriteOp[int]):
 
     jobs: tuple[JournalRows, ...]
 
-    def apply(self, conn: sqlite3.Connection) -> int:
+    def apply(self, conn: Conn) -> int:
         rows = 0
         for job in self.jobs:
             if job.rewrite:
                 conn.execute("DELETE FROM job_progress WHERE job_id = ?", (job.job_id,))
             conn.executemany(
-                f"INSERT OR REPLACE INTO job_progress (job_id, seq, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                _UPSERT,
                 [
                     (job.job_id, job.start + i, p.attempt, p.step, p.loss, p.samples_per_s, p.at)
                     for i, p in enumerate(job.points)
@@ -78,7 +79,7 @@ async def attained_service(read: Reader, now: float) -> tuple[dict[str, float], 
     GPU count; a span still open ends at ``now``), and the running attempts' (attempt, start)."""
     rows = await read.rows(
         "SELECT e.job_id, e.attempt, e.at, e.from_state, e.to_state,"
-        " COALESCE(g.gpus, json_extract(j.spec, '$.gpus'), 1)"
+        f" COALESCE(g.gpus, {json_field('j.spec', 'gpus', pg=read.pg, as_int=True)}, 1)"
         " FROM job_events e JOIN jobs j ON j.id = e.job_id"
         " LEFT JOIN attempt_gpus g ON g.job_id = e.job_id AND g.attempt = e.attempt"
         " WHERE j.state IN ('PENDING', 'ASSIGNED', 'RUNNING')"

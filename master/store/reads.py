@@ -18,14 +18,16 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiosqlite
 
 from horus_core.model import Gpu, JobState, NodeState
+from master.store.dialect import limit as sql_limit
+from master.store.dialect import lists_node, select_jobs
 from master.store.learned import PairRow, SoloRow
 from master.store.nodes import ProfileRow
-from master.store.rows import JobRow, gpus_from_json, job_rows_from_json, select_jobs
+from master.store.rows import JobRow, gpus_from_json, job_rows_from_json
 
 log = logging.getLogger(__name__)
 BadRow = Callable[[str, str], None]  # (job id, why) of a row that cannot be decoded
@@ -45,8 +47,23 @@ class NodeRow:
 _BIG = 256 * 1024  # bytes of JSON
 
 
+class Pool(Protocol):
+    """Where reads run: SQLite's :class:`ReaderPool` or PostgreSQL's (:mod:`master.store.pgstore`).
+    Rows index by position and by column name."""
+
+    pg: bool
+
+    async def all(self, sql: str, params: Sequence[object]) -> list[Any]: ...
+
+    async def one(self, sql: str, params: Sequence[object]) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
 class ReaderPool:
     """Read connections lent to one query at a time."""
+
+    pg = False
 
     def __init__(self, conns: Sequence[aiosqlite.Connection]) -> None:
         self._all = list(conns)
@@ -62,28 +79,35 @@ class ReaderPool:
         finally:
             self._idle.put_nowait(c)
 
+    async def all(self, sql: str, params: Sequence[object]) -> list[Any]:
+        async with self.conn() as conn, conn.execute(sql, tuple(params)) as cur:
+            return list(await cur.fetchall())
+
+    async def one(self, sql: str, params: Sequence[object]) -> Any:
+        async with self.conn() as conn, conn.execute(sql, tuple(params)) as cur:
+            return await cur.fetchone()
+
     async def close(self) -> None:
         for c in self._all:
             await c.close()
 
 
 class Reader:
-    def __init__(self, pool: ReaderPool, on_bad: BadRow | None = None) -> None:
+    def __init__(self, pool: Pool, on_bad: BadRow | None = None) -> None:
         self._pool = pool
+        self.pg = pool.pg  # PostgreSQL (its SQL spellings: master.store.dialect)
         self._on_bad = on_bad
         self._reported: set[str] = set()
 
     async def _all(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
-        async with self._pool.conn() as conn, conn.execute(sql, tuple(params)) as cur:
-            return list(await cur.fetchall())
+        return await self._pool.all(sql, params)
 
     async def rows(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
         """Rows of a read-only query, for the store modules that own their tables' SQL."""
         return await self._all(sql, params)
 
     async def _one(self, sql: str, params: Sequence[object] = ()) -> Any:
-        async with self._pool.conn() as conn, conn.execute(sql, tuple(params)) as cur:
-            return await cur.fetchone()
+        return await self._pool.one(sql, params)
 
     def _report(self, rows: Iterable[JobRow]) -> None:
         for r in rows:
@@ -95,7 +119,7 @@ class Reader:
                     self._on_bad(job_id, r.unreadable)
 
     async def _jobs(self, where: str, params: Sequence[object]) -> list[JobRow]:
-        row = await self._one(select_jobs(where), params)
+        row = await self._one(select_jobs(where, pg=self.pg), params)
         text = row[0] if row else None
         if text is not None and len(text) > _BIG:
             # Thousands of rows: decode beside the loop, which keeps serving in the meantime.
@@ -172,7 +196,7 @@ class Reader:
         # gang is on ``node`` when it is one of its ``nodes``)
         return await self._jobs(
             "WHERE state IN ('ASSIGNED', 'RUNNING') AND (node = ? OR (nodes != '[]'"
-            " AND ? IN (SELECT value FROM json_each(jobs.nodes)))) ORDER BY seq",
+            f" AND {lists_node('jobs.nodes', pg=self.pg)})) ORDER BY seq",
             (node, node),
         )
 
@@ -209,8 +233,8 @@ class Reader:
         where, params = ("WHERE job_type = ?", (job_type,)) if job_type is not None else ("", ())
         rows = await self._all(
             "SELECT job_type, util_avg, util_peak, mem_mib, samples, co_speed, updated_at FROM profiles"
-            f" {where} ORDER BY job_type LIMIT ?",
-            (*params, limit),
+            f" {where} ORDER BY job_type {sql_limit(limit)}",
+            params,
         )
         return [
             ProfileRow(
@@ -232,8 +256,7 @@ class Reader:
     async def solo_throughputs(self, limit: int = -1) -> list[SoloRow]:
         rows = await self._all(
             "SELECT job_type, gpu_type, gpus, samples_per_s, samples, updated_at FROM solo_throughputs"
-            " ORDER BY job_type, gpu_type, gpus LIMIT ?",
-            (limit,),
+            f" ORDER BY job_type, gpu_type, gpus {sql_limit(limit)}"
         )
         return [
             SoloRow(
@@ -246,8 +269,7 @@ class Reader:
         """Measured pair speeds, one row per direction (``limit`` -1: all)."""
         rows = await self._all(
             "SELECT job_type, co_runner, gpu_type, speed, samples, updated_at FROM pair_speeds"
-            " ORDER BY job_type, co_runner, gpu_type LIMIT ?",
-            (limit,),
+            f" ORDER BY job_type, co_runner, gpu_type {sql_limit(limit)}"
         )
         return [
             PairRow(r["job_type"], r["co_runner"], r["gpu_type"], r["speed"], r["samples"], r["updated_at"])

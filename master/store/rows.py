@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,10 @@ JOB_JSON = (
     " 'gpu_memory_cap_mib', gpu_memory_cap_mib, 'gpu_memory_peak_mib', gpu_memory_peak_mib,"
     " 'contained_mib', contained_mib)"
 )
+
+
+# The keys of each job's JSON document, in the order above (PostgreSQL's rows carry them as columns).
+JOB_KEYS = tuple(re.findall(r"'(\w+)', ", JOB_JSON))
 
 
 # The same without the spec: for a caller that already knows the jobs' specs (a spec never changes

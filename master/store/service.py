@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
 from horus_core.model import NodeState
-from master.store.writer import WriteOp
+from master.store.dialect import upsert
+from master.store.writer import Conn, WriteOp
 
 
 @dataclass(frozen=True)
@@ -33,13 +33,12 @@ class SetNodeServiceOp(WriteOp[None]):
     drain_deadline: float | None
     now: float
 
-    def apply(self, conn: sqlite3.Connection) -> None:
+    def apply(self, conn: Conn) -> None:
         if self.mode is None:
             conn.execute("DELETE FROM node_service WHERE name = ?", (self.name,))
             return
         conn.execute(
-            "INSERT OR REPLACE INTO node_service (name, mode, drain_deadline, updated_at)"
-            " VALUES (?, ?, ?, ?)",
+            upsert("node_service", ("name", "mode", "drain_deadline", "updated_at"), ("name",)),
             (self.name, self.mode.value, self.drain_deadline, self.now),
         )
 
@@ -51,10 +50,9 @@ class SetGpuHealthOp(WriteOp[None]):
     rows: tuple[GpuHealthRow, ...]
     now: float
 
-    def apply(self, conn: sqlite3.Connection) -> None:
+    def apply(self, conn: Conn) -> None:
         conn.executemany(
-            "INSERT OR REPLACE INTO gpu_health (uuid, node, quarantine, ecc_seen, updated_at)"
-            " VALUES (?, ?, ?, ?, ?)",
+            upsert("gpu_health", ("uuid", "node", "quarantine", "ecc_seen", "updated_at"), ("uuid",)),
             [(r.uuid, r.node, r.quarantine, r.ecc_seen, self.now) for r in self.rows],
         )
 
@@ -63,18 +61,18 @@ class SetGpuHealthOp(WriteOp[None]):
 class LoadServiceOp(WriteOp[tuple[list[NodeServiceRow], list[GpuHealthRow]]]):
     """Every cordoned/draining node and every GPU health row (read once at start, by the writer)."""
 
-    def apply(self, conn: sqlite3.Connection) -> tuple[list[NodeServiceRow], list[GpuHealthRow]]:
+    def apply(self, conn: Conn) -> tuple[list[NodeServiceRow], list[GpuHealthRow]]:
         return _nodes(conn), _gpus(conn)
 
 
-def _nodes(conn: sqlite3.Connection) -> list[NodeServiceRow]:
+def _nodes(conn: Conn) -> list[NodeServiceRow]:
     return [
         NodeServiceRow(name, NodeState(mode), deadline)
         for name, mode, deadline in conn.execute("SELECT name, mode, drain_deadline FROM node_service")
     ]
 
 
-def _gpus(conn: sqlite3.Connection) -> list[GpuHealthRow]:
+def _gpus(conn: Conn) -> list[GpuHealthRow]:
     return [
         GpuHealthRow(uuid, node, why, int(ecc))
         for uuid, node, why, ecc in conn.execute("SELECT uuid, node, quarantine, ecc_seen FROM gpu_health")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from master.store.dialect import json_field
 from master.store.reads import Reader
 
 _LIVE = frozenset({"PENDING", "ASSIGNED", "RUNNING"})
@@ -24,11 +25,12 @@ class UsageSpan:
 async def running_spans(read: Reader) -> list[UsageSpan]:
     """The RUNNING spans of every job, finished or not. A span a finished job left open (no
     event closed it) is dropped: when it ended is not known."""
+    pg = read.pg
+    gpus, owner = json_field("j.spec", "gpus", pg=pg, as_int=True), json_field("j.spec", "owner", pg=pg)
     rows = await read.rows(
         "SELECT e.job_id, e.attempt, e.at, e.from_state, e.to_state,"
-        " COALESCE(g.gpus, json_extract(j.spec, '$.gpus'), 1),"
-        " COALESCE(json_extract(j.spec, '$.owner'), j.owner, ''),"
-        " COALESCE(json_extract(j.spec, '$.queue'), ''), j.state"
+        f" COALESCE(g.gpus, {gpus}, 1), COALESCE({owner}, j.owner, ''),"
+        f" COALESCE({json_field('j.spec', 'queue', pg=pg)}, ''), j.state"
         " FROM job_events e JOIN jobs j ON j.id = e.job_id"
         " LEFT JOIN attempt_gpus g ON g.job_id = e.job_id AND g.attempt = e.attempt"
         " WHERE e.to_state = 'RUNNING' OR e.from_state = 'RUNNING' ORDER BY e.id"

@@ -1,13 +1,15 @@
 """The one writer: a task that owns the write connection and commits queued writes in groups.
 
 Callers hand a :class:`WriteOp` to :meth:`Writer.submit` and get its result only after the
-transaction holding it has committed (``BEGIN IMMEDIATE`` ... ``COMMIT`` with
-``synchronous=FULL``), so an acknowledged write survives a crash. While one batch commits, new
-requests queue up and go into the next batch: one fsync serves many requests (group commit).
+transaction holding it has committed (SQLite: ``BEGIN IMMEDIATE`` ... ``COMMIT`` with
+``synchronous=FULL``; PostgreSQL: a transaction whose first statement checks the leader's lease,
+:mod:`master.store.lease`), so an acknowledged write survives a crash. While one batch commits,
+new requests queue up and go into the next batch: one fsync serves many requests (group commit).
 
-A batch runs as one call on the writer's own thread, so the event loop pays one hand-off per
-batch, not one per statement. Ops are plain synchronous functions of the connection: they
-cannot await anything, so no network call can ever happen inside a transaction.
+On SQLite a batch runs as one call on the writer's own thread, so the event loop pays one
+hand-off per batch, not one per statement; on PostgreSQL it runs on the loop in a greenlet
+(:mod:`master.store.pg`). Ops are plain synchronous functions of the connection: they cannot
+await anything, so no network call can ever happen inside a transaction.
 """
 
 from __future__ import annotations
@@ -15,11 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from horus_core.errors import Unavailable
 
@@ -27,6 +28,44 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _MANY_ROWS = 32  # an op writing this many rows or more starts without the commit delay
+
+
+class Conn(Protocol):
+    """What a write op may use of its connection: a ``sqlite3.Connection``, or on PostgreSQL a
+    :class:`master.store.pg.PgConn` (tell them apart with :func:`master.store.pg.is_pg`)."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> Any: ...
+
+    def close(self) -> Any: ...
+
+
+# Runs a synchronous function of the connection where statements may be issued (the SQLite
+# writer's thread, or a greenlet on the loop for PostgreSQL).
+Runner = Callable[..., Awaitable[Any]]
+
+
+class Session(Protocol):
+    """How a dialect opens a write transaction: ``begin`` issues its first statements (and on
+    PostgreSQL checks this master still holds the lease: the fence)."""
+
+    def begin(self, conn: Conn) -> None: ...
+
+    def error(self, exc: BaseException) -> BaseException:
+        """What a caller whose write failed with ``exc`` is told (a lost connection: Unavailable)."""
+        ...
+
+
+class SqliteSession:
+    def begin(self, conn: Conn) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+
+    def error(self, exc: BaseException) -> BaseException:
+        return exc
 
 
 class WriteOp(Generic[T]):
@@ -46,11 +85,11 @@ class WriteOp(Generic[T]):
         shares its fsync among them, so the writer starts it without a commit delay."""
         return 1
 
-    def apply(self, conn: sqlite3.Connection) -> T:
+    def apply(self, conn: Conn) -> T:
         raise NotImplementedError
 
     @classmethod
-    def apply_many(cls, conn: sqlite3.Connection, ops: Sequence[WriteOp[Any]]) -> list[Any]:
+    def apply_many(cls, conn: Conn, ops: Sequence[WriteOp[Any]]) -> list[Any]:
         return [op.apply(conn) for op in ops]
 
 
@@ -71,13 +110,18 @@ class WriterStats:
 class Writer:
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Conn,
         *,
         group_commit: bool = True,
         max_batch: int = 1024,
         commit_delay_s: float = 0.001,
+        runner: Runner | None = None,
+        session: Session | None = None,
     ) -> None:
         self._conn = conn
+        self._runner = runner
+        self._session: Session = session or SqliteSession()
+
         self._commit_delay_s = commit_delay_s
         self._max_batch = max(1, max_batch) if group_commit else 1
         self._queue: asyncio.Queue[_Item | None] = asyncio.Queue()
@@ -92,7 +136,9 @@ class Writer:
         self._task = asyncio.create_task(self._run(), name="horus-db-writer")
 
     async def call(self, fn: Any, *args: Any) -> Any:
-        """Run ``fn(*args)`` on the writer's thread (setup and teardown only)."""
+        """Run ``fn(*args)`` where it may use the connection (the writer's thread on SQLite)."""
+        if self._runner is not None:
+            return await self._runner(fn, *args)
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
 
     async def submit(self, op: WriteOp[T]) -> T:
@@ -112,7 +158,8 @@ class Writer:
             self._queue.put_nowait(None)
             with contextlib.suppress(Exception):
                 await self._task
-        await self.call(self._conn.close)
+        with contextlib.suppress(Exception):  # (PostgreSQL: the server may be gone already)
+            await self.call(self._conn.close)
         self._thread.shutdown(wait=True)
 
     async def _run(self) -> None:
@@ -154,7 +201,7 @@ class Writer:
         except Exception as exc:
             if len(batch) == 1:
                 log.warning("write failed: %s: %s", type(exc).__name__, exc)
-                _fail(batch[0], exc)
+                _fail(batch[0], self._session.error(exc))
                 return
             log.warning("a batch of %d writes failed (%s); retrying one by one", len(batch), exc)
             self.stats.retried_batches += 1
@@ -167,10 +214,10 @@ class Writer:
                 item.fut.set_result(result)
 
     def _transaction(self, ops: list[WriteOp[Any]]) -> list[Any]:
-        """On the writer thread: BEGIN IMMEDIATE, every op, COMMIT (or ROLLBACK and raise)."""
+        """On the writer thread: BEGIN (IMMEDIATE), every op, COMMIT (or ROLLBACK and raise)."""
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            self._session.begin(conn)
             results: list[Any] = []
             i = 0
             while i < len(ops):
@@ -186,8 +233,9 @@ class Writer:
                 i = j
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            with contextlib.suppress(Exception):  # (a connection that broke has nothing to undo)
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
             raise
         return results
 

@@ -48,6 +48,11 @@ def doc_block(name: str) -> str:
     return block.group(1)
 
 
+def submissions(text: str) -> int:
+    """How many jobs a block submits: its ``hctl submit`` / ``hctl apply`` lines and SDK submits."""
+    return len(re.findall(r"hctl (?:submit|apply) |\.submit\(", text))
+
+
 def localised(text: str, tmp: pathlib.Path, ports: dict[str, int]) -> str:
     for old, new in ports.items():
         text = text.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}")
@@ -103,7 +108,8 @@ def test_the_readme_quick_use_runs_as_written(tmp_path: pathlib.Path) -> None:
             )
             assert done.returncode == 0 and done.stdout.strip(), (name, done.stderr)
         jobs = wait_all_done(hctl, addr, env, timeout=240.0)
-        assert len(jobs) == 10 and {j["state"] for j in jobs} == {"SUCCEEDED"}, jobs
+        expected = sum(submissions(text) for text in (shell, python, *(doc_block(n) for n in DOCS)))
+        assert len(jobs) == expected and {j["state"] for j in jobs} == {"SUCCEEDED"}, jobs
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the master and workers the script left running
         proc.wait(timeout=30)

@@ -27,6 +27,7 @@ from master.app import Master
 from master.learning.learner import Learner
 from master.learning.sharing import SOLO, RateTrack, Sharing, sharing_of
 from master.store import Store
+from tests.pgtest import Db
 
 A = "ResNet-18 (batch size 32)"
 B = "Recommendation (batch size 512)"  # the packaged table: A and B share a V100 at ~1.0x each
@@ -216,20 +217,25 @@ async def test_checkpoint_stores_what_running_attempts_measured(tmp_path: pathli
     assert [r[4] for r in rows(tmp_path / "horus.db", "pair_speeds")] == [1]
 
 
-async def test_learning_survives_a_restart(tmp_path: pathlib.Path, store: Store) -> None:
-    clock = FakeClock()
-    first = learner(store, clock, default_model())
-    await learn_bad_pair(first, clock)
-    use = JobGpuReading(job_id="p", attempt=1, gpu_uuid="g0", util_sm=40, mem_used_mib=900)
-    hb = Heartbeat(jobs=(use,))
-    first.on_heartbeat("n1", hb)
-    await first.attempt_ended(job("p", C), 1)
-    fresh = default_model()
-    assert await learner(store, clock, fresh).load() == 2  # one profile, one pair (both directions)
-    assert fresh.pair_speeds(A, B, "v100") == pytest.approx((0.25, 0.25), abs=1e-3)
-    assert fresh.pair_speeds(B, A, "v100") == pytest.approx((0.25, 0.25), abs=1e-3)
-    assert fresh.profile_of(C).source == "measured"
-    assert fresh.profile_of(C).mem_mib == with_margin(900)  # (the measured peak, as a cap: docs/sharing.md)
+async def test_learning_survives_a_restart(db: Db) -> None:
+    """(On both backends: the learned tables' upserts and reads.)"""
+    store = await Store.open(db.target)
+    try:
+        clock = FakeClock()
+        first = learner(store, clock, default_model())
+        await learn_bad_pair(first, clock)
+        use = JobGpuReading(job_id="p", attempt=1, gpu_uuid="g0", util_sm=40, mem_used_mib=900)
+        hb = Heartbeat(jobs=(use,))
+        first.on_heartbeat("n1", hb)
+        await first.attempt_ended(job("p", C), 1)
+        fresh = default_model()
+        assert await learner(store, clock, fresh).load() == 2  # one profile, one pair (both ways)
+        assert fresh.pair_speeds(A, B, "v100") == pytest.approx((0.25, 0.25), abs=1e-3)
+        assert fresh.pair_speeds(B, A, "v100") == pytest.approx((0.25, 0.25), abs=1e-3)
+        assert fresh.profile_of(C).source == "measured"
+        assert fresh.profile_of(C).mem_mib == with_margin(900)  # (the measured peak as a cap: sharing.md)
+    finally:
+        await store.close()
 
 
 async def test_an_unreadable_stored_table_does_not_stop_the_start(

@@ -23,6 +23,7 @@ from horus_core.model import NodeState
 from horus_core.testing import FakeClock
 from master.app import Master
 from master.loopmon import LoopMonitor
+from tests.pgtest import Db
 
 CORDON, DRAIN, UNCORDON = (
     cpb.NODE_SERVICE_ACTION_CORDON,
@@ -52,8 +53,9 @@ async def ecc(w: FakeWorker, uuid: str, count: int, xids: tuple[int, ...] = ()) 
     await w.barrier()
 
 
-async def test_cordon_and_quarantine_outlive_a_master_restart(tmp_path: pathlib.Path) -> None:
-    async with running_master(tmp_path) as m, client_for(m) as stub:
+async def test_cordon_and_quarantine_outlive_a_master_restart(tmp_path: pathlib.Path, db: Db) -> None:
+    url = db.target if db.pg else ""  # (on both backends)
+    async with running_master(tmp_path, db_url=url) as m, client_for(m) as stub:
         w = FakeWorker(m.port, "n1", n_gpus=2)
         await w.connect()
         await stub.SetNodeService(cpb.SetNodeServiceRequest(node="n1", action=CORDON))
@@ -63,7 +65,7 @@ async def test_cordon_and_quarantine_outlive_a_master_restart(tmp_path: pathlib.
         assert before.state == pb.NODE_STATE_CORDONED
         assert quarantined(before) == {w.gpus[1].uuid: "2 new uncorrected ECC error(s)"}
         await w.close()
-    async with running_master(tmp_path) as m, client_for(m) as stub:
+    async with running_master(tmp_path, db_url=url) as m, client_for(m) as stub:
         w = FakeWorker(m.port, "n1", n_gpus=2)
         await w.connect()
         after = await node(stub, "n1")

@@ -24,6 +24,7 @@ from master.main import REPLAN_ENV, config_from, parse_args
 from master.services.progress import SAVE_EVERY_S, ProgressKeeper, stored_points
 from master.store import Store
 from master.store.progress import load_progress
+from tests.pgtest import Db
 
 CURVE = synthetic_curve(100_000, 4.0, 0.5)
 
@@ -111,9 +112,12 @@ async def test_reports_of_an_attempt_the_worker_does_not_own_are_ignored(tmp_pat
         await other.close()
 
 
-async def test_attained_service_is_rebuilt_from_the_store_after_a_restart(tmp_path: pathlib.Path) -> None:
+async def test_attained_service_is_rebuilt_from_the_store_after_a_restart(
+    tmp_path: pathlib.Path, db: Db
+) -> None:
     clock = FakeClock()
-    async with running_master(tmp_path, clock, policy="horus") as m, client_for(m) as stub:
+    url = db.target if db.pg else ""  # (on both backends: the spans' SQL differs)
+    async with running_master(tmp_path, clock, policy="horus", db_url=url) as m, client_for(m) as stub:
         w = FakeWorker(m.port, "node-a", n_gpus=2)
         await w.connect()
         jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(gpus=2)))).job.id
@@ -126,7 +130,7 @@ async def test_attained_service_is_rebuilt_from_the_store_after_a_restart(tmp_pa
         clock.advance(1800)
         await w.crash()
     later = FakeClock(started + 3600)
-    async with running_master(tmp_path, later, policy="horus") as m:
+    async with running_master(tmp_path, later, policy="horus", db_url=url) as m:
         las = getattr(m.policy, "las", None)
         assert isinstance(las, Attained) and isinstance(m.policy, PackingPolicy)
         # Still running as far as the store knows: 2 GPUs from its start until now.
@@ -138,10 +142,8 @@ async def test_attained_service_is_rebuilt_from_the_store_after_a_restart(tmp_pa
         assert seen == (a.attempt, pytest.approx(started))
 
 
-async def test_the_keeper_saves_on_its_interval_and_drops_finished_jobs_once_saved(
-    tmp_path: pathlib.Path,
-) -> None:
-    store = await Store.open(tmp_path / "horus.db")
+async def test_the_keeper_saves_on_its_interval_and_drops_finished_jobs_once_saved(db: Db) -> None:
+    store = await Store.open(db.target)
     try:
         clock = FakeClock()
         keeper = ProgressKeeper(store, clock, cap=8)

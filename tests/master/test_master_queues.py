@@ -12,6 +12,7 @@ from master_fakes import FakeWorker, client_for, running_master, spec
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.testing import queue_file, queue_table, queues_toml
+from tests.pgtest import Db
 
 QUEUES = queues_toml(
     queue_table("a", {"v100": 1}, borrowing_limit=1, users=("alice",)),
@@ -160,12 +161,16 @@ async def test_restart_rebuilds_fair_share_usage_from_the_attempts(tmp_path: pat
         await w.close()
 
 
-async def test_restart_rebuilds_the_wrapped_policys_attained_service(tmp_path: pathlib.Path) -> None:
+async def test_restart_rebuilds_the_wrapped_policys_attained_service(tmp_path: pathlib.Path, db: Db) -> None:
     from horus_core.policies.attained import Attained
     from horus_core.testing import FakeClock
 
     clock, path = FakeClock(), queue_file(tmp_path, SHARED)
-    async with running_master(tmp_path, clock=clock, queues=path, policy="horus") as m, client_for(m) as stub:
+    url = db.target if db.pg else ""  # (on both backends: the fair-share spans' SQL differs)
+    async with (
+        running_master(tmp_path, clock=clock, queues=path, policy="horus", db_url=url) as m,
+        client_for(m) as stub,
+    ):
         w = FakeWorker(m.port, "n1", n_gpus=1)
         await w.connect()
         jid = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(owner="alice")))).job.id
@@ -173,6 +178,6 @@ async def test_restart_rebuilds_the_wrapped_policys_attained_service(tmp_path: p
         assert a.job_id == jid
         clock.advance(600.0)
         await w.crash()
-    async with running_master(tmp_path, clock=clock, queues=path, policy="horus") as m:
+    async with running_master(tmp_path, clock=clock, queues=path, policy="horus", db_url=url) as m:
         las = getattr(getattr(m.policy, "inner", None), "las", None)  # horus inside the queue wrapper
         assert isinstance(las, Attained) and las.service[jid] == pytest.approx(600.0)
