@@ -60,7 +60,8 @@ class InOrder:
         run.insert(i, number)
         self._jobs[c].insert(i, job)
         self._ids[c].insert(i, job.id)
-        num[i + 1 : n + 1], ver[i + 1 : n + 1] = num[i:n], ver[i:n]  # (numpy copies as via a buffer)
+        if i < n:  # (numpy copies overlapping slices as via a buffer)
+            num[i + 1 : n + 1], ver[i + 1 : n + 1] = num[i:n], ver[i:n]
         num[i], ver[i] = number, job.version
         self._tops[c] = run[-1]
         if n + 1 > 2 * RUN:  # split the run in two
@@ -98,12 +99,14 @@ class InOrder:
     def jobs(self) -> tuple[Job, ...]:
         """The jobs, in order."""
         if self._tuple is None:
-            self._tuple = tuple(chain.from_iterable(self._jobs))
+            jobs = self._jobs
+            self._tuple = tuple(jobs[0]) if len(jobs) == 1 else tuple(chain.from_iterable(jobs))
         return self._tuple
 
     def ids(self) -> list[str]:
         """Their ids, in order (a new list)."""
-        return list(chain.from_iterable(self._ids))
+        ids = self._ids
+        return ids[0].copy() if len(ids) == 1 else list(chain.from_iterable(ids))
 
     def numbers(self) -> I64:
         """Each job's number, in order (read it before the next change)."""
