@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import compress
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -35,20 +34,8 @@ def has_wide(live: Live, layout: ClusterLayout) -> bool:
     largest = layout.largest_node
     if largest == 0:
         return False  # no ready GPU: every job waits with the kernel's reason
-    return _any_beyond(live.table.reach, live.p_slot, live.a_slot, largest)
-
-
-@numba.njit(cache=True, nogil=True)
-def _any_beyond(reach: NDArray[np.int32], p_slot: Ix, a_slot: Ix, largest: int) -> bool:
-    """Whether a job of either slot list reaches beyond ``largest`` GPUs (:func:`_wide`), in
-    one loop: numpy's four steps cost ~3 % of a simulator's decide (bench/sim_scale.py)."""
-    for k in range(p_slot.shape[0]):
-        if reach[p_slot[k]] > largest:
-            return True
-    for k in range(a_slot.shape[0]):  # noqa: SIM110 (compiled: a loop, not a generator)
-        if reach[a_slot[k]] > largest:
-            return True
-    return False
+    reach = live.table.reach
+    return bool((reach[live.p_slot] > largest).any() or (reach[live.a_slot] > largest).any())
 
 
 def _wide(live: Live, slots: Ix, largest: int) -> NDArray[np.bool_]:
