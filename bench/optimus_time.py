@@ -30,6 +30,7 @@ from horus_core.interference import default_model
 from horus_core.interference.table import packaged_table
 from horus_core.model import ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node
 from horus_core.policies import make_policy
+from horus_core.policies.base import Reports
 from horus_core.policies.optimus import OptimusPolicy
 from horus_core.sim.elastic import synthetic_curve
 
@@ -92,9 +93,9 @@ def measure(jobs: int, repeat: int) -> list[dict[str, object]]:
 
     def fresh() -> OptimusPolicy:
         policy = OptimusPolicy(model)
-        for job_id, points in reports.items():
-            for k, loss in points:
-                policy.observe_progress(job_id, k, loss, 0.0)
+        policy.hear(
+            Reports.of((job_id, k, loss, 0.0) for job_id, points in reports.items() for k, loss in points)
+        )
         return policy
 
     def replan(policy: OptimusPolicy) -> None:

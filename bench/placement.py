@@ -51,10 +51,12 @@ import numpy as np
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, NodeState
-from horus_core.packing import PackParams, Placement, Problem, codes, place, place_reference
-from horus_core.packing._plain import build_problem
-from horus_core.policies import make_policy
-from horus_core.policies.horus import MIN_GAIN, MIN_SPEED, HorusPolicy
+from horus_core.packing import PackParams, Placement, Problem, codes, place
+from horus_core.policies import horus, make_policy
+from horus_core.policies.horus import MIN_GAIN, MIN_SPEED
+from horus_core.policies.pack import PackingPolicy
+from horus_core.testing.kernel_twin import place_reference
+from horus_core.testing.plain_problem import build_problem
 
 SIZES = [(100, 128), (1_000, 1_024), (2_000, 2_048), (5_000, 4_096), (10_000, 8_192)]
 Rng = np.random.Generator
@@ -131,7 +133,8 @@ def half_full(nodes: tuple[Node, ...], counts: np.ndarray, types: list[str], rng
     """Running jobs on the first half of the nodes, placed (and co-located) by the horus rule."""
     half = nodes[: len(nodes) // 2]
     queue = new_jobs(len(nodes) * 8 // 3, counts, types, rng, "r", -1e6)
-    policy = HorusPolicy(default_model(), lookahead=-1)
+    util = horus.HORUS_UTIL  # (the Horus rule with no look-ahead bound)
+    policy = PackingPolicy(default_model(), replace(util, params=replace(util.params, lookahead=-1)))
     by_id = {j.id: j for j in queue}
     return [
         replace(by_id[a.job_id], state=JobState.RUNNING, node=a.node, gpus=a.gpus, attempt=1, started_at=-1.0)

@@ -22,8 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.policies import make_policy
-from horus_core.policies._packing import Packer
-from horus_core.policies._plain import PlainPacker
+from horus_core.policies.packer import Packer
 from horus_core.sim import (
     SimConfig,
     Simulator,
@@ -33,6 +32,7 @@ from horus_core.sim import (
     parse_synthetic,
     summarize,
 )
+from horus_core.testing.plain_packer import PlainPacker
 
 
 @runtime_checkable

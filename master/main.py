@@ -14,7 +14,7 @@ import sys
 from horus_core.errors import InvalidArgument
 from horus_core.floor import DEFAULT_MIN_SPEED
 from horus_core.interference.table import load_table
-from horus_core.policies import policy_names
+from horus_core.policies import add_policy_module_option, load_policy_module, policy_names
 from horus_core.queues import load_config
 from master import gctune
 from master.app import Master
@@ -72,6 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="PostgreSQL: where clients and workers reach this master when it leads (default: --listen)",
     )
     p.add_argument("--policy", default=None, help=f"scheduling policy (one of: {', '.join(policy_names())})")
+    add_policy_module_option(p)
     p.add_argument("--data-dir", type=pathlib.Path, default=None, help="for logs (default: the db folder)")
     p.add_argument("--tick-s", type=float, default=1.0, help="scheduling pass interval")
     p.add_argument("--node-timeout-s", type=float, default=30.0, help="silence after which a node is LOST")
@@ -161,6 +162,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
+    for path in args.policy_module:
+        try:
+            load_policy_module(str(path))
+        except InvalidArgument as exc:
+            p.error(f"--policy-module: {exc}")
     try:
         args.target = parse_db(args.db)
     except ValueError as exc:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import ast
 import filecmp
 import os
 import pathlib
 import subprocess
 import sys
+import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent
@@ -52,36 +52,17 @@ def test_public_sdk_surface() -> None:
     assert callable(horus_core.HorusClient.connect)
 
 
-ORACLES = {"horus_core.packing._plain", "horus_core.policies._plain"}
-
-
-def _imports(path: pathlib.Path) -> set[str]:
-    """Modules ``path`` imports, absolute (``from x import y`` counts ``x`` and ``x.y``)."""
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = (
-                ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]) if node.level else ""
-            )
-            mod = ".".join(p for p in (base, node.module or "") if p)
-            out.add(mod)
-            out.update(f"{mod}.{a.name}" for a in node.names)
-    return out
-
-
-def test_no_production_module_imports_the_plain_packing_oracle() -> None:
-    """The per-job packing path is a test oracle: only tests and benches may import it."""
-    offenders = []
-    for top in ("horus_core", "master", "worker"):
-        for path in (ROOT / top).rglob("*.py"):
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-            if name not in ORACLES and _imports(path) & ORACLES:
-                offenders.append(name)
-    assert offenders == []
-    assert _imports(ROOT / "tests" / "core" / "test_policy_cache.py") & ORACLES  # the scan sees imports
+def test_the_test_helpers_contract_covers_every_product_module() -> None:
+    """The oracles and test helpers live in ``horus_core.testing``; an import contract keeps every
+    other module of the package (and the daemons) off it: a new module must be named there too."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in contracts if c.get("forbidden_modules") == ["horus_core.testing"]]
+    product = {
+        f"horus_core.{p.stem}"
+        for p in (ROOT / "horus_core").iterdir()
+        if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.stem not in ("__init__", "testing")
+    }
+    assert set(contract["source_modules"]) == product | {"master", "worker"}
 
 
 def test_pyproject_reads_without_deprecation_warnings() -> None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from horus_core.interference.gpus import GPUS
 
-RESERVE_MIB = 500  # keep more than this free on a GPU after every placement (DESIGN §4.2)
+RESERVE_MIB = 500  # keep more than this free on a GPU after every placement (docs/placement.md section 2)
 
 # Analytic model, fitted with the profiles below (derive.py): alpha = slowdown per 100 % of
 # co-runner utilisation while the GPU is not oversubscribed; gamma = steepness beyond 100 %.

@@ -1,4 +1,5 @@
-"""Greedy interference-aware bin-packing of jobs onto GPUs (Numba kernel + Python twin).
+"""Greedy interference-aware bin-packing of jobs onto GPUs (a Numba kernel; its plain-Python twin,
+the test oracle, is :mod:`horus_core.testing.kernel_twin`).
 
 Pure: numpy and numba only. See ``docs/placement.md`` for the contract and the algorithm.
 """
@@ -6,7 +7,6 @@ Pure: numpy and numba only. See ``docs/placement.md`` for the contract and the a
 from __future__ import annotations
 
 from horus_core.packing import codes
-from horus_core.packing._reference import place_reference
 from horus_core.packing._run import place
 from horus_core.packing.build import PairFilter
 from horus_core.packing.problem import PackParams, Placement, Problem
@@ -18,5 +18,4 @@ __all__ = [
     "Problem",
     "codes",
     "place",
-    "place_reference",
 ]

@@ -1,6 +1,7 @@
 """Numba kernels: greedy interference-aware bin-packing over GPU state classes.
 
-The contract (what :mod:`._reference` computes naively, GPU by GPU) is in ``docs/placement.md``:
+The contract (what the test oracle :mod:`horus_core.testing.kernel_twin` computes naively, GPU by
+GPU) is in ``docs/placement.md``:
 jobs are served in queue order; a job of g GPUs goes to the node whose g cheapest feasible GPUs
 (by cost, then GPU index) have the smallest summed cost (ties: lowest node index). Per job we
 score every non-empty state class once (memoised per job class x state class); a 1-GPU job then
@@ -56,7 +57,8 @@ MEMO_LIMIT = 1 << 22  # memo entries (job classes x state classes) before keepin
 
 @helper
 def gpu_cost(mode: int, mem: int, peak: float, cap: int, used: int, util: float, n: int) -> float:
-    """DESIGN §4.2 (MODE_HORUS) or the free memory left (MODE_BINPACK); lower is better."""
+    """The Horus cost (MODE_HORUS, docs/placement.md section 2) or the free memory left
+    (MODE_BINPACK); lower is better."""
     if mode == MODE_HORUS:
         mem_cost = (used + mem) / cap
         over = util + peak - 100.0

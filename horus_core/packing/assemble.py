@@ -1,9 +1,10 @@
 """The kernel's :class:`Problem` from cached pieces, with numpy instead of per-job Python.
 
-Computes exactly what :func:`horus_core.packing.build.build_problem` computes (that function
-is the plain twin; a property test checks they agree): job classes numbered in order of first
-appearance (active jobs on ready GPUs in snapshot order, then the queue), each GPU's first 3
-residents in snapshot order, the pair-speed tables per GPU kind.
+Computes exactly what the test oracle :func:`horus_core.testing.plain_problem.build_problem`
+computes (a property test checks they agree): job classes numbered in order of first appearance
+(active jobs on ready GPUs in snapshot order, then the queue), each GPU's first 3 residents in
+snapshot order, the pair-speed tables per GPU kind. A view of a pass (``layout`` masked, ``live``
+a view of the pass's scan) reads the active jobs' GPUs kept for the pass's layout through it.
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ def assemble(
 ) -> tuple[Problem, NDArray[np.int64]]:
     """``queue``: positions into ``live.pending``, in the order to serve them. Returns the
     problem and its job classes' keys (:meth:`JobTable.class_keys` names them)."""
-    table = live.table
+    table, scan = live.table, live.scan or live
     q_slot = live.p_slot[queue]
-    rec = table.placed.records(layout, live.active, live.a_slot, live.a_versions)
+    rec = table.placed.records(layout.base or layout, scan.active, scan.a_slot, scan.a_versions)
+    index = layout.index
+    placed = [(int(live.a_slot[k]), [index.get(u, -1) for u in live.active[k].gpus]) for k in live.placed]
+    rec = rec.seen_by(layout, placed)
     ordered, job_cls, nres, res, excl = classes_and_residents(
         live.a_slot, rec.start, rec.length, rec.pool, q_slot, table.code, table.gpus, table.excl,
         layout.n_gpus, split_by_gpus,

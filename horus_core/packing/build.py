@@ -2,7 +2,7 @@
 job class, and the policy's pair filter type.
 
 Policies build the Problem with the cached, vectorised :mod:`.assemble`; the plain per-job
-builder it must agree with (:mod:`._plain`) is a test oracle only.
+builder it must agree with (:mod:`horus_core.testing.plain_problem`) is a test oracle only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ready GPUs of a snapshot as the kernel numbers them, cached across passes.
+"""The ready GPUs of a snapshot as the kernel numbers them, cached across passes, and masked.
 
 Per node (by name) the healthy GPUs in index order and their kinds are kept while the node's
 GPU tuple stays the same (identity, else equality); the whole layout is reused while the
@@ -23,6 +23,7 @@ from horus_core.model import Gpu, Node, NodeState, gpu_type_of
 
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
+Ix = NDArray[np.intp]
 Kind = tuple[str, int]  # (GPU type, memory MiB)
 _INDEX = operator.attrgetter("index")
 _NAME, _UUIDS, _KINDS = (
@@ -56,7 +57,10 @@ class _NodeEntry:
 
 @dataclass(frozen=True, eq=False)
 class ClusterLayout:
-    """Ready nodes' healthy GPUs, numbered node by node (what ``Problem.node_start`` says)."""
+    """Ready nodes' healthy GPUs, numbered node by node (what ``Problem.node_start`` says).
+
+    A layout :meth:`masked` to hide some GPUs keeps the one it masks (``base``) and where each of
+    its GPUs went (``to_view``, -1: hidden), so what is kept per GPU of the base reads through."""
 
     entries: tuple[_NodeEntry, ...]
     node_names: tuple[str, ...]
@@ -66,6 +70,8 @@ class ClusterLayout:
     kinds: tuple[Kind, ...]  # in order of first appearance
     kind_cap: I64
     largest_node: int
+    base: ClusterLayout | None = None  # the layout this one masks (None: none)
+    to_view: Ix | None = None  # per GPU of ``base``: its index here, -1 where hidden
 
     @staticmethod
     def of(entries: Sequence[_NodeEntry]) -> ClusterLayout:
@@ -87,6 +93,31 @@ class ClusterLayout:
             largest_node=max(sizes, default=0),
         )
 
+    def masked(self, hidden: NDArray[np.bool_]) -> ClusterLayout:
+        """This layout without the GPUs ``hidden`` marks (one flag per GPU): what a snapshot with
+        those GPUs unhealthy lays out (the same nodes; kinds in order of first appearance)."""
+        keep = np.flatnonzero(~hidden)
+        counts = np.diff(np.concatenate([[0], np.cumsum(~hidden, dtype=np.int64)])[self.node_start])
+        first = np.unique(self.gpu_kind[keep], return_index=True)
+        order = first[0][np.argsort(first[1], kind="stable")]  # the kinds kept, by first appearance
+        recode = np.full(len(self.kinds), -1, np.int32)
+        recode[order] = np.arange(len(order), dtype=np.int32)
+        to_view = np.full(len(hidden), -1, np.intp)
+        to_view[keep] = np.arange(len(keep))
+        kinds = tuple(self.kinds[k] for k in order.tolist())
+        return ClusterLayout(
+            entries=(),
+            node_names=self.node_names,
+            gpu_uuids=[self.gpu_uuids[i] for i in keep.tolist()],
+            node_start=np.concatenate([[0], np.cumsum(counts)]).astype(np.int32),
+            gpu_kind=recode[self.gpu_kind[keep]],
+            kinds=kinds,
+            kind_cap=np.array([mib for _, mib in kinds], np.int64),
+            largest_node=int(counts.max(initial=0)),
+            base=self,
+            to_view=to_view,
+        )
+
     @property
     def n_gpus(self) -> int:
         return len(self.gpu_uuids)
@@ -101,10 +132,27 @@ class ClusterLayout:
         return list(zip(self.gpu_uuids))  # (zip of one sequence: 1-tuples)
 
     @cached_property
+    def types(self) -> list[str]:
+        """The type of each GPU, in layout order."""
+        kinds = [t for t, _ in self.kinds]
+        return [kinds[k] for k in self.gpu_kind.tolist()]
+
+    @cached_property
+    def present(self) -> frozenset[str]:
+        """The types of its GPUs."""
+        return frozenset(t for t, _ in self.kinds)
+
+    def not_of(self, types: frozenset[str]) -> NDArray[np.bool_]:
+        """Per GPU: whether its type is not one of ``types``."""
+        kinds = [k for k, (t, _) in enumerate(self.kinds) if t in types]
+        out: NDArray[np.bool_] = ~np.isin(self.gpu_kind, kinds)
+        return out
+
+    @cached_property
     def main_type(self) -> str:
-        """The most common type among the ready healthy GPUs ("v100" when there are none)."""
-        types = Counter(gpu_type(g) for e in self.entries for g in e.gpus if g.healthy)
-        return types.most_common(1)[0][0] if types else "v100"
+        """The most common type among the GPUs (the first seen of those tied; "v100" for none)."""
+        counts = Counter(self.types)
+        return counts.most_common(1)[0][0] if counts else "v100"
 
 
 class NodeCache:
@@ -112,12 +160,21 @@ class NodeCache:
         self._nodes: tuple[Node, ...] = ()
         self._layout = ClusterLayout.of(())
         self._per: dict[str, _NodeEntry] = {}
+        self._types: dict[str, str] | None = None
+
+    def types(self, nodes: tuple[Node, ...]) -> dict[str, str]:
+        """GPU uuid -> type on every node (ready or not), kept with the layout."""
+        self.layout(nodes)
+        if self._types is None:
+            self._types = {g.uuid: gpu_type(g) for n in nodes for g in n.gpus}
+        return self._types
 
     def layout(self, nodes: tuple[Node, ...]) -> ClusterLayout:
         if nodes is self._nodes or (
             len(nodes) == len(self._nodes) and all(map(operator.is_, nodes, self._nodes))
         ):
             return self._layout
+        self._types = None
         entries = [self._entry(n) for n in nodes if n.state is NodeState.READY]
         old = self._layout.entries
         if len(entries) != len(old) or not all(map(operator.is_, entries, old)):

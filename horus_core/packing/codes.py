@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # Cost modes
-MODE_HORUS = 0  # DESIGN §4.2: 1.3 * mem_cost + util_cost / 100 + jobs_on(d)
+MODE_HORUS = 0  # 1.3 * mem_cost + util_cost / 100 + jobs_on(d): docs/placement.md section 2
 MODE_BINPACK = 1  # least free memory left after placement (interference-blind best fit)
 
 # Per-GPU stage reached by a job (higher = closer to fitting)

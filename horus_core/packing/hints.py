@@ -4,7 +4,7 @@
 call winning; a pass makes those calls for the active jobs on the layout's GPUs (snapshot
 order), then for its queue (queue order), and only when some job's hints differ from what the
 model holds (otherwise the calls would change nothing). This is the order the test oracle
-(``horus_core/policies/_plain.py``) makes them in, so both give the same profiles.
+(``horus_core/testing/plain_packer.py``) makes them in, so both give the same profiles.
 """
 
 from __future__ import annotations

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import repeat
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -25,9 +27,9 @@ from horus_core.interference import InterferenceModel
 from horus_core.interference.signature import JobProfile, profile_from_hints
 from horus_core.model import ClusterSnapshot, Job, JobChanges, JobSpec
 from horus_core.packing._assemble_kernel import BIAS, SHIFT
-from horus_core.packing._slots import NumberMap
 from horus_core.packing.build import PairFilter, class_speeds
 from horus_core.packing.cluster import Kind
+from horus_core.packing.numbers import NumberIndex
 from horus_core.packing.placed import PlacedGpus
 
 I32 = NDArray[np.int32]
@@ -40,7 +42,7 @@ _ID, _VERSION = operator.attrgetter("id"), operator.attrgetter("version")
 _INT31 = 1 << 31
 _INT64_MAX = (1 << 63) - 1
 _KNOWN = ("measured", "table")
-_SPEEDS_KEPT = 1024
+_SPEEDS_KEPT = 1024  # class speed matrices kept (a simulator round mostly asks for the same again)
 _BEYOND = np.iinfo(np.int32).max  # ``reach`` of a job shaped over nodes: more than any node has
 
 
@@ -84,20 +86,34 @@ class Profiles:
 
 @dataclass(eq=False)
 class Live:
-    """The live jobs of one snapshot: pending ones (snapshot order) and active ones."""
+    """The live jobs of one snapshot: pending ones (snapshot order) and active ones; or of a view
+    of it (:meth:`view`: some of its pending jobs, its active ones and jobs placed since)."""
 
     table: JobTable
     pending: list[Job]
     p_slot: Ix
     active: list[Job]
-    a_slot: Ix  # slot of each active job (``a_slots``: the same as a list)
-    a_versions: I64  # each active job's version, as the scan read them
+    a_slot: Ix  # slot of each active job
+    a_versions: I64  # each active job's version, as the scan read them (a view: the scan's)
     profiles: Profiles = field(init=False)
     duplicates: bool = False  # one job id twice with different specs
+    scan: Live | None = None  # a view's: the scan it views (its active jobs' GPUs are kept there)
+    placed: tuple[int, ...] = ()  # a view's: positions in ``active`` of jobs placed in the pass
+    prio: I64 | None = None  # a view's: the pending jobs' own priorities (ranked by their tier)
 
-    @cached_property
-    def a_slots(self) -> list[int]:
-        out: list[int] = self.a_slot.tolist()
+    def view(
+        self, pending: Sequence[Job], active: Sequence[Job], placed: AbstractSet[str], ranked: bool
+    ) -> Live:
+        """``pending`` and ``active`` jobs of this scan (``placed``: ids of pending ones shown
+        active, on GPUs of their own; ``ranked``: the pending jobs' priorities are their own)."""
+        slot = self.table.slot_of
+        out = Live(
+            self.table, list(pending), np.fromiter(map(slot, map(_ID, pending)), np.intp, len(pending)),
+            list(active), np.fromiter(map(slot, map(_ID, active)), np.intp, len(active)), self.a_versions,
+            scan=self, placed=tuple(k for k, j in enumerate(active) if j.id in placed) if placed else (),
+            prio=_int64([j.spec.priority for j in pending]) if ranked else None,
+        )  # fmt: skip
+        out.profiles = self.profiles
         return out
 
     @cached_property
@@ -110,7 +126,7 @@ class Live:
 
     @cached_property
     def p_prio(self) -> I64:
-        return self.table.prio[self.p_slot]
+        return self.table.prio[self.p_slot] if self.prio is None else self.prio
 
     @cached_property
     def p_sub(self) -> F64:
@@ -138,7 +154,7 @@ class JobTable:
 
     def _reset(self, cap: int) -> None:
         self._slot: dict[str, int] = {}
-        self.numbered = NumberMap()  # a source's job numbers -> slots
+        self.numbers = NumberIndex()  # a source's job numbers -> slots
         self.specs: list[JobSpec] = []
         self.seen: I64 = np.full(cap, -1, np.int64)  # per slot: the version its spec was last confirmed at
         self.code: I32 = np.empty(cap, np.int32)  # signature
@@ -173,8 +189,7 @@ class JobTable:
             split = (view.pending(), view.active())
         pending, active = split
         seq = [*pending, *active]
-        numbered = self.numbered.usable(changes, len(seq))
-        got, missed, versions, stale = self._lookup(seq, changes if numbered else None)
+        got, missed, versions, stale = self._lookup(seq, changes)
         overwrote = False
         if missed:
             _check_gpus(missed)
@@ -183,7 +198,7 @@ class JobTable:
             new = got < 0
             got[new] = claimed[-got[new] - 1]
         if stale is not None and changes is not None and changes.numbers is not None:
-            self.numbered.keep(changes.numbers, stale, got)
+            self.numbers.put(changes.numbers[stale], got[stale])
         p_slot, a_slot = got[: len(pending)], got[len(pending) :]
         live = Live(self, list(pending), p_slot, list(active), a_slot, versions[len(pending) :])
         if overwrote:  # a spec changed under an id: is one id there twice with two specs?
@@ -201,19 +216,21 @@ class JobTable:
 
         A job keeps its slot while its spec stays the same: checked only when its version is
         not the one its slot was last confirmed at (a spec never changes after submission).
-        The lookups run in bulk (by the source's numbers of the jobs where ``changes`` has them,
-        :class:`NumberMap`: one compiled loop); only the jobs not confirmed (new, or at a new
+        The lookups run in bulk (by the source's numbers of the jobs where ``changes`` gives
+        one per job, :class:`NumberIndex`); only the jobs not confirmed (new, or at a new
         version) are looked at one by one, in order."""
         n = len(jobs)
-        stale: Ix | None = None
-        if changes is not None and changes.numbers is not None and changes.versions is not None:
-            got, version = np.empty(n, np.intp), changes.versions
-            stale = self.numbered.find(changes, self.seen, got)
-        by_id = stale is None
-        if stale is None:
+        got: Ix | None = None
+        version: I64 | None = None
+        numbers = changes.numbers if changes is not None and changes.versions is not None else None
+        if changes is not None and numbers is not None and len(numbers) == n:
+            found = self.numbers.find(changes.source, numbers)
+            got, version = (None if found is None else found[0]), changes.versions
+        by_id = got is None
+        if got is None or version is None:
             got = np.fromiter(map(self._slot.get, map(_ID, jobs), repeat(-1)), np.intp, n)
             version = np.fromiter(map(_VERSION, jobs), np.int64, n)
-            stale = np.flatnonzero((got < 0) | (self.seen[got] != version)) if n else got
+        stale = _stale(got, self.seen, version)
         missed: list[Job] = []  # new ids, or a different spec under a known id
         for i in stale.tolist():
             job, s = jobs[i], int(got[i])
@@ -229,16 +246,19 @@ class JobTable:
                 got[i] = -len(missed)  # resolved by the caller
         return got, missed, version, None if by_id else stale
 
+    def slot_of(self, job_id: str) -> int:
+        """The slot of a job of the last scan."""
+        return self._slot[job_id]
+
     def _claim(self, missed: list[Job]) -> tuple[Ix, bool]:
         """Slots for the missed jobs (new at the end, else their old one), and whether an old
         slot got a new spec object."""
-        ids = [j.id for j in missed]
-        first = len(self.specs)
-        if not any(map(self._slot.__contains__, ids)) and len(set(ids)) == len(ids):  # all new
+        ids, first = [j.id for j in missed], len(self.specs)
+        # All new (a first pass): in bulk, ~10 % of a first decide over 12,500 jobs.
+        if not any(map(self._slot.__contains__, ids)) and len(set(ids)) == len(ids):
             self._slot.update(zip(ids, range(first, first + len(ids)), strict=True))
             self.specs.extend(j.spec for j in missed)
-            claimed = np.arange(first, first + len(ids), dtype=np.intp)
-            overwrote = False
+            claimed, overwrote = np.arange(first, first + len(ids), dtype=np.intp), False
         else:
             out, overwrote = [], False
             for job in missed:
@@ -315,7 +335,8 @@ class JobTable:
     ) -> F64:
         """:func:`~horus_core.packing.build.class_speeds` of the classes whose keys are
         ``ordered`` (:meth:`class_keys`), kept per (those keys, GPU kinds, model version) when
-        there is no pair filter (a filter may hold state of its own). The keys are kept as
+        there is no pair filter (a filter may hold state of its own): a simulator's rounds mostly
+        ask for the same classes again (~7 % of ``bench/sim_scale.py``). The keys are kept as
         bytes: a code names one signature until the table starts over, which drops them."""
         if pair_filter is not None:
             keys = self.class_keys(ordered, split_by_gpus)
@@ -356,6 +377,24 @@ class JobTable:
         return False
 
 
+def _stale(got: Ix, seen: I64, version: I64) -> Ix:
+    """The positions of the jobs with no slot (``got`` < 0) or one last confirmed at another
+    version: one compiled loop (numpy's four steps are ~4 % of a simulator's decide)."""
+    out = np.empty(len(got), np.intp)
+    return out[: _stale_into(got, seen, version, out)]
+
+
+@numba.njit(cache=True, nogil=True)
+def _stale_into(got: Ix, seen: I64, version: I64, out: Ix) -> int:
+    n = 0
+    for k in range(got.shape[0]):
+        s = got[k]
+        if s < 0 or seen[s] != version[k]:
+            out[n] = k
+            n += 1
+    return n
+
+
 def _check_gpus(jobs: list[Job]) -> None:
     """Refuse a job whose GPU count is beyond the kernel's int32 arrays (the master's checks
     allow at most 64): a clear error, before the table changes."""
@@ -367,6 +406,6 @@ def _check_gpus(jobs: list[Job]) -> None:
 def _int64(values: list[int]) -> I64:
     """``values`` as int64, saturated at +-(2**63 - 1) (a priority or step count beyond orders
     like the bound; symmetric, so negating one cannot overflow)."""
-    if not values or (min(values) >= -_INT64_MAX and max(values) <= _INT64_MAX):  # (the usual: one step)
-        return np.array(values, np.int64)
+    if not values or (min(values) >= -_INT64_MAX and max(values) <= _INT64_MAX):  # the usual, in one
+        return np.array(values, np.int64)  # step (per value: ~7 % of a first decide over 12,500 jobs)
     return np.array([min(max(v, -_INT64_MAX), _INT64_MAX) for v in values], np.int64)

@@ -8,7 +8,8 @@ pass encodes only the jobs whose version it has not seen (on the same layout). E
 compiled assembly reads the pool by the active jobs' slots, with no Python step per job. A
 record encoded again is appended (its old span left unused); when the pool is full it is
 compacted to the records of the pass's active jobs. Everything starts over when the layout
-changes (the job table starts a new one when it reuses slots).
+changes (the job table starts a new one when it reuses slots). A view of the pass (a masked
+layout, jobs placed earlier in the pass) reads the records through :meth:`Records.seen_by`.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from horus_core.packing.cluster import ClusterLayout
 I32 = NDArray[np.int32]
 I64 = NDArray[np.int64]
 Ix = NDArray[np.intp]
-# "No record" for a slot: a value no job version takes (stored ones count up from 0, the views a
-# pass places count down from -2: horus_core/policies/_placed.py), so none reads a missing record.
-_NONE = np.iinfo(np.int64).min
+_NONE = np.iinfo(np.int64).min  # "no record" for a slot: a value no job version takes
 _FIRST = 1024  # pool entries at the start
 _ONE_BY_ONE = 8  # records encoded one by one up to this many in a pass (else in bulk)
 
@@ -41,11 +40,32 @@ class Records:
     start: I64
     length: I32
     pool: I64
+    used: int  # pool entries in use
 
     def of(self, slot: int) -> list[int]:
         lo = int(self.start[slot])
         out: list[int] = self.pool[lo : lo + int(self.length[slot])].tolist()
         return out
+
+    def seen_by(self, layout: ClusterLayout, placed: Sequence[tuple[int, list[int]]]) -> Records:
+        """The records on ``layout`` (a mask of theirs: each GPU at its index there, -1 where
+        hidden), with the GPUs of jobs placed in the pass (slot, their indices on ``layout``)."""
+        if layout.to_view is None and not placed:
+            return self
+        pool = self.pool[: self.used]
+        if layout.to_view is not None:
+            pool = np.where(pool >= 0, layout.to_view[np.maximum(pool, 0)], -1)
+        if not placed:
+            return Records(self.start, self.length, pool, len(pool))
+        size = max(len(self.start), 1 + max(slot for slot, _ in placed))
+        start, length = np.zeros(size, np.int64), np.zeros(size, np.int32)
+        start[: len(self.start)], length[: len(self.length)] = self.start, self.length
+        extra: list[int] = []
+        for slot, gpus in placed:
+            start[slot], length[slot] = len(pool) + len(extra), len(gpus)
+            extra += gpus
+        pool = np.concatenate([pool, np.array(extra, np.int64)])
+        return Records(start, length, pool, len(pool))
 
 
 class PlacedGpus:
@@ -74,7 +94,7 @@ class PlacedGpus:
         miss = (seen != version).nonzero()[0]
         if len(miss):
             self._encode(miss.tolist(), at, version, layout.index, active)
-        return Records(self._start, self._length, self._pool)
+        return Records(self._start, self._length, self._pool, self._used)
 
     def _grow(self, size: int) -> None:
         size = max(size, 2 * len(self._version))
@@ -93,7 +113,7 @@ class PlacedGpus:
         if self._used + need > len(self._pool):
             self._compact(at, need)
         pos, pool = self._used, self._pool
-        if len(miss) <= _ONE_BY_ONE:
+        if len(miss) <= _ONE_BY_ONE:  # (a simulator round's one or two: ~4 % of its decide)
             start, length, seen = self._start, self._length, self._version
             for i, span in zip(miss, spans, strict=True):
                 s, n = at[i], len(span)

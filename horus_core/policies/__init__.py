@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
+import os
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from horus_core.errors import InvalidArgument
@@ -33,7 +37,34 @@ _FACTORIES: dict[str, Factory] = {
 
 
 def register(name: str, factory: Factory) -> None:
+    """Make ``make_policy(name)`` (``horus-sim --policies``, ``horus-master --policy``) build a
+    policy with ``factory`` (``docs/adding-a-policy.md``)."""
     _FACTORIES[name] = factory
+
+
+def add_policy_module_option(parser: argparse.ArgumentParser) -> None:
+    """The ``--policy-module FILE`` option (repeatable) of ``horus-sim`` and ``horus-master``."""
+    why = "a Python file that registers policies (docs/adding-a-policy.md); repeatable"
+    parser.add_argument("--policy-module", action="append", default=[], metavar="FILE", help=why)
+
+
+def load_policy_module(path: str) -> list[str]:
+    """Run the Python file ``path``, which registers policies (:func:`register`); returns the
+    names it added (``--policy-module`` of ``horus-sim`` and ``horus-master``)."""
+    before = set(_FACTORIES)
+    spec = importlib.util.spec_from_file_location(f"horus_policy_module_{len(_MODULES)}", path)
+    if spec is None or spec.loader is None or not os.path.isfile(path):
+        raise InvalidArgument("policy_module", f"no Python file at {path!r}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # (whatever the file raises: a clear error, not a traceback)
+        raise InvalidArgument("policy_module", f"{path}: {type(exc).__name__}: {exc}") from None
+    _MODULES.append(module)
+    return sorted(set(_FACTORIES) - before)
+
+
+_MODULES: list[ModuleType] = []  # the policy modules loaded (kept: their factories refer to them)
 
 
 def policy_names() -> list[str]:
@@ -56,4 +87,11 @@ def make_policy(
     return factory(interference)
 
 
-__all__ = ["Policy", "make_policy", "policy_names", "register"]
+__all__ = [
+    "Policy",
+    "add_policy_module_option",
+    "load_policy_module",
+    "make_policy",
+    "policy_names",
+    "register",
+]

@@ -3,9 +3,10 @@ passes, and the discrete Tiresias-style priority levels and preemptions it impli
 
 The policy keeps the ledger itself because neither the live master's nor the simulator's Job
 carries an attempt history: each pass adds ``GPUs x (now - last pass)`` to every running job
-(from the later of the last pass and the moment its current attempt was first seen running), and forgets
-ids that left the snapshot (finished). A restarted master rebuilds the ledger from the stored
-attempt history (:meth:`Attained.restore`), so the order survives a restart.
+(from the later of the last pass and the moment its current attempt was first seen running, as
+the pass's :class:`~horus_core.policies.state.Book` records it), and forgets ids that left the
+snapshot (finished). A restarted master rebuilds the ledger from the stored attempt history
+(:meth:`Attained.restore`), so the order survives a restart.
 
 With ``work`` (:class:`~horus_core.policies.remaining.RemainingWork`, fed by progress reports) a
 job whose remaining work is confidently estimated is served shortest remaining work first: its
@@ -16,7 +17,7 @@ its LAS level. An estimate never moves a job *behind* its LAS level: the other j
 count only what they ran, which understates what they have left (heavy-tailed lengths), so a
 long remaining estimate set against them would demote the one job that is measured honestly
 (2869ce_cap with lengths from loss curves only: 12.29 h demoting too, 11.69 h without;
-docs/evaluation.md §11).
+docs/history.md (evaluation notes §11)).
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.errors import InvalidArgument
-from horus_core.model import Action, ClusterSnapshot, Job, JobState, Node, NodeState, Preempt, Wait
-from horus_core.policies.ledger import Columns, Served
+from horus_core.model import Action, ClusterSnapshot, Job, Node, NodeState, Preempt, Wait
+from horus_core.policies.ledger import Columns
 from horus_core.policies.remaining import RemainingWork
-from horus_core.policies.stints import follow, stints
+from horus_core.policies.state import PassState
 
 # One GPU-hour (the scale of a short job), doubling like a multi-level feedback queue: levels
 # end at 1, 2, 4 and 8 GPU-hours; beyond that FIFO, so long gangs are served in arrival order.
@@ -43,7 +44,6 @@ BASE_GPU_S = 3600.0
 FACTOR = 2.0
 LEVELS = 5
 MIN_SLICE_S = 360.0  # a running attempt is never stopped before this (restart costs ~30 s)
-_RUNNING = JobState.RUNNING
 _PRIORITY = operator.attrgetter("spec.priority")
 
 
@@ -71,14 +71,11 @@ class Attained:
     min_gap: int = 1
     stops: dict[str, int] = field(default_factory=dict)  # job id -> times stopped here
     columns: Columns = field(default_factory=Columns, repr=False)  # service, running stints (ledger.py)
-    attempts: dict[str, int] = field(default_factory=dict)  # running id -> its attempt
-    begun: dict[str, float] = field(default_factory=dict)  # running id -> when that attempt was first seen
     last: float | None = None
     work: RemainingWork | None = None  # None: LAS alone
     left: Mapping[str, float] = field(default_factory=dict)  # id -> confident GPU-seconds left
     bounds: list[float] = field(init=False)
     _bounds: NDArray[np.float64] = field(init=False, repr=False)  # the same, as an array
-    _seen: tuple[str, int] = ("", -1)  # the source and epoch of the last snapshot observed (JobChanges)
 
     def __post_init__(self) -> None:
         self.bounds = thresholds(self.base_gpu_s, self.factor, self.levels)
@@ -87,109 +84,62 @@ class Attained:
             raise InvalidArgument("las", f"need slice_growth >= 1 and min_gap >= 1; got {self.slice_growth}, "
                                   f"{self.min_gap}")  # fmt: skip
 
-    def observe(self, snapshot: ClusterSnapshot, now: float) -> None:
+    def observe(self, state: PassState) -> None:
         """Credit every running job with its GPU-seconds since the last pass (an attempt first
-        seen now: nothing yet). The running attempts follow the snapshot's changes where it has
-        them for the last snapshot seen (the master's live index, the simulator), else every
-        running job is looked at; the credit runs in bulk (C-level maps over the ids)."""
+        seen running now: nothing yet), following the jobs the pass's book saw change."""
+        now = state.now
         last = now if self.last is None or now < self.last else self.last
-        changes = snapshot.changes
-        delta = changes.since(*self._seen) if changes is not None else None
-        fresh = self._walk(snapshot, now) if delta is None else self._follow(delta, now)
+        columns, stints, changed = self.columns, state.book.stints, state.delta.changed
+        for i in changed:
+            stint = stints.get(i)
+            if stint is not None and stint.running is not None:
+                columns.run(stint.job, stint.running)
+            else:
+                columns.halt(i)
         if now > last:  # (an attempt seen before was first seen by ``last``: credited the whole span)
-            self.columns.credit(now - last, fresh)
-        self._seen = (changes.source, changes.epoch) if changes is not None else ("", -1)
-        gone = None if delta is None else [i for i, job in delta.items() if job is None]
-        if gone is not None:  # (the jobs that left)
-            self.columns.release(gone)
-            for i in gone:
-                self.stops.pop(i, None)
-        elif len(self.columns.slots) > len(snapshot.jobs) or len(self.stops) > len(snapshot.jobs):
-            self._forget(snapshot)
+            columns.credit(now - last, state.delta.started)
+        gone = [i for i, job in changed.items() if job is None]
+        columns.release(gone)
+        for i in gone:
+            self.stops.pop(i, None)
         self.last = now
         if self.work is not None:
-            self.left = self._left(snapshot, self.work, gone)
-
-    def _forget(self, snapshot: ClusterSnapshot) -> None:
-        """Drop what the ledger holds of jobs not in ``snapshot`` (the changes not known): their
-        service and stops once there are more of either than jobs; their other slots (none
-        running, none served) always."""
-        cols, present = self.columns, {j.id for j in snapshot.jobs}
-        absent = [k for k in cols.slots if k not in present]
-        if max(int(cols.credited.sum()), len(self.stops)) > len(snapshot.jobs):
-            self.stops = {k: v for k, v in self.stops.items() if k in present}
-        else:  # (a policy's view of part of the jobs: the hetero gate's per-type passes)
-            absent = [k for k in absent if not cols.credited[cols.slots[k]]]
-        cols.release(absent)
+            self.left = self._left(state, self.work, gone)
 
     @property
-    def service(self) -> Served:
+    def service(self) -> dict[str, float]:
         """Job id -> GPU-seconds attained (the ids credited at least once)."""
-        return Served(self.columns)
+        return self.columns.service()
 
     @service.setter
     def service(self, gpu_s: Mapping[str, float]) -> None:
         self.columns.load(gpu_s)
 
-    def _walk(self, snapshot: ClusterSnapshot, now: float) -> list[str]:
-        """The running attempts from every running job; returns the ids whose stint began now
-        (new, or in a new attempt)."""
-        run = snapshot.running()
-        seen = stints(run, self.begun, self.attempts, now)
-        self.attempts, self.begun = seen.attempts, seen.since
-        self.columns.halt_all()
-        for job in run:
-            self.columns.run(job, seen.since[job.id])
-        return seen.changed()
-
-    def _follow(self, delta: Mapping[str, Job | None], now: float) -> set[str]:
-        """The running attempts after the jobs changed since the last pass; returns the ids
-        whose stint began now."""
-        started = follow(delta, _runs, self.begun, self.attempts, None, now)  # (views: the columns)
-        columns, begun = self.columns, self.begun
-        for i, job in delta.items():
-            if job is not None and i in begun:
-                columns.run(job, begun[i])
-            else:
-                columns.halt(i)
-        return started
-
-    @property
-    def since(self) -> dict[str, tuple[int, float]]:
-        """Job id -> (its running attempt, when that was first seen)."""
-        return {job_id: (attempt, self.begun[job_id]) for job_id, attempt in self.attempts.items()}
-
     @staticmethod
-    def _left(snapshot: ClusterSnapshot, work: RemainingWork, gone: list[str] | None) -> Mapping[str, float]:
+    def _left(state: PassState, work: RemainingWork, gone: list[str]) -> Mapping[str, float]:
         """Confident GPU-seconds left of the jobs that have progress tracks: worked out for the
         ids a pass asks about (the queue, the victims), not for every tracked job. The tracks of
-        jobs that left are dropped (``gone``: those the changes name; None: not known)."""
-        if gone is not None:
-            work.drop(gone)
-        elif len(work.tracks) > len(snapshot.jobs):
-            work.forget({j.id for j in snapshot.jobs})
+        jobs that left are dropped."""
+        work.drop(gone)
         if not work.tracks:
             return {}
+        snapshot = state.snapshot
         left = LeftOnAsk(work, snapshot)
         if work.due:
             work.refit(snapshot.by_id())
         return left
 
-    def restore(
-        self, service: Mapping[str, float], running: Mapping[str, tuple[int, float]], now: float
-    ) -> None:
+    def restore(self, service: Mapping[str, float], now: float) -> None:
         """Start from a ledger rebuilt from the store (a restarted master): GPU-seconds per job
-        up to ``now``, and each running job's (attempt, start) for its minimum slice."""
+        up to ``now`` (the running stints: :meth:`~horus_core.policies.state.Book.restore`)."""
         self.columns = Columns()
         self.service = {k: v for k, v in service.items() if v > 0}
-        self.attempts = {job_id: attempt for job_id, (attempt, _) in running.items()}
-        self.begun = {job_id: at for job_id, (_, at) in running.items()}
-        self.last, self._seen = now, ("", -1)  # (the next pass looks at every running job)
+        self.last = now
 
     def level(self, job_id: str) -> int:
         """The level of the job's attained service, or of its confident remaining work where that
         is lower (an estimate moves a job ahead, never behind: module doc)."""
-        las = bisect.bisect_right(self.bounds, self.service.get(job_id, 0.0) or 0.0)
+        las = bisect.bisect_right(self.bounds, self._served(job_id))
         left = self.left.get(job_id)
         return las if left is None else min(las, bisect.bisect_right(self.bounds, left))
 
@@ -227,7 +177,7 @@ class Attained:
             return []
         victims = self.columns.jobs(stoppable)
         waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
-        victims.sort(key=lambda j: (self._class(j), self.service.get(j.id, 0.0), j.id), reverse=True)
+        victims.sort(key=lambda j: (self._class(j), self._served(j.id), j.id), reverse=True)
         held: dict[str, set[str]] = {}  # GPU uuid -> the active jobs on it (one walk, not one per node)
         for active in snapshot.active():
             for uuid in active.gpus:
@@ -280,6 +230,10 @@ class Attained:
             best = max(best, level if estimate is None else min(level, bisect.bisect_right(bounds, estimate)))
         return (high, best)
 
+    def _served(self, job_id: str) -> float:
+        s = self.columns.slots.get(job_id)
+        return 0.0 if s is None else float(self.columns.served[s])
+
     def _las_levels(self, ids: Sequence[str]) -> NDArray[np.intp]:
         """The LAS level of each id (attained service alone)."""
         return np.searchsorted(self._bounds, self.columns.served_of(ids), side="right")
@@ -299,10 +253,6 @@ class Attained:
     def _slice(self, job_id: str) -> float:
         """The minimum run of the job's current attempt (longer for a job stopped before)."""
         return self.min_slice_s * self.slice_growth ** self.stops.get(job_id, 0)
-
-
-def _runs(job: Job | None) -> bool:
-    return job is not None and job.state is _RUNNING
 
 
 class LeftOnAsk(Mapping[str, float]):

@@ -1,13 +1,20 @@
-"""The one seam every policy implements: ``decide(snapshot, now) -> list[Action]``.
+"""The one seam every policy implements: ``decide(snapshot, now) -> list[Action]``, and the one
+way a policy hears the jobs' progress reports.
 
 Policies are plain synchronous objects. They may keep state between calls (rounds, queues,
 credits), but they never do I/O: the live master and the simulator call them the same way.
+A policy that wants progress reports (step and, where known, training loss) has a ``progress``
+attribute that :class:`HearsProgress`; the simulator and the master hand it :class:`Reports`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
 
 from horus_core.model import Action, ClusterSnapshot, Gpu, Job, NodeState
 
@@ -19,6 +26,50 @@ class Policy(Protocol):
         """Return the actions to apply now: Assign / Preempt for changes, Wait with a reason for
         every pending job that stays pending."""
         ...
+
+
+Report = tuple[str, float, "float | None", float]  # (job id, step, loss or None, when)
+
+
+@dataclass(frozen=True, slots=True)
+class Reports:
+    """Progress reports as columns, in the order they were made: each report's job id, step,
+    loss (``losses`` None: no report has one) and time; ``numbers``: where the source numbers
+    its jobs for good (the simulator), its name and each report's job number there."""
+
+    ids: Sequence[str]
+    steps: NDArray[np.float64]
+    losses: Sequence[float | None] | None
+    at: NDArray[np.float64]
+    numbers: tuple[str, NDArray[np.int64]] | None = None
+
+    @staticmethod
+    def of(reports: Iterable[Report]) -> Reports:
+        """The reports given one by one (job id, step, loss or None, when)."""
+        rows = list(reports)
+        losses = [r[2] for r in rows]
+        return Reports(
+            [r[0] for r in rows],
+            np.array([r[1] for r in rows], np.float64),
+            losses if any(loss is not None for loss in losses) else None,
+            np.array([r[3] for r in rows], np.float64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@runtime_checkable
+class HearsProgress(Protocol):
+    """What hears a policy's progress reports (its ``progress`` attribute)."""
+
+    def hear(self, reports: Reports) -> None: ...
+
+
+def progress_of(policy: object) -> HearsProgress | None:
+    """The part of ``policy`` that hears progress reports, or None."""
+    progress = getattr(policy, "progress", None)
+    return progress if isinstance(progress, HearsProgress) else None
 
 
 def gpus_by_node(snapshot: ClusterSnapshot) -> dict[str, list[Gpu]]:

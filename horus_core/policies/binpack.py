@@ -8,35 +8,15 @@ GPUs, and pays for it in interference.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
-from horus_core.policies._order import arrival_positions
-from horus_core.policies._packing import Packer
-from horus_core.policies.gputypes import TypeGate
+from horus_core.policies.pack import Packing, PackingPolicy, by_arrival
 from horus_core.policies.reasons import interference_text
 
-PARAMS = PackParams(mode=codes.MODE_BINPACK, max_per_gpu=3)
+BINPACK = Packing(
+    "binpack", PackParams(mode=codes.MODE_BINPACK, max_per_gpu=3), interference_text(0.0), by_arrival
+)
 
 
-@dataclass
-class BinpackPolicy:
-    model: InterferenceModel
-    name: str = "binpack"
-    packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
-    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
-
-    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        return self.gate.decide(snapshot, now, self._decide, self.model)
-
-    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        return self.packer.pack(
-            snapshot, self.model, PARAMS, interference_text(0.0),
-            arrival_positions,
-        )  # fmt: skip
-
-
-def make(model: InterferenceModel | None) -> BinpackPolicy:
-    return BinpackPolicy(model or default_model())
+def make(model: InterferenceModel | None) -> PackingPolicy:
+    return PackingPolicy(model or default_model(), BINPACK)

@@ -11,31 +11,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, Assign, ClusterSnapshot
-from horus_core.policies import spread
-from horus_core.policies.base import arrival_order, busy_gpu_uuids
+from horus_core.model import Action
+from horus_core.policies._wide import free_on, place_wide
+from horus_core.policies.base import busy_gpu_uuids
 from horus_core.policies.gputypes import TypeGate
+from horus_core.policies.staged import Stages
+from horus_core.policies.state import Book
+from horus_core.policies.views import View
 
 
 @dataclass
-class FifoPolicy:
+class FifoPolicy(Stages):
     name: str = "fifo"
     gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
     # Read only for the GPU types a job cannot run on (throughput 0 in the table).
     model: InterferenceModel = field(default_factory=default_model, repr=False, compare=False)
+    book: Book = field(default_factory=Book, init=False, repr=False, compare=False)
 
-    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        return self.gate.decide(snapshot, now, self._decide, self.model)
-
-    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        pool = spread.Pool(spread.free_nodes(snapshot, busy_gpu_uuids(snapshot.jobs)))
-        largest = spread.largest_node(snapshot)
-        actions: list[Action] = []
-        for job in arrival_order(snapshot.pending()):
-            plan = pool.place(spread.shape_of(job.spec, largest))
-            if isinstance(plan, str):
-                actions.append(spread.wait(job, plan, snapshot))
-                continue
-            pool.take(plan)
-            actions.append(Assign(job.id, plan.node, plan.gpus))
-        return actions
+    def serve(self, view: View) -> list[Action]:
+        """Every pending job placed as the packing policies place their gangs across nodes."""
+        s, layout = view.snapshot, view.layout
+        busy = busy_gpu_uuids(s.jobs).keys()
+        free = free_on(layout, {n.name: n.rack for n in s.nodes}, busy)
+        return place_wide(s, layout.largest_node, s.pending(), (), busy, free)[0]

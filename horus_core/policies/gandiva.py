@@ -18,39 +18,33 @@ from numpy.typing import NDArray
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.interference.signature import split_demand
 from horus_core.model import Action, ClusterSnapshot, Job, Preempt
-from horus_core.packing import PackParams, codes
+from horus_core.packing import PackParams, PairFilter, codes
 from horus_core.packing.cluster import gpu_type
-from horus_core.policies._order import arrival_positions
-from horus_core.policies._packing import Packer
-from horus_core.policies.backfill import GangReserve
 from horus_core.policies.base import busy_gpu_uuids
-from horus_core.policies.gputypes import HeteroRule, TypeGate
+from horus_core.policies.pack import Packing, PackingPolicy, by_arrival
+from horus_core.policies.views import View
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = "every GPU with enough memory runs a job it was split from before (or that it does not fit next to)"
 
 # A gang may hold a reservation (:mod:`.backfill`) once queued this long, not the default 1 h:
-# reserving sooner against gandiva's order cost average JCT (docs/evaluation.md §14).
+# reserving sooner against gandiva's order cost average JCT (docs/history.md, evaluation notes §14).
 GANG_WAIT_S = 48 * 3600.0
+GANDIVA = Packing("gandiva", PARAMS, REFUSED, by_arrival, hetero=True, gang_wait_s=GANG_WAIT_S)
 
 
 @dataclass
-class GandivaPolicy:
-    model: InterferenceModel
-    name: str = "gandiva"
+class GandivaPolicy(PackingPolicy):
+    """The packing shell with Gandiva's introspection: split bad pairs, never pack them again."""
+
     bad_pairs: set[frozenset[str]] = field(default_factory=set)
-    packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
-    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
 
-    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        return self.gate.decide(snapshot, now, self._decide, self.model)
+    @property
+    def pair_filter(self) -> PairFilter | None:
+        return self.allowed
 
-    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        actions: list[Action] = list(self.split_bad_pairs(snapshot))
-        actions += self.packer.pack(
-            snapshot, self.model, PARAMS, REFUSED, arrival_positions, pair_filter=self.allowed
-        )  # fmt: skip
-        return actions
+    def serve(self, view: View) -> list[Action]:
+        return [*self.split_bad_pairs(view.snapshot), *super().serve(view)]
 
     def split_bad_pairs(self, snapshot: ClusterSnapshot) -> list[Preempt]:
         jobs = {j.id: j for j in snapshot.active()}
@@ -91,6 +85,5 @@ def _started(job: Job) -> tuple[float, str]:
 def make(model: InterferenceModel | None) -> GandivaPolicy:
     # Heterogeneity-aware, with the head-gang reservation after a longer wait than the other
     # policies (GANG_WAIT_S): hiding GPUs from its packing sooner costs average JCT
-    # (docs/evaluation.md §14).
-    reserve = GangReserve(wait_s=GANG_WAIT_S)
-    return GandivaPolicy(model or default_model(), gate=TypeGate(HeteroRule(), reserve=reserve))
+    # (docs/history.md, evaluation notes §14).
+    return GandivaPolicy(model or default_model(), GANDIVA)

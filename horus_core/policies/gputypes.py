@@ -6,38 +6,26 @@ and the interference table does not say it cannot run there (solo throughput 0).
 less than ``slow_ratio`` of its speed on the best type present in the cluster, until it has
 queued ``max_wait_s`` seconds: the rule that judges whether a better type frees up "soon".
 
-:class:`TypeGate` sits in front of a policy's ``decide``: jobs every type suits go to it as they
-are; each group of jobs with the same narrower set is decided in a pass on a snapshot where
-every other GPU is hidden (marked unhealthy), earlier passes' assignments counted as running.
-Jobs a tier leaves waiting are tried on their next tier in a later pass. Around all that, its
+:class:`TypeGate` is the tier stage in front of a policy's own stages: jobs every type suits go
+to them as they are; each group of jobs with the same narrower set is served on a view of the
+pass where every other GPU is hidden, earlier groups' assignments shown as running. Jobs a group
+leaves waiting are tried on their next tier after every group of this one. Around all that, its
 :class:`~horus_core.policies.backfill.GangReserve` keeps GPUs for the gang that has waited
 longest (``reserve=None``: off), on types the gang may use now.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel
-from horus_core.model import (
-    Action,
-    Assign,
-    ClusterSnapshot,
-    Gpu,
-    Job,
-    LastAnswer,
-    Node,
-    Preempt,
-    Wait,
-    gpu_type_of,
-)
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, Preempt, Wait
 from horus_core.packing.cluster import gpu_type
-from horus_core.policies._placed import placed_view
 from horus_core.policies.backfill import GangReserve
+from horus_core.policies.views import View, placed_views
 
 FAST_RATIO = 0.9  # a job's own fast types: within 10 % of its best
 SLOW_RATIO = 0.5  # "much slower": below half the speed on the job's best type in the cluster
@@ -74,20 +62,8 @@ class HeteroRule:
 
 
 def cluster_types(snapshot: ClusterSnapshot) -> frozenset[str]:
-    """The GPU types of the snapshot's ready GPUs (once per snapshot)."""
-    return snapshot.derived("gputypes.present", _present)
-
-
-def _present(snapshot: ClusterSnapshot) -> frozenset[str]:
-    return _TYPES(snapshot.ready_gpus())  # (usually the very tuple of the last pass: no walk)
-
-
-def _types_of(ready: tuple[Gpu, ...]) -> frozenset[str]:
-    named = {(g.gpu_type, g.model) for g in ready}  # (few distinct: each mapped once)
-    return frozenset(kind or gpu_type_of(model) for kind, model in named)
-
-
-_TYPES = LastAnswer(_types_of)
+    """The GPU types of the snapshot's ready GPUs."""
+    return frozenset(gpu_type(g) for g in snapshot.ready_gpus())
 
 
 def allowed_types(
@@ -157,20 +133,17 @@ def _fast_types(usable: frozenset[str], speed: dict[str, float | None], ratio: f
 _LISTED = operator.attrgetter("spec.gpu_types")  # a job's list of allowed GPU types (() = any)
 
 Group = dict[frozenset[str] | None, list[Job]]
-
-
-Decide = Callable[[ClusterSnapshot, float], list[Action]]
+Serve = Callable[[View], list[Action]]
 
 
 @dataclass
 class TypeGate:
-    """Makes a policy's ``decide`` honour each job's allowed GPU types (see the module doc)."""
+    """The GPU-type tiers of a pass (see the module doc), around the head gang's reservation."""
 
     hetero: HeteroRule | None = None
     reserve: GangReserve | None = field(default_factory=GangReserve, compare=False)
     # allowed_types by what it reads: (job_type, hints, gpus, gpu_types, present, waited long).
     _memo: dict[tuple[object, ...], Allowed] = field(default_factory=dict, repr=False, compare=False)
-    _views: _Views = field(default_factory=dict, repr=False, compare=False)
     _held: dict[tuple[object, ...], tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def allowed(
@@ -187,18 +160,18 @@ class TypeGate:
             hit = self._memo[key] = allowed_types(job, present, model, now, rule)
         return hit
 
-    def decide(
-        self, snapshot: ClusterSnapshot, now: float, inner: Decide, model: InterferenceModel | None
-    ) -> list[Action]:
-        """``inner``'s actions, run once per group of jobs on the types they may use now, around
-        a reservation for the head gang (:mod:`.backfill`)."""
+    def run(self, view: View, serve: Serve, model: InterferenceModel | None) -> list[Action]:
+        """``serve``'s actions, once per group of jobs on the types they may use now, around a
+        reservation for the head gang (:mod:`.backfill`)."""
         if self.reserve is None:
-            return self._gated(snapshot, now, inner, model)
-        present = cluster_types(snapshot)
-        return self.reserve.decide(
-            snapshot, now, lambda s, t: self._gated(s, t, inner, model), model,
+            return self._gated(view, serve, model)
+        present, now = view.present, view.state.now
+        return self.reserve.run(
+            view,
+            lambda v: self._gated(v, serve, model),
+            model,
             lambda job: self.widest(job, present, model, now),
-        )  # fmt: skip
+        )
 
     def widest(
         self, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
@@ -209,32 +182,33 @@ class TypeGate:
             return None
         return frozenset().union(*(t for t in tiers if t is not None))
 
-    def _gated(
-        self, snapshot: ClusterSnapshot, now: float, inner: Decide, model: InterferenceModel | None
-    ) -> list[Action]:
-        pending = snapshot.pending()
-        present = cluster_types(snapshot)
+    def _gated(self, view: View, serve: Serve, model: InterferenceModel | None) -> list[Action]:
+        pending, present, now = view.pending(), view.present, view.state.now
         # One type (or no hetero rule) and no lists: only a throughput-0 type could restrict.
         plain = (self.hetero is None or len(present) < 2) and not any(map(_LISTED, pending))
         if plain and not _any_zero(pending, present, model):
-            return inner(snapshot, now)
+            return serve(view)
         allowed = {j.id: self.allowed(j, present, model, now) for j in pending}
         if all(a.tiers == (None,) for a in allowed.values()):
-            return inner(snapshot, now)  # every job may use every type
+            return serve(view)  # every job may use every type
         out: dict[str, Action] = {
             j: Wait(j, a.reason, rc.GPU_TYPE_UNAVAILABLE) for j, a in allowed.items() if a.none
         }
-        active = [j for j in snapshot.jobs if j.state.active]
-        running = {j.id for j in active}
+        active = list(view.active())
+        running, placed = {j.id for j in active}, list[Job]()
         level, todo = 0, [j for j in pending if not allowed[j.id].none]
         while todo:
             groups: Group = {}
             for job in todo:
                 groups.setdefault(allowed[job.id].tiers[level], []).append(job)
-            actions = [
-                a for a in _passes(snapshot, groups, active, now, inner, self._views) if _real(a, running)
-            ]
-            out.update({a.job_id: a for a in actions})
+            for types, jobs in groups.items():
+                tier = view.serving(active, placed, jobs)
+                if types is not None:
+                    tier = tier.hide(view.state.layout.not_of(types))
+                usable = set(tier.layout.gpu_uuids)
+                actions = [_inside(a, usable) for a in serve(tier)]
+                out.update({a.job_id: a for a in actions if _real(a, running)})
+                placed += placed_views(jobs, actions)
             level += 1
             todo = [j for j in todo if isinstance(out.get(j.id), Wait) and len(allowed[j.id].tiers) > level]
         waits = [a for a in out.values() if isinstance(a, Wait)]
@@ -282,44 +256,9 @@ class TypeGate:
         return Wait(wait.job_id, f"{wait.reason}; {note}" if wait.reason else note, wait.code)
 
 
-def _passes(
-    snapshot: ClusterSnapshot, groups: Group, active: list[Job], now: float, inner: Decide, views: _Views
-) -> list[Action]:
-    """One policy pass per group, each on its types; ``active`` grows with what is assigned."""
-    out: list[Action] = []
-    for types, jobs in groups.items():
-        view = ClusterSnapshot(_only(snapshot.nodes, types, views), tuple(active) + tuple(jobs))
-        usable = {g.uuid for g in view.ready_gpus()}
-        actions = [_inside(a, usable) for a in inner(view, now)]
-        out += actions
-        active += _as_running(jobs, actions)
-    return out
-
-
 def _real(action: Action, running: set[str]) -> bool:
-    """False for a Preempt of a job an earlier pass of this call assigned (not running yet)."""
+    """False for a Preempt of a job an earlier tier of this pass assigned (not running yet)."""
     return not isinstance(action, Preempt) or action.job_id in running
-
-
-# (id of a node, types) -> (that node, its view): the same view object while the node is
-# unchanged, so the policies' per-node caches keep hitting across passes and calls.
-_Views = dict[tuple[int, frozenset[str] | None], tuple[Node, Node]]
-
-
-def _only(nodes: Sequence[Node], types: frozenset[str] | None, views: _Views) -> tuple[Node, ...]:
-    """The nodes with every GPU not of ``types`` marked unhealthy (None: as they are)."""
-    if types is None:
-        return tuple(nodes)
-    if len(views) > _MEMO:
-        views.clear()
-    out = []
-    for n in nodes:
-        hit = views.get((id(n), types))
-        if hit is None or hit[0] is not n:
-            gpus = tuple(g if gpu_type(g) in types else dataclasses.replace(g, healthy=False) for g in n.gpus)
-            hit = views[(id(n), types)] = (n, dataclasses.replace(n, gpus=gpus))
-        out.append(hit[1])
-    return tuple(out)
 
 
 def _inside(action: Action, usable: set[str]) -> Action:
@@ -328,13 +267,3 @@ def _inside(action: Action, usable: set[str]) -> Action:
     if isinstance(action, Assign) and not usable.issuperset(action.gpus):
         return Wait(action.job_id, "placed outside the GPU types it may use now", rc.GPU_TYPE_UNAVAILABLE)
     return action
-
-
-def _as_running(jobs: Sequence[Job], actions: Sequence[Action]) -> list[Job]:
-    """The jobs this pass assigned, as the next pass must see them: on their GPUs."""
-    by_id = {j.id: j for j in jobs}
-    return [
-        placed_view(by_id[a.job_id], a.node, a.gpus)
-        for a in actions
-        if isinstance(a, Assign) and a.job_id in by_id
-    ]

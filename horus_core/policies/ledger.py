@@ -2,14 +2,16 @@
 with service attained), kept across passes.
 
 A pass credits every running job, and, while a job waits, looks for the running jobs it may
-stop and their highest class. Over the slots those are a few array operations, not walks over
-the running jobs' objects; only the jobs that changed since the last pass are written, one by
-one. Slot 0 is never a job's: an id the ledger does not know reads as no service, not running.
+stop and their highest class: over the slots those are a few array operations, not walks over
+the running jobs' objects (10,000s in a large cluster); only the jobs that changed since the
+last pass are written, one by one (the running stints come from the pass's book,
+:mod:`horus_core.policies.state`). Slot 0 is never a job's: an id the ledger does not know
+reads as no service, not running.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import repeat
 
 import numba
@@ -44,17 +46,14 @@ class Columns:
         if found is not None:
             return found
         if not self._free:
-            self._grow()
+            n = len(self.views)
+            for name in ("served", "credited", "running", "begun", "width", "rank"):
+                column = getattr(self, name)
+                setattr(self, name, np.concatenate([column, np.zeros_like(column)]))
+            self.views += [None] * n
+            self._free = list(range(2 * n - 1, n - 1, -1))
         taken = self.slots[job_id] = self._free.pop()
         return taken
-
-    def _grow(self) -> None:
-        n = len(self.views)
-        for name in ("served", "credited", "running", "begun", "width", "rank"):
-            column = getattr(self, name)
-            setattr(self, name, np.concatenate([column, np.zeros_like(column)]))
-        self.views += [None] * n
-        self._free = list(range(2 * n - 1, n - 1, -1))
 
     def run(self, job: Job, since: float) -> None:
         """``job`` runs, in a stint that began at ``since``."""
@@ -83,9 +82,9 @@ class Columns:
             s = self.slot(job_id)
             self.served[s], self.credited[s] = value, True
 
-    def halt_all(self) -> None:
-        self.running[:] = False
-        self.views = [None] * len(self.views)
+    def service(self) -> dict[str, float]:
+        """Job id -> GPU-seconds attained (the ids credited at least once)."""
+        return {i: float(self.served[s]) for i, s in self.slots.items() if self.credited[s]}
 
     def credit(self, span: float, fresh: Collection[str]) -> None:
         """Add ``GPUs x span`` to every running job but those of ``fresh`` (stints begun now)."""
@@ -121,42 +120,8 @@ class Columns:
         return job
 
 
-class Served(MutableMapping[str, float]):
-    """The columns' attained service as ``{job id: GPU-seconds}`` (ids credited at least once)."""
-
-    def __init__(self, columns: Columns) -> None:
-        self.columns = columns
-
-    def __getitem__(self, job_id: str) -> float:
-        cols = self.columns
-        s = cols.slots.get(job_id)
-        if s is None or not cols.credited[s]:
-            raise KeyError(job_id)
-        return float(cols.served[s])
-
-    def __setitem__(self, job_id: str, gpu_s: float) -> None:
-        cols = self.columns
-        s = cols.slot(job_id)
-        cols.served[s], cols.credited[s] = gpu_s, True
-
-    def __delitem__(self, job_id: str) -> None:
-        cols = self.columns
-        s = cols.slots.get(job_id)
-        if s is None or not cols.credited[s]:
-            raise KeyError(job_id)
-        cols.served[s], cols.credited[s] = 0.0, False
-
-    def get(self, job_id: str, default: float | None = None) -> float | None:  # type: ignore[override]
-        cols = self.columns
-        s = cols.slots.get(job_id)
-        return float(cols.served[s]) if s is not None and cols.credited[s] else default
-
-    def __iter__(self) -> Iterator[str]:
-        credited = self.columns.credited
-        return (i for i, s in list(self.columns.slots.items()) if credited[s])
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
+# The two steps a pass takes over every slot, compiled: a simulator's round takes them on a few
+# hundred slots, where numpy's steps (a copy, masks, a sort) cost ~3x as much (bench/sim_scale.py).
 
 
 @numba.njit(cache=True)

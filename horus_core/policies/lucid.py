@@ -12,20 +12,16 @@ one and is packed when the cluster is busy.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, ClusterSnapshot
 from horus_core.packing import PackParams, codes
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import work_positions
-from horus_core.policies._packing import Ix, Packer
-from horus_core.policies.backfill import GangReserve
-from horus_core.policies.gputypes import HeteroRule, TypeGate
+from horus_core.policies.pack import Ix, Packing, PackingPolicy
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = (
@@ -34,7 +30,7 @@ REFUSED = (
 )
 
 # A gang may hold a reservation (:mod:`.backfill`) once queued this long, not the default 1 h:
-# reserving sooner against lucid's order cost average JCT (docs/evaluation.md §14).
+# reserving sooner against lucid's order cost average JCT (docs/history.md, evaluation notes §14).
 GANG_WAIT_S = 96 * 3600.0
 
 
@@ -49,28 +45,19 @@ def lucid_filter(speed: NDArray[np.float64], classes: Sequence[tuple[str, int]])
     return out
 
 
-@dataclass
-class LucidPolicy:
-    model: InterferenceModel
-    name: str = "lucid"
-    packer: Packer = field(default_factory=Packer, init=False, repr=False, compare=False)
-    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
-
-    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        return self.gate.decide(snapshot, now, self._decide, self.model)
-
-    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        return self.packer.pack(
-            snapshot, self.model, PARAMS, REFUSED, self._order, split_by_gpus=True, pair_filter=lucid_filter
-        )
-
-    def _order(self, live: Live, layout: ClusterLayout) -> Ix:
-        return work_positions(live, layout, self.model)
+def by_work(policy: PackingPolicy, live: Live, layout: ClusterLayout, now: float) -> Ix:
+    """Shortest estimated work x GPUs first (:func:`~._order.work_positions`)."""
+    return work_positions(live, layout, policy.model)
 
 
-def make(model: InterferenceModel | None) -> LucidPolicy:
+LUCID = Packing(
+    "lucid", PARAMS, REFUSED, by_work, split_by_gpus=True, pair_filter=lucid_filter, hetero=True,
+    gang_wait_s=GANG_WAIT_S,
+)  # fmt: skip
+
+
+def make(model: InterferenceModel | None) -> PackingPolicy:
     # Heterogeneity-aware, with the head-gang reservation after a longer wait than the other
     # policies (GANG_WAIT_S): shortest-first starves gangs on purpose, and reserving against
-    # that order sooner costs average JCT (docs/evaluation.md §14).
-    reserve = GangReserve(wait_s=GANG_WAIT_S)
-    return LucidPolicy(model or default_model(), gate=TypeGate(HeteroRule(), reserve=reserve))
+    # that order sooner costs average JCT (docs/history.md, evaluation notes §14).
+    return PackingPolicy(model or default_model(), LUCID)

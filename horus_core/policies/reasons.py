@@ -93,22 +93,7 @@ def _gpus(n: int) -> str:
 
 
 def interference_text(min_speed: float = 0.0, min_gain: float = -math.inf) -> str:
-    """What a refusal by the pair table, a speed floor or a throughput-gain rule means (kept per
-    rule: a policy asks every pass)."""
-    key = (min_speed, min_gain, math.copysign(1.0, min_speed), math.copysign(1.0, min_gain))  # (-0.0: "-0")
-    text = _REFUSED.get(key)
-    if text is None:
-        if len(_REFUSED) >= _REFUSED_KEPT:
-            _REFUSED.clear()
-        text = _REFUSED[key] = _refused(min_speed, min_gain)
-    return text
-
-
-_REFUSED: dict[tuple[float, float, float, float], str] = {}
-_REFUSED_KEPT = 64
-
-
-def _refused(min_speed: float, min_gain: float) -> str:
+    """What a refusal by the pair table, a speed floor or a throughput-gain rule means."""
     rules = []
     if min_gain > -math.inf:
         rules.append(f"raise the GPU's summed normalised speed by less than {min_gain:g}")
@@ -132,10 +117,9 @@ def wait_texts(
     largest_node: int,
     params: PackParams,
     refuse_text: str,
-    cache: dict[tuple[object, ...], str],
 ) -> list[str]:
     """:func:`wait_reason` for many jobs at once (arrays aligned per job): jobs whose sentence
-    would mention the same facts share one string, computed once and kept in ``cache``."""
+    would mention the same facts share one string, computed once."""
     g, ex, det = gpus.astype(np.int64), exclusive.astype(np.int64), detail.astype(np.int64)
     cat = _category(code, g, largest_node)
     # the gang key's base: above its GPUs (<= largest_node there) and its detail (a set size)
@@ -145,17 +129,13 @@ def wait_texts(
         [g, blocked_ahead, (ex * big + g) * big + det, ex * (big + g), mem_mib],
         0,
     )
-    uniq, first, inverse = np.unique(cat * _CAT + value, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(cat * _CAT + value, return_index=True, return_inverse=True)
     texts = []
-    for key, j in zip(uniq.tolist(), first.tolist(), strict=True):
-        ck = (largest_node, int(big), params, refuse_text, key)
-        text = cache.get(ck)
-        if text is None:
-            facts = WaitFacts(
-                int(gpus[j]), bool(exclusive[j]), int(mem_mib[j]), int(code[j]), int(detail[j]),
-                largest_node, int(blocked_ahead[j]),
-            )  # fmt: skip
-            text = cache[ck] = wait_reason(facts, params, refuse_text)
-        texts.append(text)
+    for j in first.tolist():
+        facts = WaitFacts(
+            int(gpus[j]), bool(exclusive[j]), int(mem_mib[j]), int(code[j]), int(detail[j]),
+            largest_node, int(blocked_ahead[j]),
+        )  # fmt: skip
+        texts.append(wait_reason(facts, params, refuse_text))
     out: list[str] = np.array(texts, dtype=object)[inverse.reshape(-1)].tolist()
     return out

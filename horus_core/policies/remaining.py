@@ -1,9 +1,9 @@
 """Each job's remaining work in GPU-seconds, from its reported progress alone, and whether the
 estimate is confident enough for ``horus``'s queue order to use it instead of attained service.
 
-Fed by progress reports (:class:`~horus_core.policies.optimus.history.ProgressObserver`: the
-live master hands over what jobs report through ``horus_core.progress``; the simulator reports
-the same step and loss). Nothing else about a job's length is used. An estimate is
+Fed by progress reports (:class:`~horus_core.policies.base.Reports`: the live master hands over
+what jobs report through ``horus_core.progress``; the simulator reports the same step and
+loss). Nothing else about a job's length is used. An estimate is
 *confident* when each of its two factors is backed by evidence:
 
 - **Steps left.** The spec's ``total_steps`` when the user gave it (``hctl submit
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 
@@ -37,9 +37,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.model import Job
-from horus_core.policies.numbering import Numbered, Numbering
+from horus_core.packing.numbers import NumberIndex
+from horus_core.policies.base import Reports
 from horus_core.policies.optimus.fit import MIN_POINTS, fit_loss_curve
-from horus_core.policies.optimus.history import ProgressHistory, Report
+from horus_core.policies.optimus.history import ProgressHistory
 from horus_core.policies.reported import Reported
 
 FIT_POINTS = 8  # loss points before a curve's convergence step is trusted
@@ -129,40 +130,43 @@ class RemainingWork:
     due: set[str] = field(default_factory=set)  # ids whose fit came due since the last refit
     reports: Reported = field(default_factory=Reported, repr=False)
     fittable: set[str] = field(default_factory=set, repr=False)  # ids with enough loss points
-    rows: dict[str, int] = field(default_factory=dict, repr=False)  # id -> its track's report row
-    numbering: Numbering = field(default_factory=lambda: Numbering(), repr=False)  # number -> row
+    numbers: NumberIndex = field(default_factory=NumberIndex, repr=False)  # a source's numbers -> rows
 
-    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
-        self.observe_many(((job_id, step, loss, now),))
-
-    def observe_many(self, reports: Iterable[Report]) -> None:
+    def hear(self, reports: Reports) -> None:
         """Take each report (job id, step, loss or None, when), in order."""
-        for job_id, step, loss, now in reports:
-            track = self._track(job_id)
-            self._took(job_id, track, step, loss, self.reports.add(track.row, step, now))
-
-    def observe_columns(
-        self,
-        ids: Sequence[str],
-        steps: NDArray[np.float64],
-        losses: Sequence[float | None] | None,
-        now: float,
-        numbered: Numbered | None = None,
-    ) -> None:
-        """One report per job of ``ids`` (distinct), all made at ``now``: the step of each and
-        its loss (``losses`` None: no job reported one). The same as :meth:`observe_many` of
-        those reports, in bulk. ``numbered``: the source's numbers of those jobs
-        (:class:`Numbering`), which find their rows as array reads."""
-        if not ids:
+        if not len(reports):
             return
-        rows = self._rows(ids) if numbered is None else self.numbering.rows(numbered, ids, self._track)
-        kept = self.reports.add_many(rows, steps, now)
-        if losses is None and not self.fittable:
+        rows = self._rows(reports)
+        kept = self.reports.add_many(rows, reports.steps, reports.at)
+        if reports.losses is None and not self.fittable:
             return
-        took, step_of = kept.tolist(), steps.tolist()
-        for i, job_id in enumerate(ids):
+        took, step_of, losses = kept.tolist(), reports.steps.tolist(), reports.losses
+        for i, job_id in enumerate(reports.ids):
             loss = None if losses is None else losses[i]
             self._took(job_id, self.tracks[job_id], step_of[i], loss, took[i])
+
+    def _rows(self, reports: Reports) -> NDArray[np.intp]:
+        """The report rows of the reports' jobs (by the source's numbers where given), tracks
+        made for the new ones."""
+        ids, found = reports.ids, None
+        if reports.numbers is not None:
+            source, numbers = reports.numbers
+            if len(numbers) != len(ids):
+                raise ValueError(f"{len(ids)} reports with {len(numbers)} numbers")
+            found = self.numbers.find(source, numbers)
+            if found is not None and found[1] == 0:  # (each one's row found by its number)
+                return found[0]
+        if found is None:
+            tracks = self.tracks
+            rows = np.fromiter((t.row if (t := tracks.get(i)) else -1 for i in ids), np.intp, len(ids))
+        else:
+            rows = found[0]
+        miss = np.flatnonzero(rows < 0)
+        for k in miss.tolist():
+            rows[k] = self._track(ids[k]).row
+        if reports.numbers is not None and len(miss):
+            self.numbers.put(reports.numbers[1][miss], rows[miss])
+        return rows
 
     def _took(self, job_id: str, track: _Track, step: float, loss: float | None, kept: bool) -> None:
         """The rest of a report: its loss point (if kept), and whether the job's fit came due."""
@@ -177,15 +181,7 @@ class RemainingWork:
         track = self.tracks.get(job_id)
         if track is None:
             track = self.tracks[job_id] = _Track(self.reports, self.reports.take())
-            self.rows[job_id] = track.row
         return track
-
-    def _rows(self, ids: Sequence[str]) -> NDArray[np.intp]:
-        """The report rows of ``ids``, tracks made for the new ones."""
-        rows = np.fromiter(map(self.rows.get, ids, repeat(-1)), np.intp, len(ids))
-        for k in np.flatnonzero(rows < 0).tolist():
-            rows[k] = self._track(ids[k]).row
-        return rows
 
     def refit(self, jobs: Mapping[str, Job]) -> None:
         """Work out the estimate (so the due fit) of each job of ``jobs`` whose fit came due; the
@@ -219,52 +215,7 @@ class RemainingWork:
         """Drop the tracks of ``gone`` (jobs that left); their report rows are given again."""
         rows = [t.row for t in map(self.tracks.pop, gone, repeat(None)) if t is not None]
         if rows:
-            for i in gone:
-                self.rows.pop(i, None)
             self.due.difference_update(gone)
             self.fittable.difference_update(gone)
-            self.numbering.free(rows)
+            self.numbers.free(rows)
             self.reports.free(rows)
-
-    def forget(self, keep: set[str]) -> None:
-        """Drop the tracks of jobs that left (finished); their report rows are given again."""
-        if len(self.tracks) > len(keep):
-            gone = [t.row for k, t in self.tracks.items() if k not in keep]
-            self.tracks = {k: v for k, v in self.tracks.items() if k in keep}
-            self.rows = {k: t.row for k, t in self.tracks.items()}
-            self.due &= keep
-            self.fittable &= keep
-            self.numbering.free(gone)
-            self.reports.free(gone)
-
-
-class HearsProgress:
-    """The progress-report calls (:class:`~horus_core.policies.optimus.history.ProgressObserver`
-    and its bulk forms) of a policy whose remaining-work estimates hear them (``horus``,
-    ``horus+``): each hands the reports to the tracks of :meth:`progress_work`."""
-
-    def progress_work(self) -> RemainingWork | None:
-        """The estimates that hear the reports (None: none)."""
-        raise NotImplementedError
-
-    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
-        """One report (the live master, the simulator)."""
-        if (work := self.progress_work()) is not None:
-            work.observe_progress(job_id, step, loss, now)
-
-    def observe_progress_many(self, reports: Iterable[Report]) -> None:
-        """Many reports at once (the master's, before each pass)."""
-        if (work := self.progress_work()) is not None:
-            work.observe_many(reports)
-
-    def observe_progress_columns(
-        self,
-        ids: Sequence[str],
-        steps: NDArray[np.float64],
-        losses: Sequence[float | None] | None,
-        now: float,
-        numbered: Numbered | None = None,
-    ) -> None:
-        """A round of reports as columns (the simulator's, before each round)."""
-        if (work := self.progress_work()) is not None:
-            work.observe_columns(ids, steps, losses, now, numbered)

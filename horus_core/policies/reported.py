@@ -5,8 +5,7 @@ round of reports from every running job (the simulator: before every round, hund
 millions of reports in a run) is a few array operations rather than a Python call per job. A
 row holds the last report's step and time, the number of reports taken, and a ring of the
 steps/s of the last :data:`RATE_INTERVALS` intervals between consecutive reports that made
-progress. One report at a time (the live master's) updates the same row by the same compiled
-rule (``_add_row``), so both ways leave the same values.
+progress. Reports are taken in order, one compiled rule per report (``_add_row``).
 """
 
 from __future__ import annotations
@@ -67,21 +66,15 @@ class Reported:
             new[:n] = old
             setattr(self, name, new)
 
-    def add(self, row: int, step: float, now: float) -> bool:
-        """One report; False (and nothing kept) for a step that is not finite and >= 0 or a time
-        that is not finite."""
-        return bool(
-            _add_row(
-                row, step, now, self.step, self.at, self.seen, self.adds, self.ring, self.count, self.pos
-            )
-        )
-
-    def add_many(self, rows: NDArray[np.intp], steps: NDArray[np.float64], now: float) -> NDArray[np.bool_]:
-        """One report per row (rows distinct), all made at ``now``: :meth:`add` for each, in
-        bulk (one compiled loop). Returns which reports were kept."""
+    def add_many(
+        self, rows: NDArray[np.intp], steps: NDArray[np.float64], at: NDArray[np.float64]
+    ) -> NDArray[np.bool_]:
+        """One report per entry, in order (a row may come twice): its row, step and time. A
+        report whose step is not finite and >= 0 or whose time is not finite is not kept.
+        Returns which reports were kept."""
         kept = np.empty(len(rows), np.bool_)
         _add_rows(
-            rows, steps, now, self.step, self.at, self.seen, self.adds, self.ring, self.count, self.pos, kept
+            rows, steps, at, self.step, self.at, self.seen, self.adds, self.ring, self.count, self.pos, kept
         )
         return kept
 
@@ -102,7 +95,7 @@ def _add_row(
     seen: NDArray[np.bool_], adds: NDArray[np.int64], ring: NDArray[np.float64],
     count: NDArray[np.int64], pos: NDArray[np.int64],
 ) -> bool:  # fmt: skip
-    """:meth:`Reported.add`: one report of row ``r`` (the one rule, for one report or many)."""
+    """One report of row ``r`` (see :meth:`Reported.add_many`)."""
     if not (math.isfinite(now) and math.isfinite(s) and s >= 0):
         return False
     if seen[r]:
@@ -119,10 +112,10 @@ def _add_row(
 
 @numba.njit(cache=True)
 def _add_rows(
-    rows: NDArray[np.intp], steps: NDArray[np.float64], now: float, step: NDArray[np.float64],
+    rows: NDArray[np.intp], steps: NDArray[np.float64], now: NDArray[np.float64], step: NDArray[np.float64],
     at: NDArray[np.float64], seen: NDArray[np.bool_], adds: NDArray[np.int64], ring: NDArray[np.float64],
     count: NDArray[np.int64], pos: NDArray[np.int64], kept: NDArray[np.bool_],
 ) -> None:  # fmt: skip
     """:func:`_add_row` for each row, as one loop."""
     for k in range(rows.shape[0]):
-        kept[k] = _add_row(rows[k], steps[k], now, step, at, seen, adds, ring, count, pos)
+        kept[k] = _add_row(rows[k], steps[k], now[k], step, at, seen, adds, ring, count, pos)

@@ -1,6 +1,6 @@
 """The head gang's reservation and what it is decided on (:mod:`horus_core.policies.backfill`):
-where a gang could ever run, when GPUs are predicted free, the GPU types of the nodes, and how
-fast a job runs alone or as predicted. Pure functions of a snapshot."""
+where a gang could ever run, when GPUs are predicted free, and how fast a job runs alone or as
+predicted. Pure functions of a snapshot."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from horus_core.interference import InterferenceModel
-from horus_core.model import ClusterSnapshot, Gpu, Job, LastAnswer, Node, NodeState
+from horus_core.model import ClusterSnapshot, Gpu, Job, NodeState
 from horus_core.packing.cluster import gpu_type
 
 # A job -> the GPU types it may use now (None: any; empty: none).
@@ -46,19 +46,6 @@ def free_times(snapshot: ClusterSnapshot, now: float, remaining: Callable[[Job],
         for uuid in job.gpus:
             out[uuid] = max(out.get(uuid, now), end)
     return out
-
-
-def gpu_types(snapshot: ClusterSnapshot) -> Mapping[str, str]:
-    """GPU uuid -> type, on every node (built again only when the nodes are not the last
-    pass's: a round where an attempt ends asks, and usually on the very same nodes)."""
-    return _TYPES(snapshot.nodes)
-
-
-def _types_on(nodes: tuple[Node, ...]) -> Mapping[str, str]:
-    return {g.uuid: gpu_type(g) for n in nodes for g in n.gpus}
-
-
-_TYPES = LastAnswer(_types_on)
 
 
 def predicted_rate(job: Job, types: Mapping[str, str], model: InterferenceModel | None) -> float | None:

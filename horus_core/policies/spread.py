@@ -12,11 +12,8 @@ GPUs of the gang), then rank 1, and so on; ``Assign.node`` is the rank-0 node.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Collection, Container, Iterable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
-from numpy.typing import NDArray
 
 from horus_core import reasoncodes as rc
 from horus_core.model import ClusterSnapshot, Job, JobSpec, NodeState, Wait
@@ -130,8 +127,13 @@ class Pool:
     def take(self, plan: Spread) -> None:
         """Mark the plan's GPUs used."""
         for name, uuids in plan.parts:
-            node = self.nodes[name]
-            left = FreeNode(node.name, node.free[len(uuids) :], node.rack, node.kind)
+            self.remove(name, uuids)
+
+    def remove(self, name: str, uuids: Collection[str]) -> None:
+        """Mark the GPUs ``uuids`` of node ``name`` used (those of them that are free)."""
+        node = self.nodes[name]
+        left = FreeNode(node.name, tuple(u for u in node.free if u not in uuids), node.rack, node.kind)
+        if len(left.free) < len(node.free):
             self.nodes[name] = left
             self.kinds[node.kind].moved(node, left)
 
@@ -182,18 +184,10 @@ class _Kind:
         self.rack_total: dict[str, int] = {}
         self.by_free: dict[int, list[str]] = {}  # free count (> 0) -> node names, sorted
         self.total = 0
-        self._totals: NDArray[np.int64] | None = None  # rack_total as an array, in rack order
-        self._names: list[str] = []  # the racks in that order
-        self._at: dict[str, int] = {}  # rack -> its position in that array
 
     def holding(self, need: int) -> list[str]:
-        """The racks (in order) with at least ``need`` free GPUs: one array test, not a loop."""
-        if self._totals is None:
-            self._names = list(self.racks)
-            self._at = {r: i for i, r in enumerate(self._names)}
-            self._totals = np.array([self.rack_total[r] for r in self._names], np.int64)
-        names = self._names
-        return [names[i] for i in np.flatnonzero(self._totals >= need).tolist()]
+        """The racks (in order) with at least ``need`` free GPUs."""
+        return [r for r, total in self.rack_total.items() if total >= need]
 
     @staticmethod
     def of(nodes: Sequence[FreeNode]) -> _Kind:
@@ -214,8 +208,6 @@ class _Kind:
     def moved(self, old: FreeNode, new: FreeNode) -> None:
         gone = len(old.free) - len(new.free)
         self.rack_total[old.rack] -= gone
-        if self._totals is not None:
-            self._totals[self._at[old.rack]] -= gone
         self.total -= gone
         self.by_free[len(old.free)].remove(old.name)
         if new.free:

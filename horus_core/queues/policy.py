@@ -7,11 +7,12 @@
    then arrival) and admits them against their queue: first those that keep their queue within
    its nominal quota, then those that borrow up to its borrowing limit; the rest wait with code
    ``QuotaExceeded``;
-3. lets the inner policy place the guaranteed jobs, then (with those counted as running) the
-   borrowing ones, then jobs of queues at their limit on only the GPUs their queue holds, and
-   drops any assignment that would take a queue past its limit on the GPUs actually chosen;
-   the inner policy's own preemptions are kept only where they take nothing from another
-   queue's quota;
+3. lets the inner policy's stages place the guaranteed jobs, then (with those shown running)
+   the borrowing ones, then jobs of queues at their limit on only the GPUs their queue holds:
+   one tier each, a view of the one pass state the inner policy began (``Staged.run``; a policy
+   written only as ``decide`` decides each view as a snapshot), and drops any assignment that
+   would take a queue past its limit on the GPUs actually chosen; the inner policy's own
+   preemptions are kept only where they take nothing from another queue's quota;
 4. for a guaranteed job still waiting, preempts borrowed jobs of other queues (reclaim, code
    ``WaitingForReclaim``); for a job of a class that may preempt, jobs of lower classes
    (code ``Priority``), and holds the freed GPUs for it. No job is preempted before it has run
@@ -24,16 +25,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from horus_core import reasoncodes as rc
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, Node, Preempt, Wait
-from horus_core.packing.cluster import gpu_type
+from horus_core.model import Action, Assign, ClusterSnapshot, Job, Preempt, Wait
 from horus_core.policies.base import Policy
+from horus_core.policies.staged import Staged, staged
+from horus_core.policies.state import Book, PassState
+from horus_core.policies.views import View, placed_views
 from horus_core.queues.config import QueueConfig
 from horus_core.queues.fairshare import FairShare
 from horus_core.queues.idle import IdleGpus, Victims, usable_types
 from horus_core.queues.ledger import WAIT_PRIORITY, WAIT_QUOTA, WAIT_RECLAIM, Ledger, demand, job_queue
 from horus_core.queues.ranking import Memo, rank_key, ranked
 from horus_core.queues.victims import Candidate, pick
-from horus_core.queues.views import as_running, hide_gpus, only_gpus
 
 RESERVE_S = 300.0  # how long GPUs freed by preemption wait for the job they were freed for
 _GENERIC = ("", rc.RESOURCES)  # a wait for GPUs: behind a higher class it says Priority instead
@@ -59,8 +61,7 @@ class QueuedPolicy:
     min_run_s: float = 0.0
     name: str = field(init=False)  # the inner policy's
     fair: FairShare = field(init=False)
-    # job id -> (attempt, when it was first seen holding GPUs, or assigned by this wrapper)
-    _since: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)
+    _staged: Staged = field(init=False, repr=False)  # the inner policy as stages
     _shares: dict[tuple[str, str], float] = field(default_factory=dict, repr=False)
     _ranked: Memo = field(default_factory=dict, repr=False)
     # job id -> (the GPUs preemptions freed for it, when): see _reservations
@@ -69,6 +70,7 @@ class QueuedPolicy:
     def __post_init__(self) -> None:
         self.fair = FairShare(self.config.half_life_s)
         self.name = self.inner.name
+        self._staged = staged(self.inner)
 
     def reload(self, config: QueueConfig) -> None:
         """Use ``config`` from the next pass on; attained usage is kept."""
@@ -77,9 +79,9 @@ class QueuedPolicy:
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         cfg = self.config
-        types = {g.uuid: gpu_type(g) for n in snapshot.nodes for g in n.gpus}
+        state = self._staged.begin(snapshot, now)
+        types, book = state.types, state.book
         active = list(snapshot.active())
-        self._track(active, now)
         self.fair.charge(now)
         self._shares.clear()
         if len(self._ranked) > 2 * len(snapshot.jobs) + 1024:
@@ -89,12 +91,13 @@ class QueuedPolicy:
         inner_preempts: dict[str, Preempt] = {}
         waits: dict[str, Wait] = dict(admitted.held)
         running = list(active)
-        assigns = self._place(snapshot, admitted, running, ledger, waits, inner_preempts, now)
-        preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, now)
+        assigns = self._place(state, admitted, running, ledger, waits, inner_preempts)
+        preempts = self._preempt(snapshot, running, admitted, waits, inner_preempts, ledger, book, now)
         self._behind_higher_class([*admitted.guaranteed, *admitted.borrowing], waits)
-        attempts = {j.id: j.attempt for j in snapshot.pending()}
+        jobs = {j.id: j for j in snapshot.pending()}
         for a in assigns:
-            self._since[a.job_id] = (attempts.get(a.job_id, 0) + 1, now)
+            if a.job_id in jobs:
+                book.placed(jobs[a.job_id], now)
         holding = [j for j in running if j.id not in preempts]
         self.fair.hold(((job_queue(cfg, j), j.spec.owner), len(j.gpus)) for j in holding)
         out: list[Action] = [*assigns, *preempts.values()]
@@ -160,34 +163,37 @@ class QueuedPolicy:
 
     def _place(
         self,
-        snapshot: ClusterSnapshot,
+        state: PassState,
         admitted: Admitted,
         running: list[Job],
         ledger: Ledger,
         waits: dict[str, Wait],
         inner_preempts: dict[str, Preempt],
-        now: float,
     ) -> list[Assign]:
-        """The inner policy's passes: guaranteed, borrowing, then packing beside a queue's own jobs.
+        """The inner policy's tiers: guaranteed, borrowing, then packing beside a queue's own jobs.
 
         Its own preemptions (e.g. least attained service) never go against a quota: in the first
         tier, of jobs of the same queues or of borrowing queues; in the borrowing tier, of jobs
         of the same queues only (one of a team's jobs for another)."""
-        cfg, active = self.config, list(running)
+        cfg, active, now = self.config, list(running), state.now
+        top = View(state)
         reserved = self._reservations(admitted, now)
-        others = hide_gpus(snapshot.nodes, reserved) if reserved else snapshot.nodes
+        others = top.hide_uuids(reserved) if reserved else top
         queues = {job_queue(cfg, j) for j in admitted.guaranteed}
         victims = {j.id for j in active if (q := job_queue(cfg, j)) in queues or ledger.borrowed(q) > 0}
-        tier1 = (admitted.guaranteed, running, ledger, waits, inner_preempts, victims, now)
-        assigns = self._tier(snapshot.nodes, *tier1)
+        placed: list[Job] = []
+        tier1 = (admitted.guaranteed, active, placed, running, ledger, waits, inner_preempts, victims)
+        assigns = self._tier(top, *tier1)
         borrowers = {job_queue(cfg, b) for b in admitted.borrowing}
         mine = {j.id for j in active if job_queue(cfg, j) in borrowers}
-        assigns += self._tier(others, admitted.borrowing, running, ledger, waits, inner_preempts, mine, now)
+        tier2 = (admitted.borrowing, active, placed, running, ledger, waits, inner_preempts, mine)
+        assigns += self._tier(others, *tier2)
         if admitted.packing:  # at their limit: only the GPUs their queues hold (checked after)
             held = set().union(*(ledger.held.get(q, set()) for q in admitted.packing)) - reserved
-            nodes = only_gpus(snapshot.nodes, held)
             jobs = [j for group in admitted.packing.values() for j in group]
-            assigns += self._tier(nodes, jobs, running, ledger, {}, inner_preempts, set(), now)
+            no_waits: dict[str, Wait] = {}
+            tier3 = (jobs, active, placed, running, ledger, no_waits, inner_preempts, set[str]())
+            assigns += self._tier(top.only_uuids(held), *tier3)
         for jid, (_, _, code) in self._reserved.items():  # still waiting for what was freed for it
             if jid in waits:
                 waits[jid] = Wait(
@@ -197,24 +203,29 @@ class QueuedPolicy:
 
     def _tier(
         self,
-        nodes: tuple[Node, ...],
+        view: View,
         tier: Sequence[Job],
+        active: list[Job],
+        placed: list[Job],
         running: list[Job],
         ledger: Ledger,
         waits: dict[str, Wait],
         preempts: dict[str, Preempt],
         victims: set[str],
-        now: float,
     ) -> list[Assign]:
-        """One inner pass over ``tier`` beside ``running`` (which grows with what it places);
-        of its preemptions, those of ``victims`` are kept."""
+        """One tier of the inner policy beside ``active`` and the jobs ``placed`` earlier (both
+        lists grow with what it places, ``running`` too); of its preemptions, those of
+        ``victims`` are kept."""
         if not tier:
             return []
         shown = ranked(tier, self._rank, self.inner.name, self._ranked)
-        actions = self.inner.decide(ClusterSnapshot(nodes, (*running, *shown)), now)
-        placed = self._keep(actions, tier, ledger, waits, preempts, victims, now)
-        running += as_running(tier, placed)
-        return placed
+        rewritten = any(a is not b for a, b in zip(shown, tier, strict=True))
+        actions = self._staged.run(view.state, view.serving(active, placed, shown, ranked=rewritten))
+        kept = self._keep(actions, tier, ledger, waits, preempts, victims, view.state)
+        views = placed_views(tier, kept)
+        placed += views
+        running += views
+        return kept
 
     def _keep(
         self,
@@ -224,13 +235,17 @@ class QueuedPolicy:
         waits: dict[str, Wait],
         preempts: dict[str, Preempt],
         victims: set[str],
-        now: float,
+        state: PassState,
     ) -> list[Assign]:
         """The inner policy's assignments that keep their queue within its limit; the rest wait."""
         by_id = {j.id: j for j in tier}
         out: list[Assign] = []
         for a in actions:
-            if isinstance(a, Preempt) and a.job_id in victims and self._may_preempt(a.job_id, now):
+            if (
+                isinstance(a, Preempt)
+                and a.job_id in victims
+                and self._may_preempt(a.job_id, state.book, state.now)
+            ):
                 preempts.setdefault(a.job_id, a)
             elif isinstance(a, Wait) and a.job_id in by_id:
                 waits[a.job_id] = a
@@ -255,15 +270,16 @@ class QueuedPolicy:
         waits: dict[str, Wait],
         preempts: dict[str, Preempt],
         ledger: Ledger,
+        book: Book,
         now: float,
     ) -> dict[str, Preempt]:
         """Reclaim for waiting guaranteed jobs, then priority preemption (see the module doc)."""
         cfg = self.config
-        active_ids = {j.id for j in snapshot.active()}
+        active = {j.id: j for j in snapshot.active()}
         cands = [
-            Candidate(j, job_queue(cfg, j), cfg.level_of(j.spec.priority_class), self._start(j, now))
+            Candidate(j, job_queue(cfg, j), cfg.level_of(j.spec.priority_class), book.started_at(j, now))
             for j in running
-            if j.id in active_ids and j.id not in preempts and self._may_preempt(j.id, now)
+            if j.id in active and j.id not in preempts and self._may_preempt(j.id, book, now)
         ]
         idle = IdleGpus.of(snapshot, running)
         pool = Victims(cands, idle)
@@ -360,18 +376,10 @@ class QueuedPolicy:
         admitted.guaranteed = [*admitted.guaranteed, *(j for j in owners if j not in admitted.guaranteed)]
         return set().union(*(r[0] for r in self._reserved.values()))
 
-    def _may_preempt(self, job_id: str, now: float) -> bool:
-        seen = self._since.get(job_id)
-        return seen is None or now - seen[1] >= self.min_run_s
-
-    def _start(self, job: Job, now: float) -> float:
-        seen = self._since.get(job.id)
-        return seen[1] if seen is not None and seen[0] == job.attempt else now
-
-    def _track(self, active: Sequence[Job], now: float) -> None:
-        """Remember when each running attempt was first seen; forget attempts that ended."""
-        since: dict[str, tuple[int, float]] = {}
-        for j in active:
-            seen = self._since.get(j.id)
-            since[j.id] = seen if seen is not None and seen[0] == j.attempt else (j.attempt, now)
-        self._since = since
+    def _may_preempt(self, job_id: str, book: Book, now: float) -> bool:
+        """Whether the job has run its minimum run time since it was assigned (by this wrapper)
+        or first seen holding GPUs (a job not seen active: yes)."""
+        stint = book.stints.get(job_id)
+        if stint is None or not stint.job.state.active:
+            return True
+        return now - book.started_at(stint.job, now) >= self.min_run_s

@@ -22,7 +22,7 @@ from horus_core.interference import InterferenceModel, default_model
 from horus_core.interference.table import load_table, packaged_table
 from horus_core.model import Node
 from horus_core.modelcard import ModelCard, packaged_cards, parse_cards
-from horus_core.policies import Policy, make_policy
+from horus_core.policies import Policy, add_policy_module_option, load_policy_module, make_policy
 from horus_core.queues import QueueConfig, QueuedPolicy, load_config
 from horus_core.sim.api import check_policies, load_workload
 from horus_core.sim.cluster import DEFAULT_GPUS_PER_NODE, build_cluster
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", required=True, help="GPUs per type, e.g. v100:64 or k80:32,p100:32,v100:32")
     p.add_argument("--gpus-per-node", type=int, default=DEFAULT_GPUS_PER_NODE)
     p.add_argument("--policies", default="fifo", help="comma-separated policy names")
+    add_policy_module_option(p)
     p.add_argument("--out", type=Path, help="directory for metrics.json and PNG plots")
     p.add_argument("--json", action="store_true", help="print {policy: {metric: value}} instead of a table")
     p.add_argument("--seed", type=int, help="seed of a synthetic trace that names none")
@@ -136,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    for path in args.policy_module:
+        load_policy_module(path)
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
     if not names:
         raise InvalidArgument("policies", "give at least one policy name")

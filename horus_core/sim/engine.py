@@ -8,9 +8,10 @@ progress (less :attr:`SimConfig.restart_cost_s` of work) and asks for a follow-u
 (:func:`~horus_core.policies.checks.check_actions`): what the master would drop is dropped here
 too. A preempted job that restarts on other GPUs counts as a migration. Elastic jobs
 (:mod:`horus_core.sim.elastic`, ``SimConfig.elastic``) run at the speed of the GPU count they
-are assigned, and a restart with another count counts as a resize; a policy that implements
-``observe_progress`` hears every running job's step and loss before each round; in a cold start
-(:mod:`horus_core.sim.cold`) the policies' model hears what running jobs show. Between rounds jobs
+are assigned, and a restart with another count counts as a resize; a policy that hears progress
+reports (:func:`~horus_core.policies.base.progress_of`) hears every running job's step and loss
+before each round; in a cold start (:mod:`horus_core.sim.cold`) the policies' model hears what
+running jobs show. Between rounds jobs
 progress at the rates :class:`~horus_core.sim.world.World` computes.
 """
 
@@ -20,19 +21,14 @@ import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
-from itertools import count, repeat
+from itertools import count
 
 import numpy as np
 
+from horus_core.inorder import InOrder
 from horus_core.model import Assign, Job, JobChanges, Node, Preempt
-from horus_core.policies.base import Policy
+from horus_core.policies.base import HearsProgress, Policy, Reports, progress_of
 from horus_core.policies.checks import check_actions
-from horus_core.policies.optimus.history import (
-    BulkProgressObserver,
-    ColumnProgressObserver,
-    ProgressObserver,
-    Report,
-)
 from horus_core.sim.cold import ColdLearner
 from horus_core.sim.config import SimConfig, SimResult, Timeline
 from horus_core.sim.elastic import LossReporter, give_curves, make_elastic
@@ -40,7 +36,7 @@ from horus_core.sim.lookup import SimLookup
 from horus_core.sim.prepare import prepare_jobs
 from horus_core.sim.rates import RateCache, RateModel, SimulationError
 from horus_core.sim.scaling import crossing
-from horus_core.sim.split import I64, InOrder, split_snapshot
+from horus_core.sim.split import I64, split_snapshot
 from horus_core.sim.state import ACTIVE, DONE, PENDING, SimJob, record_of
 from horus_core.sim.traces import TraceJob
 from horus_core.sim.world import World
@@ -98,9 +94,7 @@ class Simulator:
             capped_measured=prepared.capped_measured,
             extrapolated=prepared.extrapolated,
         )
-        self.observer = policy if isinstance(policy, ProgressObserver) else None
-        self.bulk = policy if isinstance(policy, BulkProgressObserver) else None
-        self.columns = policy if isinstance(policy, ColumnProgressObserver) else None
+        self.hearer = progress_of(policy)
         self.losses = LossReporter(self.config.elastic_seed)
         self.counters["resizes"] = 0
         self.counters["spread_starts"] = 0
@@ -227,8 +221,8 @@ class Simulator:
         self.finished += 1
 
     def _round(self, t: float) -> None:
-        if self.observer is not None:
-            self._report_progress(self.observer, t)
+        if self.hearer is not None:
+            self._report_progress(self.hearer, t)
         snapshot = split_snapshot(self.world.nodes, self.live, self.waiting, self.running, self._handout)
         started = time.perf_counter()
         actions = self.policy.decide(snapshot, t)
@@ -256,24 +250,16 @@ class Simulator:
         changed, self.changed = self.changed, {}
         return JobChanges(self.source, base, self.epoch, changed, numbers, versions)
 
-    def _report_progress(self, observer: ProgressObserver, t: float) -> None:
+    def _report_progress(self, hearer: HearsProgress, t: float) -> None:
         """What the live master hears from running jobs: their step and (elastic) loss, every
         active job settled to ``t``, in the snapshot's order (arrival: the jobs' indices)."""
         numbers = self.running.numbers()
         steps = self.cols.settle_many(numbers.astype(np.intp, copy=False), t, self.config.slow_threshold)
-        ids = list(self.running.ids)
+        ids = self.running.ids()
         losses = None
         if self.curves:  # (the jobs themselves only where a loss is reported)
             losses = list(map(self.losses.loss, map(self.jobs.__getitem__, numbers.tolist())))
-        if self.columns is not None:
-            self.columns.observe_progress_columns(ids, steps, losses, t, (self.source, numbers))
-            return
-        reports: list[Report] = list(zip(ids, steps.tolist(), losses or repeat(None), repeat(t)))
-        if self.bulk is not None:
-            self.bulk.observe_progress_many(reports)
-        else:
-            for job_id, step, loss, at in reports:
-                observer.observe_progress(job_id, step, loss, at)
+        hearer.hear(Reports(ids, steps, losses, np.full(len(ids), t), (self.source, numbers)))
 
     def _drop(self, action: object, problem: str) -> None:
         message = f"policy {self.policy.name!r} at t={self.now:.3f}: {action!r} dropped: {problem}"
@@ -310,8 +296,8 @@ class Simulator:
         job.preemptions += 1
         job.resume_from = job.gpus
         self.counters["preemptions"] += 1
-        if self.observer is not None:
-            self.observer.observe_progress(job.id, job.done_steps, None, t)
+        if self.hearer is not None:
+            self.hearer.hear(Reports.of([(job.id, job.done_steps, None, t)]))
         self._requeue(job, t, action.reason)
 
     def _requeue(self, job: SimJob, t: float, reason: str) -> None:
@@ -322,7 +308,7 @@ class Simulator:
 
     def _set_view(self, job: SimJob, view: Job, joins: InOrder) -> None:
         self.changed[job.id] = self.live[job.id] = job.view = view
-        joins.add(job.idx, view)
+        joins.put(job.idx, view)
 
     def _refresh(self, t: float) -> None:
         changed, evicted = self.world.refresh(t)

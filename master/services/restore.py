@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from horus_core.policies import Policy
-from horus_core.policies.attained import Attained
+from horus_core.policies.pack import PackingPolicy
 from horus_core.queues import QueuedPolicy
 from horus_core.queues.fairshare import Span
 from master.clock import Clock
@@ -20,12 +20,12 @@ from master.store.spans import UsageSpan, running_spans
 log = logging.getLogger(__name__)
 
 
-def ledger_of(policy: Policy) -> Attained | None:
-    """The policy's attained-service ledger, if it keeps one (``horus``, ``horus+``)."""
-    las = getattr(policy, "las", None)
-    if las is None and isinstance(policy, QueuedPolicy):  # queues wrap the policy that keeps it
-        las = getattr(policy.inner, "las", None)
-    return las if isinstance(las, Attained) else None
+def ledger_of(policy: Policy) -> PackingPolicy | None:
+    """The policy that keeps an attained-service ledger, if any (``horus``, ``horus+``)."""
+    inner = (
+        policy.inner if isinstance(policy, QueuedPolicy) else policy
+    )  # queues wrap the policy that keeps it
+    return inner if isinstance(inner, PackingPolicy) and inner.las is not None else None
 
 
 def fair_spans(policy: QueuedPolicy, spans: list[UsageSpan]) -> list[Span]:
@@ -43,11 +43,11 @@ async def restore_policy_state(
         jobs = await progress.load()
         if jobs:
             log.info("progress: the journals of %d jobs loaded", jobs)
-    las = ledger_of(policy)
-    if las is not None:
+    keeper = ledger_of(policy)
+    if keeper is not None:
         now = clock.now()
         service, running = await attained_service(read, now)
-        las.restore(service, running, now)
+        keeper.restore(service, running, now)
         if service:
             log.info("attained service of %d jobs rebuilt from their attempts", len(service))
     if isinstance(policy, QueuedPolicy):

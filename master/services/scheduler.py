@@ -20,9 +20,9 @@ from horus_core.advice import DOCKER, runtime_gate
 from horus_core.caps import attempt_cap
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, NodeState
 from horus_core.policies import Policy
+from horus_core.policies.base import Reports, progress_of
 from horus_core.policies.checks import Plan, check_actions
-from horus_core.policies.optimus.history import BulkProgressObserver, ProgressObserver
-from horus_core.queues.views import hide_gpus
+from horus_core.policies.views import hide_gpus
 from master.clock import Clock
 from master.config import MasterConfig
 from master.learning.learner import Learner
@@ -167,11 +167,9 @@ class Scheduler:
         if keeper is None:
             return
         seen = keeper.take_observations()
-        if isinstance(self.policy, BulkProgressObserver):
-            self.policy.observe_progress_many(seen)
-        elif isinstance(self.policy, ProgressObserver):
-            for job_id, step, loss, at in seen:
-                self.policy.observe_progress(job_id, step, loss, at)
+        hearer = progress_of(self.policy)
+        if hearer is not None and seen:
+            hearer.hear(Reports.of(seen))
 
     async def _pass(self) -> PassResult:
         self.passes += 1

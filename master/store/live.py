@@ -10,10 +10,8 @@ job that left (finished) is remembered for a while so a late reply cannot bring 
 from __future__ import annotations
 
 import dataclasses
-from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from itertools import chain
 from types import MappingProxyType
 from uuid import uuid4
 
@@ -21,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.gang import job_nodes
+from horus_core.inorder import InOrder
 from horus_core.model import Job, JobChanges, JobState, Node, NodeState
 from master.store.rows import JobRow
 
@@ -30,79 +29,6 @@ _GONE_KEPT = 4096  # ids of jobs that left, kept against late replies
 I64 = NDArray[np.int64]
 _CLASS_BITS = (1, 2, 4)
 _CLASSES = {JobState.PENDING: 1, JobState.ASSIGNED: 2, JobState.RUNNING: 2 | 4}
-_RUN = 256  # jobs per run of an _InOrder (between this and twice this, once grown)
-
-
-class _InOrder:
-    """The live jobs in one class of states (pending, active, running), in the index's order,
-    kept as they change (a bisect and an insert into a short run per change), so a pass's split
-    walks no job: chunks of at most ``2 * _RUN`` jobs sorted by arrival number, in order."""
-
-    def __init__(self) -> None:
-        self._at: list[list[int]] = []  # arrival numbers, a run per chunk, ascending throughout
-        self._jobs: list[list[Job]] = []  # the jobs, in the same runs
-        self._ver: list[list[int]] = []  # their versions, in the same runs
-        self._tops: list[int] = []  # each run's last arrival number
-        self._tuple: tuple[Job, ...] | None = None
-        self._columns: tuple[I64, I64] | None = None
-
-    def put(self, at: int, job: Job, held: bool) -> None:
-        """Job number ``at`` is ``job`` now (``held``: it was in this class already)."""
-        self._tuple = self._columns = None
-        if held:
-            c = bisect_left(self._tops, at)
-            i = bisect_left(self._at[c], at)
-            self._jobs[c][i], self._ver[c][i] = job, job.version
-        else:
-            self._insert(at, job)
-
-    def drop(self, at: int) -> None:
-        """Job number ``at`` left this class."""
-        self._tuple = self._columns = None
-        self._remove(at)
-
-    def _remove(self, at: int) -> None:
-        c = bisect_left(self._tops, at)
-        run = self._at[c]
-        i = bisect_left(run, at)
-        del run[i], self._jobs[c][i], self._ver[c][i]
-        if run:
-            self._tops[c] = run[-1]
-        else:
-            del self._at[c], self._jobs[c], self._ver[c], self._tops[c]
-
-    def _insert(self, at: int, job: Job) -> None:
-        if not self._tops:
-            self._at.append([at])
-            self._jobs.append([job])
-            self._ver.append([job.version])
-            self._tops.append(at)
-            return
-        c = min(bisect_left(self._tops, at), len(self._tops) - 1)
-        run, jobs, ver = self._at[c], self._jobs[c], self._ver[c]
-        i = bisect_left(run, at)
-        run.insert(i, at)
-        jobs.insert(i, job)
-        ver.insert(i, job.version)
-        self._tops[c] = run[-1]
-        if len(run) > 2 * _RUN:  # split the run in two
-            self._at[c : c + 1] = [run[:_RUN], run[_RUN:]]
-            self._jobs[c : c + 1] = [jobs[:_RUN], jobs[_RUN:]]
-            self._ver[c : c + 1] = [ver[:_RUN], ver[_RUN:]]
-            self._tops[c : c + 1] = [run[_RUN - 1], run[-1]]
-
-    def jobs(self) -> tuple[Job, ...]:
-        if self._tuple is None:
-            self._tuple = tuple(chain.from_iterable(self._jobs))
-        return self._tuple
-
-    def columns(self) -> tuple[I64, I64]:
-        """Each job's arrival number and version, in the order of :meth:`jobs`."""
-        if self._columns is None:
-            n = len(self.jobs())
-            numbers = np.fromiter(chain.from_iterable(self._at), np.int64, n)
-            self._columns = numbers, np.fromiter(chain.from_iterable(self._ver), np.int64, n)
-        return self._columns
 
 
 class LiveIndex:
@@ -119,7 +45,7 @@ class LiveIndex:
         self._jobs: tuple[Job, ...] | None = None
         self._arrival: dict[str, int] = {}  # id -> arrival number (the order of ``_job``)
         self._arrivals = 0
-        self._split = {"pending": _InOrder(), "active": _InOrder(), "running": _InOrder()}
+        self._split = {"pending": InOrder(), "active": InOrder(), "running": InOrder()}
         self._classes = tuple(zip(_CLASS_BITS, self._split.values(), strict=True))
         self._name = f"live-{uuid4().hex}"  # (names this index in the changes it hands out)
         self._epoch = 0  # the last snapshot's (see handout)
@@ -153,10 +79,10 @@ class LiveIndex:
         if self._overflow:  # (no pass for long: a consumer looks at every job)
             base, self._overflow = -1, False
         jobs, self._since = {i: self._job.get(i) for i in self._since}, {}
-        (pn, pv), (an, av) = self._split["pending"].columns(), self._split["active"].columns()
-        return JobChanges(
-            self._name, base, self._epoch, jobs, np.concatenate((pn, an)), np.concatenate((pv, av))
-        )
+        pending, active = self._split["pending"], self._split["active"]
+        numbers = np.concatenate((pending.numbers(), active.numbers()))
+        versions = np.concatenate((pending.versions(), active.versions()))
+        return JobChanges(self._name, base, self._epoch, jobs, numbers, versions)
 
     def rows(self) -> list[JobRow]:
         return list(self._rows.values())
@@ -217,7 +143,7 @@ class LiveIndex:
         now = 0 if new is None else _CLASSES.get(new.state, 0)
         for bit, group in self._classes:
             if now & bit and new is not None:
-                group.put(at, new, bool(was & bit))
+                group.put(at, new)
             elif was & bit:
                 group.drop(at)
         if new is None:

@@ -16,9 +16,8 @@ from horus_core.model import ClusterSnapshot, Job
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies.attained import Attained
 from horus_core.policies.base import arrival_order
-from horus_core.policies.horus import HorusPolicy
-from horus_core.policies.horus_plus import HorusPlusPolicy
 from horus_core.policies.kmeans import choose_k
+from horus_core.policies.pack import PackingPolicy
 
 
 def util_order(jobs: Sequence[Job], model: InterferenceModel) -> list[Job]:
@@ -58,7 +57,7 @@ def credit(jobs: Sequence[Job], now: float) -> float:
     return median(max(0.0, now - j.submitted_at) for j in jobs) * len(jobs)
 
 
-def plus_queues(policy: HorusPlusPolicy, pending: Sequence[Job], now: float) -> list[list[Job]]:
+def plus_queues(policy: PackingPolicy, pending: Sequence[Job], now: float, seed: int = 0) -> list[list[Job]]:
     """horus+'s k-means queues, highest credit first, each least attained service first."""
     if not pending:
         return []
@@ -72,11 +71,12 @@ def plus_queues(policy: HorusPlusPolicy, pending: Sequence[Job], now: float) -> 
     weights = np.bincount(shape_of, minlength=len(shapes)).astype(np.float64)
     spread = points.std(axis=0)
     scaled = (points - points.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
-    labels = choose_k(scaled, weights, seed=policy.seed)
+    labels = choose_k(scaled, weights, seed=seed)
     groups: dict[int, list[Job]] = {}
     for job, shape in zip(pending, shape_of, strict=True):
         groups.setdefault(int(labels[shape]), []).append(job)
     ordered = sorted(groups.values(), key=lambda g: (-credit(g, now), min(j.submitted_at for j in g)))
+    assert policy.las is not None
     return [las_order(g, policy.las) for g in ordered]
 
 
@@ -84,7 +84,7 @@ def queue_order(name: str, policy: object, snapshot: ClusterSnapshot, now: float
     """The pending jobs of ``snapshot`` in the order policy ``name`` serves them."""
     model: InterferenceModel = policy.model  # type: ignore[attr-defined]
     if name == "horus":
-        assert isinstance(policy, HorusPolicy) and policy.las is not None
+        assert isinstance(policy, PackingPolicy) and policy.las is not None
         return las_order(snapshot.pending(), policy.las)
     if name in ("horus-util", "horus-paper"):
         return util_order(snapshot.pending(), model)
@@ -92,5 +92,5 @@ def queue_order(name: str, policy: object, snapshot: ClusterSnapshot, now: float
         return arrival_order(snapshot.pending())
     if name == "lucid":
         return lucid_order(snapshot, model)
-    assert isinstance(policy, HorusPlusPolicy)
+    assert isinstance(policy, PackingPolicy)
     return [j for q in plus_queues(policy, snapshot.pending(), now) for j in q]

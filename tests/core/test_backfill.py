@@ -13,7 +13,9 @@ from horus_core.policies import gandiva, lucid, make_policy
 from horus_core.policies.backfill import WAIT_S, GangReserve
 from horus_core.policies.fifo import FifoPolicy
 from horus_core.policies.gputypes import TypeGate
-from horus_core.policies.reservation import free_times, gpu_types
+from horus_core.policies.reservation import TypesOf, free_times
+from horus_core.policies.state import Book, PassState
+from horus_core.policies.views import View
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
 
 MODEL = default_model()
@@ -45,6 +47,15 @@ def snap(*jobs: Job) -> ClusterSnapshot:
 
 def by_job(actions: list[Action]) -> dict[str, Action]:
     return {a.job_id: a for a in actions}
+
+
+def reserved(
+    reserve: GangReserve, book: Book, snapshot: ClusterSnapshot, now: float, types_of: TypesOf
+) -> list[Action]:
+    """One pass of the reservation stage alone, around a stage that places nothing."""
+    state = PassState.begin(snapshot, now, book)
+    reserve.observe(state, MODEL)
+    return reserve.run(View(state), lambda v: [Wait(j.id, "no") for j in v.pending()], MODEL, types_of)
 
 
 def six_running() -> list[Job]:
@@ -91,20 +102,16 @@ def test_the_reservation_goes_where_the_gang_is_predicted_to_finish_first() -> N
         )
         for i, (n, h) in enumerate([("v100-000", 5.0), ("v100-001", 1.0)])
     ]
-    reserve = GangReserve(wait_s=0.0)
+    reserve, book = GangReserve(wait_s=0.0), Book()
     blocked = ClusterSnapshot(nodes, (*running, job("big", 8, 2.0)))
-
-    def waits(s: ClusterSnapshot, now: float) -> list[Action]:  # a policy that places nothing
-        return [Wait(j.id, "no") for j in s.pending()]
-
     # A K80 node is idle now, but 2 h of V100 work takes ~7.6 h on K80s: wait 1 h for v100-001.
-    reserve.decide(blocked, 0.0, waits, MODEL, lambda j: None)
-    got = by_job(reserve.decide(blocked, 1.0, waits, MODEL, lambda j: None))
+    reserved(reserve, book, blocked, 0.0, lambda j: None)
+    got = by_job(reserved(reserve, book, blocked, 1.0, lambda j: None))
     assert isinstance(got["big"], Wait) and "on v100-001" in got["big"].reason
     # A gang that may not use V100s (its types: k80) takes the idle K80 node at once.
-    reserve = GangReserve(wait_s=0.0)
-    reserve.decide(blocked, 0.0, waits, MODEL, lambda j: frozenset({"k80"}))
-    got = by_job(reserve.decide(blocked, 1.0, waits, MODEL, lambda j: frozenset({"k80"})))
+    reserve, book = GangReserve(wait_s=0.0), Book()
+    reserved(reserve, book, blocked, 0.0, lambda j: frozenset({"k80"}))
+    got = by_job(reserved(reserve, book, blocked, 1.0, lambda j: frozenset({"k80"})))
     assert isinstance(got["big"], Assign) and got["big"].node == "k80-000"
 
 
@@ -116,13 +123,13 @@ def test_free_times_are_the_longest_remaining_job_per_gpu() -> None:
 
 
 def test_unknown_work_is_expected_to_last_as_long_as_it_has_run() -> None:
-    reserve = GangReserve(wait_s=0.0)
+    reserve, book = GangReserve(wait_s=0.0), Book()
     running = dataclasses.replace(job("a", 1, 1.0, at=0), spec=JobSpec(("x",), job_type=R50))
-    reserve.decide(snap(running), 0.0, lambda s, n: [], MODEL, lambda j: None)
-    reserve.decide(snap(running), 5000.0, lambda s, n: [], MODEL, lambda j: None)
-    types = {u: "v100" for u in UUIDS}
-    assert reserve.remaining(running, 5000.0, types, MODEL) == 5000.0
-    assert reserve.remaining(running, 100.0, types, MODEL) >= 600.0
+    reserved(reserve, book, snap(running), 0.0, lambda j: None)
+    later = PassState.begin(snap(running), 5000.0, book)
+    assert reserve.remaining(running, later, MODEL) == 5000.0
+    soon = PassState.begin(snap(running), 100.0, Book())
+    assert reserve.remaining(running, soon, MODEL) >= 600.0
 
 
 def stream(gang_at_h: float = 10.0, hours: float = 100.0) -> list[TraceJob]:
@@ -168,15 +175,3 @@ def test_in_the_simulator_a_gang_waits_at_most_for_the_jobs_running_when_it_beca
 def test_without_the_reservation_the_same_gang_starves_behind_the_stream(name: str) -> None:
     queued, bound, _ = gang_run(name, reserve=False)
     assert queued > 50 * HOUR and queued > bound + 40 * HOUR
-
-
-def test_gpu_types_follow_the_nodes_of_each_snapshot() -> None:
-    """The uuid -> type map is kept for the last nodes asked about: nodes equal to them (other
-    objects) get the same map, nodes whose GPUs changed type get their own."""
-    k80 = tuple(dataclasses.replace(n, gpus=tuple(dataclasses.replace(g, model="Tesla K80", gpu_type="k80")
-                                                  for g in n.gpus)) for n in NODES)  # fmt: skip
-    copy = tuple(dataclasses.replace(n) for n in NODES)
-    assert set(gpu_types(ClusterSnapshot(NODES, ())).values()) == {"v100"}
-    assert gpu_types(ClusterSnapshot(copy, ())) == gpu_types(ClusterSnapshot(NODES, ()))
-    assert set(gpu_types(ClusterSnapshot(k80, ())).values()) == {"k80"}
-    assert set(gpu_types(ClusterSnapshot(NODES, ())).values()) == {"v100"}

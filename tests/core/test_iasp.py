@@ -6,12 +6,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_policy_cache import snapshots, warm_model
+
 from horus_core.interference import default_model
 from horus_core.model import Assign, ClusterSnapshot, Wait
 from horus_core.policies import make_policy, policy_names
 from horus_core.policies.checks import check_actions
 from horus_core.policies.iasp import IaspPolicy
+from horus_core.policies.state import Book, PassState
+from horus_core.policies.views import View
 from horus_core.testing import nodes, pending, running
+from horus_core.testing.plain_iasp import PlainIasp
 
 R18, R50 = "ResNet-18 (batch size 32)", "ResNet-50 (batch size 128)"
 A3C = "A3C"
@@ -78,3 +86,21 @@ def test_a_job_larger_than_any_node_is_spread_on_idle_gpus() -> None:
     snap = ClusterSnapshot(nodes(3, 4), (running("a", R50, ("n0g0",)), pending("big", R18, gpus=8)))
     (act,) = make_policy("iasp").decide(snap, 0.0)
     assert isinstance(act, Assign) and sorted({g[:2] for g in act.gpus}) == ["n1", "n2"]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots(), st.data())
+def test_the_stage_over_the_pass_state_decides_as_the_plain_gpu_by_gpu_oracle(
+    snap: ClusterSnapshot, data: st.DataObject
+) -> None:
+    """On random clusters (unhealthy GPUs, lost nodes, two GPU kinds, jobs running, exclusive
+    jobs, gangs wider than a node), also through a view with GPUs hidden, ``iasp``'s stage
+    decides exactly what the same stages written GPU by GPU decide."""
+    model = warm_model()
+    policy = IaspPolicy(model)
+    view = View(PassState.begin(snap, 10.0, Book()))
+    assert policy.serve(view) == PlainIasp(model).decide(view.snapshot)
+    n = view.state.layout.n_gpus
+    hidden = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), np.bool_)
+    part = view.hide(hidden)
+    assert policy.serve(part) == PlainIasp(model).decide(part.snapshot)

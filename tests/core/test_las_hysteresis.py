@@ -16,17 +16,18 @@ from horus_core.errors import InvalidArgument
 from horus_core.model import ClusterSnapshot, Job, JobState, Preempt, Wait
 from horus_core.policies.attained import MIN_SLICE_S, Attained
 from horus_core.testing import nodes, pending, running
+from horus_core.testing.ledgers import LasLedger
 
 R50 = "ResNet-50 (batch size 16)"
 ONE = nodes(1, 1)
 HOUR = 3600.0
 
 
-def stopped(las: Attained, victim: Job, waiting: Job, now: float) -> list[str]:
+def stopped(ledger: LasLedger, victim: Job, waiting: Job, now: float) -> list[str]:
     """Who the ledger stops at ``now`` for ``waiting`` left waiting behind ``victim``."""
     snap = ClusterSnapshot(ONE, (victim, waiting))
-    las.observe(snap, now)
-    return [p.job_id for p in las.preempts(snap, [Wait(waiting.id, "no room")], now)]
+    ledger.observe(snap, now)
+    return [p.job_id for p in ledger.las.preempts(snap, [Wait(waiting.id, "no room")], now)]
 
 
 def attempt(job: Job, n: int) -> Job:
@@ -37,35 +38,36 @@ def attempt(job: Job, n: int) -> Job:
 def test_a_job_stopped_before_runs_longer_before_the_next_stop(
     growth: float, second_stop_after: float
 ) -> None:
-    las = Attained(slice_growth=growth)
+    ledger = LasLedger(slice_growth=growth)
     long = running("long", R50, ("n0g0",), exclusive=True)
     new = pending("new", R50, at=10.0, exclusive=True)
-    las.observe(ClusterSnapshot(ONE, (long,)), 0.0)
-    assert stopped(las, long, new, 1.5 * HOUR) == ["long"]  # level 1 against level 0
-    assert las.stops == {"long": 1}
+    ledger.observe(ClusterSnapshot(ONE, (long,)), 0.0)
+    assert stopped(ledger, long, new, 1.5 * HOUR) == ["long"]  # level 1 against level 0
+    assert ledger.las.stops == {"long": 1}
     back = attempt(long, 2)  # started again at 2 h (the newcomer ran meanwhile and left)
-    las.observe(ClusterSnapshot(ONE, (back,)), 2 * HOUR)
+    ledger.observe(ClusterSnapshot(ONE, (back,)), 2 * HOUR)
     newer = pending("newer", R50, at=20.0, exclusive=True)
     just_before = 2 * HOUR + second_stop_after - 1.0
-    assert stopped(las, back, newer, just_before) == []
-    assert stopped(las, back, newer, just_before + 2.0) == ["long"]
+    assert stopped(ledger, back, newer, just_before) == []
+    assert stopped(ledger, back, newer, just_before + 2.0) == ["long"]
 
 
 def test_a_victim_must_be_min_gap_levels_above() -> None:
-    las = Attained(min_gap=2)
+    ledger = LasLedger(min_gap=2)
     long = running("long", R50, ("n0g0",), exclusive=True)
     new = pending("new", R50, at=10.0, exclusive=True)
-    las.observe(ClusterSnapshot(ONE, (long,)), 0.0)
-    assert stopped(las, long, new, 1.5 * HOUR) == []  # level 1: one above, not two
-    assert stopped(las, long, new, 2.5 * HOUR) == ["long"]  # level 2
+    ledger.observe(ClusterSnapshot(ONE, (long,)), 0.0)
+    assert stopped(ledger, long, new, 1.5 * HOUR) == []  # level 1: one above, not two
+    assert stopped(ledger, long, new, 2.5 * HOUR) == ["long"]  # level 2
     assert Attained().min_gap == 1 and Attained().slice_growth == 1.0  # horus's defaults
 
 
 def test_the_stop_counts_are_forgotten_with_the_job() -> None:
-    las = Attained()
-    las.stops["gone"] = 3
-    las.observe(ClusterSnapshot(ONE, ()), 0.0)
-    assert las.stops == {}
+    ledger = LasLedger()
+    ledger.observe(ClusterSnapshot(ONE, (running("gone", R50, ("n0g0",)),)), 0.0)
+    ledger.las.stops["gone"] = 3
+    ledger.observe(ClusterSnapshot(ONE, ()), 1.0)
+    assert ledger.las.stops == {}
 
 
 @pytest.mark.parametrize(("growth", "gap"), [(0.5, 1), (1.0, 0)])
@@ -75,13 +77,13 @@ def test_bad_hysteresis_is_refused(growth: float, gap: int) -> None:
 
 
 def test_preempt_actions_name_the_waiting_job() -> None:
-    las = Attained()
+    ledger = LasLedger()
     long = running("long", R50, ("n0g0",), exclusive=True)
     new = pending("new", R50, at=10.0, exclusive=True)
-    las.observe(ClusterSnapshot(ONE, (long,)), 0.0)
+    ledger.observe(ClusterSnapshot(ONE, (long,)), 0.0)
     snap = ClusterSnapshot(ONE, (long, new))
-    las.observe(snap, 1.5 * HOUR)
-    (act,) = las.preempts(snap, [Wait("new", "no room")], 1.5 * HOUR)
+    ledger.observe(snap, 1.5 * HOUR)
+    (act,) = ledger.las.preempts(snap, [Wait("new", "no room")], 1.5 * HOUR)
     assert isinstance(act, Preempt) and "job new" in act.reason
 
 
@@ -98,11 +100,11 @@ def test_bulk_victim_checks_agree_with_the_per_job_rule(growth: float) -> None:
     ]
     las.service = {f"j{i}": HOUR * (i % 5) * 1.5 for i in range(12)}
     las.stops = {f"j{i}": i % 2 for i in range(12)}
-    las.begun = {f"j{i}": -MIN_SLICE_S * (i % 4) for i in range(12)}
+    begun = {f"j{i}": -MIN_SLICE_S * (i % 4) for i in range(12)}
     for job in jobs:
-        las.columns.run(job, las.begun[job.id])
+        las.columns.run(job, begun[job.id])
     now = 1.0
-    slow = [j for j in jobs if now - las.begun.get(j.id, now) >= las._slice(j.id)]
+    slow = [j for j in jobs if now - begun.get(j.id, now) >= las._slice(j.id)]
     assert las.columns.jobs(las._stoppable(now)) == slow
     assert 0 < len(slow) < len(jobs)
     for group in (jobs, slow, jobs[5:7]):
@@ -147,16 +149,17 @@ def test_a_gang_over_nodes_holds_its_gpus_on_every_node_and_is_no_victim(gang_no
     """A gang on two nodes holds GPUs on its second node too: a waiting job does not take that
     node for free room (it used to, and so stopped nobody); it stops a one-node job instead, and
     never the gang (stopping it would idle its GPUs on the other node)."""
-    las = Attained()
+    ledger = LasLedger()
+    las = ledger.las
     cluster = nodes(3, 2)
     gang = replace(running("gang", R50, ("n0g0", "n0g1", "n1g0"), exclusive=True), nodes=gang_nodes)
     small = running("small", R50, ("n1g1",), node="n1", exclusive=True)
     other = running("other", R50, ("n2g0", "n2g1"), node="n2", exclusive=True)
     new = pending("new", R50, at=10.0, exclusive=True)
     before = (gang, small, other)
-    las.observe(ClusterSnapshot(cluster, before), 0.0)
+    ledger.observe(ClusterSnapshot(cluster, before), 0.0)
     snap = ClusterSnapshot(cluster, (*before, new))
-    las.observe(snap, 1.5 * HOUR)  # the gang 4.5 GPU-hours, "other" 3: both above the new job
-    las.service["small"] = 0.5 * HOUR  # level 0, as the new job: not a victim for it
+    ledger.observe(snap, 1.5 * HOUR)  # the gang 4.5 GPU-hours, "other" 3: both above the new job
+    las.service = {**las.service, "small": 0.5 * HOUR}  # level 0, as the new job: not a victim for it
     (act,) = las.preempts(snap, [Wait("new", "no room")], 1.5 * HOUR)
     assert isinstance(act, Preempt) and act.job_id == "other" and "job new" in act.reason

@@ -13,12 +13,13 @@ from test_packing import FAST, params_st, problems
 from test_policy_cache import SLOW, snapshots, warm_model
 
 from horus_core.model import Assign, ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node
-from horus_core.packing import PackParams, Problem, place, place_reference
-from horus_core.packing._plain import build_problem
+from horus_core.packing import PackParams, Problem, place
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import NodeCache
 from horus_core.packing.jobs import JobTable
 from horus_core.policies import make_policy
+from horus_core.testing.kernel_twin import place_reference
+from horus_core.testing.plain_problem import build_problem
 
 FLOORS = [0.0, 0.0, 0.5, 0.7, 0.85, 1.0]
 

@@ -14,6 +14,7 @@ from horus_core.errors import InvalidArgument
 from horus_core.interference import default_model
 from horus_core.model import Assign, ClusterSnapshot, Job, JobSpec, JobState, Node, Preempt, Wait
 from horus_core.policies import make_policy
+from horus_core.policies.base import Reports
 from horus_core.policies.checks import check_actions
 from horus_core.policies.optimus import OptimusPolicy
 from horus_core.policies.optimus.allocate import Demand, allocate
@@ -170,10 +171,10 @@ def test_unknown_length_comes_from_the_loss_fit() -> None:
     curve = synthetic_curve(400_000, l0=3.0, floor=0.5)
     rng = np.random.default_rng(0)
     for k in np.linspace(0, 150_000, 80):
-        policy.observe_progress("a", float(k), curve.loss(k) * (1 + 0.02 * rng.standard_normal()), 0.0)
+        policy.hear(Reports.of([("a", float(k), curve.loss(k) * (1 + 0.02 * rng.standard_normal()), 0.0)]))
     assert policy.steps_left(job) == pytest.approx(400_000 - 150_000, rel=0.3)
     assert OptimusPolicy(MODEL).steps_left(job) == 1000.0  # nothing known yet
-    policy.observe_progress("a", 600_000.0, None, 0.0)  # past the fitted end and still training
+    policy.hear(Reports.of([("a", 600_000.0, None, 0.0)]))  # past the fitted end and still training
     assert policy.steps_left(job) == pytest.approx(60_000.0)  # a tenth of its steps done
 
 

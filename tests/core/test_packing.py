@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from horus_core.packing import PackParams, Placement, Problem, codes, place, place_reference
+from horus_core.packing import PackParams, Placement, Problem, codes, place
+from horus_core.testing.kernel_twin import place_reference
 
 SPEEDS = [0.0, 0.3, 0.45, 0.5, 0.8, 0.9, 1.0]  # few values: ties in cost and in speed are common
 

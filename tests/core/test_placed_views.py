@@ -11,7 +11,7 @@ import numpy as np
 from horus_core.model import Gpu, Job, JobSpec, JobState, Node
 from horus_core.packing.cluster import NodeCache
 from horus_core.packing.placed import PlacedGpus
-from horus_core.policies._placed import placed_view
+from horus_core.policies.views import placed_view
 
 NODES = tuple(
     Node(f"n{i}", tuple(Gpu(f"n{i}g{k}", f"n{i}", k, "V100", 16160, "v100") for k in range(4)))

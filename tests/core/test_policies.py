@@ -29,9 +29,10 @@ from horus_core.model import (
 from horus_core.policies import Policy, make_policy, policy_names
 from horus_core.policies.attained import MIN_SLICE_S, Attained
 from horus_core.policies.gandiva import GandivaPolicy
-from horus_core.policies.horus_plus import HorusPlusPolicy
 from horus_core.policies.kmeans import choose_k, kmeans
+from horus_core.policies.pack import PackingPolicy
 from horus_core.testing import nodes, pending, running
+from horus_core.testing.ledgers import LasLedger
 
 PACKING = ["binpack", "gandiva", "horus", "horus-paper", "horus+", "lucid"]
 R18_16, R18_32 = "ResNet-18 (batch size 16)", "ResNet-18 (batch size 32)"
@@ -217,7 +218,7 @@ def test_horus_plus_serves_the_queue_with_most_credit_first() -> None:
     new = [pending(f"small{i}", R18_16, at=900.0 + i) for i in range(12)]
     mid = [pending(f"mid{i}", "LM (batch size 80)", gpus=2, at=500.0) for i in range(2)]
     policy = make_policy("horus+")
-    assert isinstance(policy, HorusPlusPolicy)
+    assert isinstance(policy, PackingPolicy) and policy.las is not None
     queues = plus_queues(policy, new + mid + old, 1000.0)
     assert 3 <= len(queues) <= 5
     assert {j.id for j in queues[0]} == {j.id for j in old}  # 1000 s x 3 beats 95 s x 12
@@ -297,13 +298,14 @@ def test_horus_keeps_a_fresh_attempt_for_the_min_slice() -> None:
 
 
 def test_attained_service_counts_gpu_seconds_and_forgets_finished_jobs() -> None:
-    las = Attained()
+    ledger = LasLedger()
+    las = ledger.las
     two = running("two", R50_16, ("n0g0", "n0g1"))
-    las.observe(ClusterSnapshot(nodes(1, 2), (two,)), 100.0)
-    las.observe(ClusterSnapshot(nodes(1, 2), (two,)), 400.0)
+    ledger.observe(ClusterSnapshot(nodes(1, 2), (two,)), 100.0)
+    ledger.observe(ClusterSnapshot(nodes(1, 2), (two,)), 400.0)
     assert las.service == {"two": 600.0}
     assert las.level("two") == 0 and las.bounds == [3600.0, 7200.0, 14400.0, 28800.0]
-    las.observe(ClusterSnapshot(nodes(1, 2), ()), 500.0)
+    ledger.observe(ClusterSnapshot(nodes(1, 2), ()), 500.0)
     assert las.service == {}
 
 
@@ -313,7 +315,8 @@ def test_the_ledger_columns_credit_like_a_per_job_sum_past_their_first_slots(wit
     leave over 60 passes, seen through the changes (the master, the simulator) or whole: the
     ledger's service is the per-job sum of GPUs x span, a job that stops keeps what it
     attained, and the slots of jobs that left are given again (the columns stay small)."""
-    las, rng = Attained(), random.Random(7)
+    ledger, rng = LasLedger(), random.Random(7)
+    las = ledger.las
     expect: dict[str, float] = {}
     live: dict[str, Job] = {}
     now, serial, epoch, most = 0.0, 0, 0, 0
@@ -323,7 +326,7 @@ def test_the_ledger_columns_credit_like_a_per_job_sum_past_their_first_slots(wit
         nonlocal epoch, changed
         delta = JobChanges("test", epoch, epoch + 1, changed) if with_changes else None
         epoch, changed = epoch + 1, {}
-        las.observe(ClusterSnapshot(nodes(1, 1), tuple(live.values()), changes=delta), now)
+        ledger.observe(ClusterSnapshot(nodes(1, 1), tuple(live.values()), changes=delta), now)
 
     seen: dict[str, int] = {}  # running id -> its attempt at the last pass
     for _ in range(60):

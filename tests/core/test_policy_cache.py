@@ -31,19 +31,19 @@ from horus_core.model import (
     Wait,
 )
 from horus_core.packing import PackParams, codes
-from horus_core.packing._plain import build_problem
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies import Policy, make_policy
 from horus_core.policies._order import by_keys
-from horus_core.policies._packing import Ix, Order
-from horus_core.policies._plain import PlainPacker
 from horus_core.policies._wide import split
 from horus_core.policies.gandiva import GandivaPolicy
-from horus_core.policies.horus import HorusPolicy
-from horus_core.policies.horus_plus import HorusPlusPolicy
+from horus_core.policies.pack import PackingPolicy
+from horus_core.policies.packer import Ask, Ix
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
+from horus_core.policies.views import View
+from horus_core.testing.plain_packer import PlainPacker
+from horus_core.testing.plain_problem import build_problem
 
 PACKING = ["binpack", "gandiva", "horus", "horus-paper", "horus-util", "horus+", "lucid"]
 GAVEL = ["ResNet-18 (batch size 16)", "ResNet-50 (batch size 128)", "Recommendation (batch size 512)", "A3C"]
@@ -155,11 +155,11 @@ def fresh_like(cached: Policy, name: str, model: InterferenceModel) -> Policy:
     fresh = make_policy(name, model)
     if isinstance(cached, GandivaPolicy) and isinstance(fresh, GandivaPolicy):
         fresh.bad_pairs = set(cached.bad_pairs)  # what it learned is policy state, not a cache
-    if isinstance(cached, HorusPolicy | HorusPlusPolicy) and isinstance(fresh, HorusPolicy | HorusPlusPolicy):
+    if isinstance(cached, PackingPolicy) and isinstance(fresh, PackingPolicy):
         fresh.las = copy.deepcopy(cached.las)  # the attained-service ledger, likewise
-    gate, new_gate = getattr(cached, "gate", None), getattr(fresh, "gate", None)
-    if gate is not None and new_gate is not None:
-        new_gate.reserve = copy.deepcopy(gate.reserve)  # the head gang's reservation, likewise
+        fresh.gate.reserve = copy.deepcopy(cached.gate.reserve)  # the head gang's reservation, likewise
+        book, new = cached.book, fresh.book  # the attempts seen, likewise (not the caches)
+        new.stints, new.gangs, new.last = copy.deepcopy(book.stints), dict(book.gangs), book.last
     return fresh
 
 
@@ -199,14 +199,13 @@ def test_each_policy_s_one_queue_order_is_the_plain_sorted_order(
     seen: list[list[str]] = []
     real = policy.packer.pack  # type: ignore[attr-defined]
 
-    def spy(snapshot: ClusterSnapshot, model: InterferenceModel, params: PackParams, text: str,
-            order: Order, **kw: object) -> list[Action]:  # fmt: skip
+    def spy(view: View, ask: Ask) -> list[Action]:
         def recorded(live: Live, layout: ClusterLayout) -> Ix:
-            positions = order(live, layout)
+            positions = ask.order(live, layout)
             seen.append([live.pending[i].id for i in positions.tolist()])
             return positions
 
-        return real(snapshot, model, params, text, recorded, **kw)  # type: ignore[no-any-return]
+        return real(view, replace(ask, order=recorded))  # type: ignore[no-any-return]
 
     policy.packer.pack = spy  # type: ignore[attr-defined]
     policy.decide(snap, now)
@@ -288,22 +287,19 @@ def test_wait_texts_say_what_wait_reason_says(
     cols = list(zip(*rows, strict=True)) or [()] * 6
     code, gpus, excl, mem, detail, blocked = (np.array(c, t) for c, t in zip(
         cols, (np.int32, np.int32, np.bool_, np.int64, np.int32, np.int64), strict=True))  # fmt: skip
-    cache: dict[tuple[object, ...], str] = {}
-    got = wait_texts(code, gpus, excl, mem, detail, blocked, largest, params, "refused", cache)
+    got = wait_texts(code, gpus, excl, mem, detail, blocked, largest, params, "refused")
     want = [wait_reason(WaitFacts(g, e, m, c, d, largest, b), params, "refused") for c, g, e, m, d, b in rows]
     assert got == want
-    assert wait_texts(code, gpus, excl, mem, detail, blocked, largest, params, "refused", cache) == want
 
 
 @pytest.mark.parametrize("name", PACKING)
-def test_pending_jobs_left_pending_reuse_their_wait_while_the_reason_holds(name: str) -> None:
+def test_pending_jobs_left_pending_get_the_same_wait_while_the_reason_holds(name: str) -> None:
     gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(1))
     jobs = tuple(Job(f"j{i}", JobSpec(("x",), gpus=2), JobState.PENDING, submitted_at=i) for i in range(3))
     policy = make_policy(name)
     snap = ClusterSnapshot((Node("n0", gpus),), jobs)
     first, again = policy.decide(snap, 0.0), policy.decide(snap, 1.0)
     assert first == again and all(isinstance(w, Wait) for w in again)
-    assert all(a is b for a, b in zip(first, again, strict=True))
 
 
 @SLOW
@@ -434,9 +430,8 @@ def test_the_job_table_looks_jobs_up_by_the_sources_numbers_as_they_move_up() ->
         assert [table.specs[s] for s in got.p_slot.tolist()] == [j.spec for j in jobs]
         assert table.seen[got.p_slot].tolist() == versions.tolist()
         assert [table._slot[j.id] for j in jobs] == got.p_slot.tolist()
-        if by_number:  # (the map holds every live job's slot: the next scan reads it)
-            assert (
-                table.numbered.slot[np.array(numbers) - table.numbered.base].tolist() == got.p_slot.tolist()
-            )
-        assert len(table.numbered.slot) <= 2 * (8 * len(jobs) + 65536)
-    assert 0 < by_id_steps < 60 and table.numbered.base > 0  # (both ways taken; the map moved up)
+        if by_number:  # (the index holds every live job's slot: the next scan reads it)
+            found = table.numbers.find("idx", np.array(numbers, np.int64))
+            assert found is not None and found[0].tolist() == got.p_slot.tolist() and found[1] == 0
+        assert len(table.numbers._row) <= 2 * 4 * (8 * len(jobs) + 65536)
+    assert 0 < by_id_steps < 60 and table.numbers.base > 0  # (both ways taken; the index moved up)

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from horus_core import reasoncodes as rc
@@ -21,8 +21,6 @@ from horus_core.packing import PackParams, codes
 from horus_core.policies import make_policy, policy_names
 from horus_core.policies.reasons import (
     WaitFacts,
-    _refused,
-    interference_text,
     wait_code,
     wait_codes,
     wait_reason,
@@ -172,15 +170,3 @@ def test_positions_count_per_queue_once_specs_name_queues() -> None:
     }
     lazy = rc.QueuePositions(waits, jobs.get)
     assert (lazy.get("a"), lazy.get("zzz")) == (("team-a", 2), None)
-
-
-SPEEDS = st.sampled_from([0.0, -0.0, 0.3, 0.30000000000000004, 1.0])
-GAINS = st.sampled_from([-math.inf, 0.0, -0.0, 0.15, 0.1500001])
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(SPEEDS, GAINS), max_size=12))
-def test_the_refusal_sentence_kept_per_rule_is_the_one_built_for_it(rules: list[tuple[float, float]]) -> None:
-    """Whatever was asked before (0.0 and -0.0 are equal floats, their sentences differ)."""
-    for min_speed, min_gain in rules:
-        assert interference_text(min_speed, min_gain) == _refused(min_speed, min_gain)

@@ -12,27 +12,34 @@ import pytest
 from horus_core.model import Assign, ClusterSnapshot, JobState
 from horus_core.policies import horus, horus_plus
 from horus_core.policies.attained import Attained
+from horus_core.policies.base import Reports
 from horus_core.policies.optimus.fit import LossCurve
+from horus_core.policies.pack import PackingPolicy
 from horus_core.policies.remaining import RemainingWork
 from horus_core.testing import nodes, pending, running
+from horus_core.testing.ledgers import LasLedger
 
 R50 = "ResNet-50 (batch size 16)"
 ONE = nodes(1, 1)
 RAN_S = 5400.0  # "short" ran 1.5 GPU-hours (LAS level 1) before it was stopped
 
 
-def first_served(policy: horus.HorusPolicy | horus_plus.HorusPlusPolicy, total: int, reports: int,
+def report(work: RemainingWork, job_id: str, step: float, loss: float | None, now: float) -> None:
+    work.hear(Reports.of([(job_id, step, loss, now)]))
+
+
+def first_served(policy: PackingPolicy, total: int, reports: int,
                  loss: LossCurve | None = None, noise: float = 0.0) -> str:  # fmt: skip
     """Which of "short" (ran 1.5 h at 1 step/s, sent ``reports`` reports) and "fresh" (never
     ran, submitted first) the policy starts on the one free GPU."""
     spec = pending("short", R50, exclusive=True, total_steps=total).spec
     short = replace(running("short", R50, ("n0g0",), exclusive=True), spec=spec)
     rng = np.random.default_rng(0)
-    observe = getattr(policy, "observe_progress", None)
+    work = policy.progress
     for t in np.linspace(0.0, RAN_S, reports).tolist():  # a pass after each report, as the master
         value = None if loss is None else loss.loss(t) * (1.0 + noise * float(rng.standard_normal()))
-        if observe is not None:
-            observe("short", t, value, t)
+        if work is not None:
+            report(work, "short", t, value, t)
         policy.decide(ClusterSnapshot(ONE, (short,)), t)
     stopped = replace(short, state=JobState.PENDING, node="", gpus=(), submitted_at=0.0)
     fresh = pending("fresh", R50, at=-100.0, exclusive=True)
@@ -76,7 +83,7 @@ def test_an_unconfident_estimate_keeps_the_las_order(
 def test_las_alone_ignores_progress() -> None:
     policy = horus.make_las(None)
     assert policy.las is not None and policy.las.work is None
-    assert not hasattr(policy, "observe_progress")  # the simulator reports nothing to it
+    assert policy.progress is None  # the simulator reports nothing to it
     assert first_served(policy, total=8000, reports=10) == "fresh"
 
 
@@ -84,12 +91,12 @@ def test_remaining_gpu_seconds_follow_the_reports_and_are_forgotten_with_the_job
     work = RemainingWork()
     job = pending("a", R50, gpus=4, total_steps=100_000)
     for t in range(5):
-        work.observe_progress("a", 10.0 * t, None, 10.0 * t)
+        report(work, "a", 10.0 * t, None, 10.0 * t)
     left = work.gpu_s_left(job)
     assert left == pytest.approx((100_000 - 40) / 1.0 * 4)  # GPU-seconds: steps / (steps/s) x GPUs
-    work.observe_progress("a", 20.0, None, 60.0)  # a restart from a checkpoint: step went back
+    report(work, "a", 20.0, None, 60.0)  # a restart from a checkpoint: step went back
     assert work.gpu_s_left(job) == pytest.approx((100_000 - 20) * 4)
-    work.forget(set())
+    work.drop(["a"])
     assert work.gpu_s_left(job) is None
 
 
@@ -122,7 +129,8 @@ def test_estimates_worked_out_on_ask_equal_every_job_asked_every_pass() -> None:
     pass gives: the fits that came due are made in the pass, asked or not."""
     curves = [LossCurve(0.416, 0.25, 0.3), LossCurve(0.2, 0.5, 0.1), LossCurve(1.0, 0.1, 0.5)]
     jobs = [pending(f"j{i}", R50, gpus=1 + i % 3, total_steps=0 if i % 2 else 50_000) for i in range(12)]
-    lazy, eager = Attained(work=RemainingWork()), RemainingWork()
+    ledger, eager = LasLedger(work=RemainingWork()), RemainingWork()
+    lazy = ledger.las
     rng = np.random.default_rng(5)
     asked_some = False
     for n in range(80):
@@ -131,9 +139,9 @@ def test_estimates_worked_out_on_ask_equal_every_job_asked_every_pass() -> None:
             if rng.random() < 0.8:  # (some jobs skip a report; loss None now and then)
                 step = now * (1.0 + i / 10) * float(rng.uniform(0.9, 1.1))
                 loss = None if rng.random() < 0.1 else curves[i % 3].loss(step)
-                lazy.work.observe_progress(job.id, step, loss, now)  # type: ignore[union-attr]
-                eager.observe_progress(job.id, step, loss, now)
-        lazy.observe(ClusterSnapshot(ONE, tuple(jobs)), now)
+                report(lazy.work, job.id, step, loss, now)  # type: ignore[arg-type]
+                report(eager, job.id, step, loss, now)
+        ledger.observe(ClusterSnapshot(ONE, tuple(jobs)), now)
         expected = {j.id: eager.gpu_s_left(j) for j in jobs}  # (the old pass: every job, every time)
         some = [j.id for j in jobs if rng.random() < 0.2]
         assert {i: lazy.left.get(i) for i in some} == {i: expected[i] for i in some}
@@ -141,25 +149,3 @@ def test_estimates_worked_out_on_ask_equal_every_job_asked_every_pass() -> None:
     final = {j.id: v for j in jobs if (v := eager.gpu_s_left(j)) is not None}
     assert dict(lazy.left) == final
     assert asked_some and any(jobs[i].id in final for i in range(1, 12, 2))  # (fits were confident)
-
-
-def test_reports_in_bulk_are_the_reports_one_by_one() -> None:
-    """``observe_many`` (the simulator's call before a round) leaves every track, estimate and due
-    fit as the same reports one ``observe_progress`` at a time."""
-    rng = np.random.default_rng(11)
-    curve = LossCurve(0.416, 0.25, 0.3)
-    one, bulk = RemainingWork(), RemainingWork()
-    for n in range(60):
-        reports = [
-            (f"j{i}", float(n * 7 + i), None if rng.random() < 0.3 else curve.loss(n * 7.0 + i), 10.0 * n)
-            for i in range(8)
-            if rng.random() < 0.9
-        ]
-        for report in reports:
-            one.observe_progress(*report)
-        bulk.observe_many(reports)
-        assert {k: t.state() for k, t in bulk.tracks.items()} == {k: t.state() for k, t in one.tracks.items()}
-        assert bulk.due == one.due
-    jobs = [pending(f"j{i}", R50, total_steps=0 if i % 2 else 900) for i in range(8)]
-    assert [bulk.gpu_s_left(j) for j in jobs] == [one.gpu_s_left(j) for j in jobs]
-    assert one.due and any(one.gpu_s_left(j) is not None for j in jobs)

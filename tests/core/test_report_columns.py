@@ -1,21 +1,19 @@
 """Reports and running totals kept as columns (``horus_core/policies/reported.py``,
 ``horus_core/sim/columns.py``): a round done in bulk leaves exactly, to the bit, what the same
-reports or settles one at a time leave, and a simulation reporting as columns runs exactly as one
-reporting tuple by tuple."""
+reports or settles one at a time leave, and a simulation whose policy hears each report alone
+runs exactly as one hearing each round's reports at once."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
 
 import numpy as np
-from numpy.typing import NDArray
 
 from horus_core.interference import default_model
 from horus_core.model import Action, ClusterSnapshot
 from horus_core.policies import horus
+from horus_core.policies.base import Report, Reports
 from horus_core.policies.optimus.fit import LossCurve
-from horus_core.policies.optimus.history import Report
 from horus_core.policies.remaining import RemainingWork
 from horus_core.sim import SimConfig, Simulator, build_cluster, generate_synthetic, parse_synthetic
 from horus_core.sim.columns import JobColumns
@@ -35,11 +33,20 @@ def odd_step(rng: np.random.Generator, base: float) -> float:
     return base + float(rng.exponential(50.0))
 
 
-def test_a_round_of_reports_as_columns_is_the_same_reports_one_by_one() -> None:
+def alone(reports: Reports) -> list[Reports]:
+    """Each report of ``reports`` as a batch of its own."""
+    losses = reports.losses
+    return [
+        Reports([i], reports.steps[k : k + 1], None if losses is None else [losses[k]], reports.at[k : k + 1])
+        for k, i in enumerate(reports.ids)
+    ]
+
+
+def test_a_round_of_reports_heard_at_once_is_the_same_reports_one_by_one() -> None:
     """Jobs come and go (their rows are freed and given again, and the columns grow past their
-    first size, and a dropped job's row is
-    given again); some reports are dropped as invalid; losses come for some rounds. Every
-    track, estimate and due fit stays the same as the tuple-by-tuple path's."""
+    first size); some reports are dropped as invalid; losses come for some rounds. Every track,
+    estimate and due fit stays the same as hearing the reports one by one, with or without the
+    source's job numbers."""
     rng = np.random.default_rng(5)
     one, cols, numbered = RemainingWork(), RemainingWork(), RemainingWork()
     steps: dict[str, float] = {}
@@ -58,25 +65,23 @@ def test_a_round_of_reports_as_columns_is_the_same_reports_one_by_one() -> None:
         losses = (
             [None if rng.random() < 0.2 else CURVE.loss(s) for s in values.tolist()] if with_loss else None
         )
-        one.observe_many(
-            zip(ids, values.tolist(), losses or [None] * len(ids), [now] * len(ids), strict=True)
-        )
-        cols.observe_columns(ids, values, losses, now)
+        batch = Reports(ids, values, losses, np.full(len(ids), now))
+        for report in alone(batch):
+            one.hear(report)
+        cols.hear(batch)
         source = "a" if n < 80 else "b"  # (numbers from another source: found by id again)
-        numbered.observe_columns(ids, values, losses, now, (source, np.array([int(i[1:]) for i in ids])))
-        if n % 10 == 9:  # the jobs that left are forgotten (all but the live), or dropped by name
+        numbers = (source, np.array([int(i[1:]) for i in ids], np.int64))
+        numbered.hear(Reports(ids, values, losses, batch.at, numbers))
+        if n % 10 == 9:  # the jobs that left are dropped
             for work in (one, cols, numbered):
-                if n % 20 == 9:
-                    work.forget(set(live))
-                else:
-                    work.drop(gone)
+                work.drop(gone)
             assert not set(gone) & cols.tracks.keys() and cols.reports.held == len(cols.tracks)
             gone.clear()
         for work in (cols, numbered):
             assert {k: t.state() for k, t in work.tracks.items()} == {
                 k: t.state() for k, t in one.tracks.items()
             }
-            assert work.due == one.due and work.rows == {k: t.row for k, t in work.tracks.items()}
+            assert work.due == one.due
     assert len(cols.reports.adds) > 64  # (the columns grew)
     jobs = [pending(i, R50, total_steps=0 if k % 2 else 90_000) for k, i in enumerate(live)]
     left = [cols.gpu_s_left(j) for j in jobs]
@@ -111,54 +116,43 @@ def test_running_totals_settled_in_bulk_are_the_totals_settled_one_by_one() -> N
     assert (one.slow_s > 0).any() and (one.slow_s < one.run_s).any()
 
 
-class TupleReports:
-    """``horus`` that takes reports only as tuples (the path before the columns), and keeps
-    what it heard."""
+class Hears:
+    """``horus``, hearing each round's reports at once or (``split``) one report at a time, and
+    keeping what it heard."""
 
-    def __init__(self) -> None:
+    def __init__(self, split: bool) -> None:
         self.inner = horus.make(default_model())
-        self.name = self.inner.name
+        self.name, self.split = self.inner.name, split
         self.heard: list[Report] = []
 
-    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
-        self.heard.append((job_id, step, loss, now))
-        self.inner.observe_progress(job_id, step, loss, now)
+    @property
+    def progress(self) -> Hears:
+        return self
 
-    def observe_progress_many(self, reports: Iterable[Report]) -> None:
-        reports = list(reports)
-        self.heard += reports
-        self.inner.observe_progress_many(reports)
+    def hear(self, reports: Reports) -> None:
+        n, losses = len(reports), reports.losses
+        self.heard += zip(
+            reports.ids, reports.steps.tolist(), losses or [None] * n, reports.at.tolist(), strict=True
+        )
+        work = self.inner.progress
+        assert work is not None
+        for batch in alone(reports) if self.split else [reports]:
+            work.hear(batch)
 
     def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
         return self.inner.decide(snapshot, now)
 
 
-class ColumnReports(TupleReports):
-    """The same, taking each round's reports as columns."""
-
-    def observe_progress_columns(
-        self,
-        ids: Sequence[str],
-        steps: NDArray[np.float64],
-        losses: Sequence[float | None] | None,
-        now: float,
-        numbered: tuple[str, NDArray[np.int64]] | None = None,
-    ) -> None:
-        self.heard += zip(ids, steps.tolist(), losses or [None] * len(ids), [now] * len(ids), strict=True)
-        self.inner.observe_progress_columns(ids, steps, losses, now, numbered)
-
-
-def test_a_simulation_reporting_as_columns_runs_as_one_reporting_tuples() -> None:
+def test_a_simulation_heard_report_by_report_runs_as_one_heard_round_by_round() -> None:
     """The same reports, to the bit, and the same run, with and without loss curves."""
     trace = generate_synthetic(
         parse_synthetic("synthetic:jobs=40,rate=40,seed=2"), default_model().solo_throughput
     )
     runs = []
     for curves in (False, True):
-        for policy in (TupleReports(), ColumnReports()):
+        for policy in (Hears(split=True), Hears(split=False)):
             config = SimConfig(loss_curves=curves, hide_total_steps=curves, timeline=False)
             sim = Simulator(trace, build_cluster("v100:4"), policy, default_model(), config)
-            assert (sim.columns is None) == (type(policy) is TupleReports)
             runs.append((policy.heard, sim.run().records))
     assert len(runs[0][0]) > 500 and runs[0] == runs[1]
     assert any(loss is not None for _, _, loss, _ in runs[2][0]) and runs[2] == runs[3]
@@ -170,11 +164,11 @@ def test_a_row_given_again_keeps_nothing_of_its_last_job() -> None:
     (no last report, no rates), exactly as on a row never used."""
     used, new = RemainingWork(), RemainingWork()
     for k in range(6):
-        used.observe_columns(["old"], np.array([100.0 * k]), None, 30.0 * k)
+        used.hear(Reports(["old"], np.array([100.0 * k]), None, np.array([30.0 * k])))
     row = used.tracks["old"].row
     used.drop(["old"])
     for work in (used, new):
-        work.observe_columns(["next"], np.array([7.0]), None, 500.0)
+        work.hear(Reports(["next"], np.array([7.0]), None, np.array([500.0])))
     assert used.tracks["next"].row == row
     assert used.tracks["next"].state() == new.tracks["next"].state()
     assert used.tracks["next"].adds == 1 and used.tracks["next"].speed() is None

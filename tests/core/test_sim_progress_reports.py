@@ -4,54 +4,35 @@ specs that carry no length, so the remaining-work order learns lengths only from
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
 from horus_core.interference import default_model
 from horus_core.policies import horus
-from horus_core.policies.numbering import Numbered
-from horus_core.policies.optimus.history import Report
+from horus_core.policies.base import Reports
+from horus_core.policies.pack import PackingPolicy
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
 
 R50 = "ResNet-50 (batch size 64)"
 JOBS = [TraceJob(R50, 1, 2_000_000, 60.0 * i) for i in range(12)]
 
 
-def run(**config: Any) -> tuple[Simulator, horus.HorusPolicy, list[tuple[str, float | None, int]]]:
+def run(**config: Any) -> tuple[Simulator, PackingPolicy, list[tuple[str, float | None, int]]]:
     """A 4-GPU run of 12 one-GPU jobs; returns what the policy heard (id, loss, total_steps)."""
     policy = horus.make(default_model())
     heard: list[tuple[str, float | None, int]] = []
     sim = Simulator(JOBS, build_cluster("v100:4"), policy, default_model(), SimConfig(**config))
-    work = policy.las.work  # type: ignore[union-attr]
+    work = policy.progress
     assert work is not None
-    observe, observe_many, observe_columns = work.observe_progress, work.observe_many, work.observe_columns
+    hear = work.hear
 
-    def spy(job_id: str, step: float, loss: float | None, now: float) -> None:
-        heard.append((job_id, loss, sim.by_id[job_id].spec.total_steps))
-        observe(job_id, step, loss, now)
-
-    def spy_many(reports: Iterable[Report]) -> None:  # (the simulator's reports before a round)
-        reports = list(reports)
-        heard.extend((job_id, loss, sim.by_id[job_id].spec.total_steps) for job_id, _, loss, _ in reports)
-        observe_many(reports)
-
-    def spy_columns(
-        ids: Sequence[str],
-        steps: NDArray[np.float64],
-        losses: Sequence[float | None] | None,
-        now: float,
-        numbered: Numbered | None = None,
-    ) -> None:  # (the same, as columns)
+    def spy(reports: Reports) -> None:  # (the simulator's reports before a round, or of a stop)
+        losses = reports.losses
         heard.extend((job_id, None if losses is None else losses[i], sim.by_id[job_id].spec.total_steps)
-                     for i, job_id in enumerate(ids))  # fmt: skip
-        observe_columns(ids, steps, losses, now, numbered)
+                     for i, job_id in enumerate(reports.ids))  # fmt: skip
+        hear(reports)
 
-    work.observe_progress, work.observe_many = spy, spy_many  # type: ignore[method-assign]
-    work.observe_columns = spy_columns  # type: ignore[method-assign]
+    work.hear = spy  # type: ignore[method-assign]
     sim.run()
     return sim, policy, heard
 
@@ -81,23 +62,18 @@ def test_each_rounds_reports_come_in_the_jobs_order_even_when_a_job_starts_behin
     jobs = [TraceJob(R50, 4 if i % 3 == 0 else 1, 400_000 * (1 + i % 4), 300.0 * i) for i in range(16)]
     policy = horus.make(default_model())
     sim = Simulator(jobs, build_cluster("v100:4"), policy, default_model(), SimConfig())
-    work = policy.las.work  # type: ignore[union-attr]
+    work = policy.progress
     assert work is not None
     rounds: list[list[str]] = []
-    observe_columns = work.observe_columns
+    hear = work.hear
 
-    def spy(
-        ids: Sequence[str],
-        steps: NDArray[np.float64],
-        losses: Sequence[float | None] | None,
-        now: float,
-        numbered: Numbered | None = None,
-    ) -> None:
-        rounds.append(list(ids))
-        assert numbered is not None and numbered[1].tolist() == [sim.by_id[i].idx for i in ids]
-        observe_columns(ids, steps, losses, now, numbered)
+    def spy(reports: Reports) -> None:
+        if reports.numbers is not None:  # (a round's reports; a stop's come alone, unnumbered)
+            rounds.append(list(reports.ids))
+            assert reports.numbers[1].tolist() == [sim.by_id[i].idx for i in reports.ids]
+        hear(reports)
 
-    work.observe_columns = spy  # type: ignore[method-assign]
+    work.hear = spy  # type: ignore[method-assign]
     sim.run()
     index = {j.id: j.idx for j in sim.jobs}
     assert all(r == sorted(r, key=index.__getitem__) for r in rounds)

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from horus_core.inorder import RUN, InOrder
 from horus_core.interference import default_model
 from horus_core.model import ClusterSnapshot, Job, JobSpec, JobState
 from horus_core.policies import make_policy
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
-from horus_core.sim.split import InOrder
 
 R50, R18 = "ResNet-50 (batch size 64)", "ResNet-18 (batch size 32)"
 JOBS = [
@@ -55,19 +55,22 @@ def test_each_rounds_split_numbers_and_versions_are_the_snapshots_own(
     assert seen["behind"] > 0  # (some job started, or waited, out of arrival order)
 
 
-def test_in_order_keeps_indices_sorted_through_any_joins_and_leaves() -> None:
+@pytest.mark.parametrize("span", [400, 5 * RUN])  # (the second splits runs and empties them)
+def test_in_order_keeps_numbers_sorted_through_any_joins_and_leaves(span: int) -> None:
+    """The one ordered job list (horus_core/inorder.py), which the simulator and the master's
+    live index both keep, against a dict sorted after every change."""
     rng = np.random.default_rng(3)
     kept, held = InOrder(), {}
     for step in range(3000):
-        idx = int(rng.integers(0, 400))
+        idx = int(rng.integers(0, span))
         if rng.random() < 0.55:
             view = Job(f"j{idx}", SPEC, JobState.PENDING, version=step)
-            kept.add(idx, view)
+            kept.put(idx, view)
             held[idx] = view
         else:
             kept.drop(idx)
             held.pop(idx, None)
         order = sorted(held)
         assert kept.numbers().tolist() == order and len(kept) == len(order)
-        assert kept.views == [held[i] for i in order] and kept.ids == [held[i].id for i in order]
+        assert kept.jobs() == tuple(held[i] for i in order) and kept.ids() == [held[i].id for i in order]
         assert kept.versions().tolist() == [held[i].version for i in order]

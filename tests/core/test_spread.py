@@ -8,11 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from horus_core.model import Assign, ClusterSnapshot, JobSpec, NodeState, Wait
+from horus_core.model import Assign, ClusterSnapshot, JobSpec, Wait
 from horus_core.policies import make_policy, policy_names
-from horus_core.policies._wide import Memo
 from horus_core.policies.checks import check_actions
-from horus_core.policies.spread import FreeNode, Pool, Shape, choose, free_nodes, place
+from horus_core.policies.spread import FreeNode, Pool, Shape, choose, place
 from horus_core.testing import nodes, pending, running
 
 
@@ -209,31 +208,6 @@ def test_a_pool_taken_from_answers_as_a_fresh_one(sets: list[tuple[int, str]], n
             given_out |= set(plan.gpus)
             pool.take(plan)
     assert sum(len(n.free) for n in pool.nodes.values()) == sum(n for n, _ in sets) - len(given_out)
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.sets(st.integers(0, 3), max_size=4), st.booleans(), st.booleans()),
-        min_size=1,
-        max_size=5,
-    ),
-)
-def test_a_memo_offers_what_free_nodes_gives_across_passes(passes: list[tuple[set[int], bool, bool]]) -> None:
-    # The same node objects pass after pass (the memo reuses its per-node offers), taken GPUs,
-    # an unhealthy GPU and a lost node changing between passes: always the uncached answer.
-    base = tuple(replace(n, rack=f"r{i % 2}") for i, n in enumerate(nodes(3, 4)))
-    memo = Memo()
-    for taken_ix, sick, lost in passes:
-        cluster = list(base)
-        if sick:
-            gpus = cluster[1].gpus
-            cluster[1] = replace(cluster[1], gpus=(replace(gpus[0], healthy=False), *gpus[1:]))
-        if lost:
-            cluster[2] = replace(cluster[2], state=NodeState.LOST)
-        taken = {f"n0g{i}" for i in taken_ix} | {f"n1g{i}" for i in taken_ix if i < 2}
-        snap = ClusterSnapshot(tuple(cluster), ())
-        assert memo.free(snap.nodes, taken) == free_nodes(snap, taken)
 
 
 @settings(max_examples=60, deadline=None)

@@ -2,7 +2,8 @@
 policy ledgers that follow them instead of walking every live job: after random submissions,
 placements, starts, preemptions, ends, reason changes, passes a policy did not see and index
 rebuilds, a policy fed the changes holds exactly the ledgers of one that looks at every job,
-and both decide what the plain per-job oracle decides."""
+and both decide what the plain per-job oracle decides: the book of each follows one path
+(a walk is every live job as changed, and every job it holds that is gone as gone)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,9 @@ from hypothesis import strategies as st
 from horus_core.interference import default_model
 from horus_core.model import ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node
 from horus_core.policies import make_policy
-from horus_core.policies._plain import PlainPacker
-from horus_core.policies.attained import Attained
 from horus_core.policies.backfill import GangReserve
-from horus_core.policies.gputypes import TypeGate
+from horus_core.policies.pack import PackingPolicy
+from horus_core.testing.plain_packer import PlainPacker
 from master.store.live import LiveIndex
 from master.store.rows import JobRow
 
@@ -30,18 +30,16 @@ MODEL = default_model()
 TYPES = MODEL.known_job_types()
 
 
-def ledgers(policy: object, jobs: tuple[Job, ...]) -> tuple[object, ...]:
-    gate = policy.gate  # type: ignore[attr-defined]
-    assert isinstance(gate, TypeGate) and isinstance(gate.reserve, GangReserve)
-    r = gate.reserve
-    gangs = sorted(j.id for j in r.gangs)  # (in any order: the head is ranked)
-    las = policy.las  # type: ignore[attr-defined]
-    assert isinstance(las, Attained)
-    live = {j.id for j in jobs}  # (what a ledger still holds of a job that left does not count: a
-    # walk drops it only once the ledger outgrows the live jobs)
-    service = {k: v for k, v in las.service.items() if k in live}
-    return (r.attempts, r.since, r.runs, r.steps, r.queued, r.queued_attempt, r.last, r.held, gangs,
-            las.attempts, las.begun, las.last, service)  # fmt: skip
+def ledgers(policy: object) -> tuple[object, ...]:
+    """What a policy keeps across passes: its book's records and gang queue, the reservation's
+    credited steps and holder, the attained service and its running stints."""
+    assert isinstance(policy, PackingPolicy) and policy.las is not None
+    r, las, book = policy.gate.reserve, policy.las, policy.book
+    assert isinstance(r, GangReserve)
+    stints = {i: (s.job, s.since, s.running, s.placed) for i, s in book.stints.items()}
+    cols = las.columns
+    running = {i: (cols.begun[s], cols.width[s]) for i, s in cols.slots.items() if cols.running[s]}
+    return (stints, sorted(book.gangs), book.last, r.steps, r.held, las.last, dict(las.service), running)
 
 
 class World:
@@ -104,11 +102,11 @@ def test_a_policy_fed_the_changes_keeps_the_ledgers_of_one_that_looks_at_every_j
         jobs, split = index.jobs(), index.split()
         if rng.random() < 0.1:
             continue  # a pass the fed policy never sees: its next changes do not follow on
-        incremental += changes.since(*fed.gate.reserve._seen) is not None  # type: ignore[union-attr]
+        incremental += changes.since(*fed.book._seen) is not None  # type: ignore[attr-defined]
         a = fed.decide(ClusterSnapshot.split_as(NODES, jobs, split, changes), now)
         b = walks.decide(ClusterSnapshot(NODES, jobs), now)
         assert a == b == plain.decide(ClusterSnapshot(NODES, jobs), now)
-        assert ledgers(fed, jobs) == ledgers(walks, jobs)
+        assert ledgers(fed) == ledgers(walks)
         now += rng.choice([0.0, 30.0, 600.0, 4000.0])
     assert incremental > 0  # (the changes were used, not only the walk)
 

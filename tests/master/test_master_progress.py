@@ -17,6 +17,7 @@ from horus_core.gen import worker_pb2 as wpb
 from horus_core.policies.attained import Attained
 from horus_core.policies.optimus import OptimusPolicy
 from horus_core.policies.optimus.journal import ProgressPoint
+from horus_core.policies.pack import PackingPolicy
 from horus_core.sim.elastic import synthetic_curve
 from horus_core.testing import FakeClock
 from master.main import REPLAN_ENV, config_from, parse_args
@@ -65,7 +66,7 @@ async def test_reports_are_kept_estimated_fed_to_optimus_and_survive_a_restart(
         policy = m.policy
         assert isinstance(policy, OptimusPolicy)
         await m.scheduler.run_once()
-        history = policy.book.get(jid)
+        history = policy.history.get(jid)
         assert history is not None and history.last_step == steps[-1] and len(history.steps) == len(steps)
         await w.crash()
     async with running_master(tmp_path, FakeClock(), policy="optimus") as m, client_for(m) as stub:
@@ -74,7 +75,7 @@ async def test_reports_are_kept_estimated_fed_to_optimus_and_survive_a_restart(
         assert again.steps_left == pytest.approx(got.steps_left)
         await m.scheduler.run_once()
         assert isinstance(m.policy, OptimusPolicy)
-        restored = m.policy.book.get(jid)
+        restored = m.policy.history.get(jid)
         assert restored is not None and restored.last_step == steps[-1]
 
 
@@ -131,11 +132,14 @@ async def test_attained_service_is_rebuilt_from_the_store_after_a_restart(
     later = FakeClock(started + 3600)
     async with running_master(tmp_path, later, policy="horus", db_url=url) as m:
         las = getattr(m.policy, "las", None)
-        assert isinstance(las, Attained)
+        assert isinstance(las, Attained) and isinstance(m.policy, PackingPolicy)
         # Still running as far as the store knows: 2 GPUs from its start until now.
         assert las.service[jid] == pytest.approx(2 * 3600)
         assert las.service.get(short, 0.0) == 0.0 and las.level(jid) > las.level(short)
-        assert las.since[jid] == (a.attempt, pytest.approx(started))
+        book = m.policy.book  # its running stint as of its start (kept to the first pass)
+        stint = book.stints.get(jid)
+        seen = (stint.job.attempt, stint.running) if stint is not None else book._restored[jid]
+        assert seen == (a.attempt, pytest.approx(started))
 
 
 async def test_the_keeper_saves_on_its_interval_and_drops_finished_jobs_once_saved(db: Db) -> None:

@@ -9,51 +9,9 @@ decimation), so the history always spans the job's whole run at an even density.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
-
-import numpy as np
-from numpy.typing import NDArray
 
 HISTORY_CAP = 256
-
-
-@runtime_checkable
-class ProgressObserver(Protocol):
-    """A policy that wants progress: the simulator (and the live master) call this for every
-    report of a job's step and, where known, its training loss."""
-
-    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None: ...
-
-
-Report = tuple[str, float, float | None, float]  # (job id, step, loss or None, when)
-
-
-@runtime_checkable
-class BulkProgressObserver(Protocol):
-    """A policy that takes many reports in one call (the simulator reports every running job
-    before every round: millions of calls at scale), each as ``observe_progress`` takes it."""
-
-    def observe_progress_many(self, reports: Iterable[Report]) -> None: ...
-
-
-@runtime_checkable
-class ColumnProgressObserver(Protocol):
-    """A policy that takes one round of reports as columns: each job of ``ids`` (distinct) at
-    ``steps`` and, unless ``losses`` is None, that loss, all at ``now``; the same as
-    ``observe_progress_many`` of those reports (the simulator, before every round). ``numbered``:
-    (source, each job's number there), where the source numbers its jobs for good
-    (:mod:`horus_core.policies.numbering`)."""
-
-    def observe_progress_columns(
-        self,
-        ids: Sequence[str],
-        steps: NDArray[np.float64],
-        losses: Sequence[float | None] | None,
-        now: float,
-        numbered: tuple[str, NDArray[np.int64]] | None = None,
-    ) -> None: ...
 
 
 @dataclass(slots=True)

@@ -1,6 +1,6 @@
 """Where Optimus's GPU counts go: whole jobs on the fewest nodes, exclusive GPUs first, and a
 waiting job may share GPUs with one resident each where the interference model's pair speeds
-say the two finish more work together than apart (``horus``'s gain rule, DESIGN §4.2)."""
+say the two finish more work together than apart (``horus``'s gain rule, docs/placement.md section 2)."""
 
 from __future__ import annotations
 

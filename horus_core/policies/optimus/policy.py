@@ -36,12 +36,15 @@ from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState, Preempt, Wait
 from horus_core.policies._wide import split
-from horus_core.policies.base import arrival_order
+from horus_core.policies.base import Reports, arrival_order
 from horus_core.policies.gputypes import TypeGate
 from horus_core.policies.optimus.allocate import Demand, allocate
 from horus_core.policies.optimus.fit import LossCurve, SpeedModel, fit_loss_curve, fit_speed
 from horus_core.policies.optimus.history import ProgressBook
 from horus_core.policies.optimus.place import Placed, feasible_resizes, place_exclusive, place_shared
+from horus_core.policies.staged import Stages
+from horus_core.policies.state import Book
+from horus_core.policies.views import View
 from horus_core.validation import MAX_GPUS_PER_JOB
 
 REPLAN_S = 600.0
@@ -54,49 +57,54 @@ REFIT_POINTS = 4  # refit a loss curve once its history has this many new points
 
 
 @dataclass
-class OptimusPolicy:
+class OptimusPolicy(Stages):
     model: InterferenceModel
     name: str = "optimus"
     replan_s: float = REPLAN_S
     restart_s: float = RESTART_S
     share: bool = True
-    book: ProgressBook = field(default_factory=ProgressBook)
+    history: ProgressBook = field(default_factory=ProgressBook)
     gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
+    book: Book = field(default_factory=Book, init=False, repr=False, compare=False)
     last_plan: float = -math.inf
     targets: dict[str, int] = field(default_factory=dict)
     _fits: dict[str, tuple[int, LossCurve | None]] = field(default_factory=dict, repr=False)
     _rates: dict[tuple[str, str], tuple[float, ...]] = field(default_factory=dict, repr=False)
-    _sigs: dict[str, str] = field(default_factory=dict, repr=False)
-    _pairs: dict[tuple[str, str, str], tuple[float, float]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not (self.replan_s >= 0 and self.restart_s >= 0):
             raise ValueError("replan_s and restart_s must not be negative")
 
     def _forget(self, keep: set[str]) -> None:
-        self.book.forget(keep)
-        for cache in (self._fits, self._sigs):
-            for job_id in [k for k in cache if k not in keep]:
-                del cache[job_id]
+        self.history.forget(keep)
+        for job_id in [k for k in self._fits if k not in keep]:
+            del self._fits[job_id]
 
-    def observe_progress(self, job_id: str, step: float, loss: float | None, now: float) -> None:
-        self.book.record(job_id, step, loss)
+    @property
+    def progress(self) -> OptimusPolicy:
+        """It hears progress reports itself (:meth:`hear`)."""
+        return self
 
-    def decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
-        return self.gate.decide(snapshot, now, self._decide, self.model)
+    def hear(self, reports: Reports) -> None:
+        """Each report's step and loss into its job's history, in order."""
+        losses = reports.losses
+        for k, (job_id, step) in enumerate(zip(reports.ids, reports.steps.tolist(), strict=True)):
+            self.history.record(job_id, step, None if losses is None else losses[k])
 
-    def _decide(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+    def serve(self, view: View) -> list[Action]:
+        snapshot, now = view.snapshot, view.state.now
+        live = {j.id for j in view.state.snapshot.jobs}  # (the pass's: what a re-plan keeps)
         wide, rest = split(snapshot)  # gangs larger than a node: spread, at their asked count
-        return [*wide, *self._plan(rest, now)] if wide else self._plan(snapshot, now)
+        return [*wide, *self._plan(rest, now, live)] if wide else self._plan(snapshot, now, live)
 
-    def _plan(self, snapshot: ClusterSnapshot, now: float) -> list[Action]:
+    def _plan(self, snapshot: ClusterSnapshot, now: float, live: set[str]) -> list[Action]:
         replan = now - self.last_plan >= self.replan_s
         pending = snapshot.pending()
         if not pending and not replan:
             return []
         if replan:
             self.last_plan = now
-            self._forget({j.id for j in snapshot.jobs})
+            self._forget(live)
         nodes = [n for n in snapshot.nodes if n.state is NodeState.READY]
         gpus = {n.name: sorted((g for g in n.gpus if g.healthy), key=lambda g: g.index) for n in nodes}
         if not any(gpus.values()):
@@ -130,7 +138,7 @@ class OptimusPolicy:
 
     def steps_left(self, job: Job) -> float:
         """Estimated steps to the target: ``total_steps`` or the fitted convergence (module doc)."""
-        history = self.book.get(job.id)
+        history = self.history.get(job.id)
         done = history.last_step if history is not None else 0.0
         if job.spec.total_steps > 0:
             return max(job.spec.total_steps - done, 1.0)
@@ -141,7 +149,7 @@ class OptimusPolicy:
         return max(done, UNKNOWN_STEPS)
 
     def _curve(self, job_id: str) -> LossCurve | None:
-        history = self.book.get(job_id)
+        history = self.history.get(job_id)
         if history is None:
             return None
         cached = self._fits.get(job_id)
@@ -206,29 +214,27 @@ class OptimusPolicy:
         return out
 
     def _share(self, waiting: Sequence[Job], alone: dict[str, list[tuple[Gpu, Job]]]) -> list[Placed]:
-        """Shared placements for the first waiting jobs, at their minimum (see :mod:`.place`)."""
+        """Shared placements for the first waiting jobs, at their minimum (see :mod:`.place`);
+        a pair's speeds are asked of the model once per pass (the same pairs recur on every
+        GPU with one resident)."""
+        sig, pairs = self.model.signature, dict[tuple[str, str, str], tuple[float, float]]()
+
+        def pair(resident: Job, job: Job, gpu: Gpu) -> tuple[float, float]:
+            key = (sig(resident.spec), sig(job.spec), gpu.gpu_type)
+            got = pairs.get(key)
+            if got is None:
+                theirs, mine = self.model.co_speeds(key[:2], key[2])
+                got = pairs[key] = (theirs, mine)
+            return got
+
         out = []
         for job in waiting[:SHARE_LOOKAHEAD]:
             if job.spec.exclusive:
                 continue
-            spot = place_shared(job, _minimum(job), alone, self._pair)
+            spot = place_shared(job, _minimum(job), alone, pair)
             if spot is not None:
                 out.append(spot)
         return out
-
-    def _pair(self, resident: Job, job: Job, gpu: Gpu) -> tuple[float, float]:
-        key = (self._sig(resident), self._sig(job), gpu.gpu_type)
-        pair = self._pairs.get(key)
-        if pair is None:
-            theirs, mine = self.model.co_speeds(key[:2], gpu.gpu_type)
-            pair = self._pairs[key] = (theirs, mine)
-        return pair
-
-    def _sig(self, job: Job) -> str:
-        sig = self._sigs.get(job.id)
-        if sig is None:
-            sig = self._sigs[job.id] = self.model.signature(job.spec)
-        return sig
 
 
 def _minimum(job: Job) -> int:

@@ -1,10 +1,10 @@
 """The plain packing path, one job at a time: the test oracle the policies' one path is held to.
 
-:class:`PlainPacker` is a :class:`~horus_core.policies._packing.Packer` that places each
-pass's queue with :func:`pack_actions` (:func:`~horus_core.packing._plain.build_problem`, the
+:class:`PlainPacker` is a :class:`~horus_core.policies.packer.Packer` that places each
+pass's queue with :func:`pack_actions` (:func:`~horus_core.testing.plain_problem.build_problem`, the
 kernel, a Wait reason per job) instead of the cached, vectorised arrays. Tests and benches put
 it on a policy (``policy.packer = PlainPacker()``) and compare; no production module imports
-it (tests/test_project.py checks).
+it (an import contract in pyproject.toml keeps product code off ``horus_core.testing``).
 """
 
 from __future__ import annotations
@@ -14,30 +14,20 @@ from collections.abc import Sequence
 from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, Wait
 from horus_core.packing import PackParams, PairFilter, codes, place
-from horus_core.packing._plain import build_problem
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
-from horus_core.policies._packing import Ix, Packer
+from horus_core.policies.packer import Ask, Packer
 from horus_core.policies.reasons import WaitFacts, wait_code, wait_reason
+from horus_core.policies.views import View
+from horus_core.testing.plain_problem import build_problem
 
 
 class PlainPacker(Packer):
-    def _place(
-        self,
-        snapshot: ClusterSnapshot,
-        live: Live,
-        layout: ClusterLayout,
-        positions: Ix,
-        model: InterferenceModel,
-        params: PackParams,
-        refuse_text: str,
-        *,
-        split_by_gpus: bool,
-        pair_filter: PairFilter | None,
-    ) -> list[Action]:
-        queue = [live.pending[i] for i in positions.tolist()]
-        return pack_actions(snapshot, queue, model, params, refuse_text,
-                            split_by_gpus=split_by_gpus, pair_filter=pair_filter)  # fmt: skip
+    def _place(self, view: View, live: Live, layout: ClusterLayout, ask: Ask) -> list[Action]:
+        queue = [live.pending[i] for i in ask.order(live, layout).tolist()]
+        snapshot = ClusterSnapshot(view.nodes, tuple(view.snapshot.jobs))
+        return pack_actions(snapshot, queue, ask.model, ask.params, ask.refused,
+                            split_by_gpus=ask.split_by_gpus, pair_filter=ask.pair_filter)  # fmt: skip
 
 
 def pack_actions(

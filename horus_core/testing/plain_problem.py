@@ -1,8 +1,9 @@
-"""The plain per-job Problem builder: the test oracle :mod:`.assemble` is held to.
+"""The plain per-job Problem builder: the test oracle :mod:`horus_core.packing.assemble` is held to.
 
 One job at a time, written to be read: :func:`build_problem` turns a snapshot and a queue into
 the kernel's arrays, calling ``model.profile`` for every job in the order the fast path
-reproduces (:mod:`.hints`). No production module imports it (tests/test_project.py checks).
+reproduces (:mod:`horus_core.packing.hints`). No production module imports it (an import contract
+in pyproject.toml).
 """
 
 from __future__ import annotations

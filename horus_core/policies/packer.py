@@ -1,0 +1,155 @@
+"""The packing policies' placement stage: a view's queue through the kernel, into actions.
+
+:class:`Packer` places the pending jobs of a view of a pass (:class:`~horus_core.policies.views.View`)
+in the order a policy gives (``Order``, over the view's jobs in the pass's job table), with the
+Numba kernel: an Assign for every job it places, a Wait with a reason (and its code) for the
+rest. Gangs wider than any node are placed apart first (:mod:`._wide`) and the rest packed
+around them. There is one path: the placement of that queue is exactly what the plain per-job
+oracle (``horus_core/testing/plain_packer.py``, imported only by tests and benches) gives,
+which the property tests check.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import chain
+
+import numpy as np
+from numpy.typing import NDArray
+
+from horus_core.interference import InterferenceModel
+from horus_core.model import Action, Assign, Wait
+from horus_core.packing import PackParams, PairFilter, Placement, Problem, codes, place
+from horus_core.packing.assemble import assemble
+from horus_core.packing.cluster import ClusterLayout
+from horus_core.packing.hints import register_hints
+from horus_core.packing.jobs import Live
+from horus_core.policies._wide import free_on, has_wide, narrowed, place_wide, wide_of
+from horus_core.policies.reasons import wait_codes, wait_texts
+from horus_core.policies.views import View
+
+# A policy's queue order: positions into ``live.pending``, first served first.
+Ix = NDArray[np.intp]
+Order = Callable[[Live, ClusterLayout], Ix]
+_GPUS = operator.attrgetter("gpus")
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a packing pass is asked: the model, the kernel's parameters, what a refusal by the
+    co-location rule means (a Wait's reason), the queue order, and who may share a GPU beyond
+    memory (as many GPUs: ``split_by_gpus``; the policy's own ``pair_filter``)."""
+
+    model: InterferenceModel
+    params: PackParams
+    refused: str
+    order: Order
+    split_by_gpus: bool = False
+    pair_filter: PairFilter | None = None
+
+
+class Packer:
+    """The place stage; keeps the last pass's Waits, handed again to a job whose reason (and
+    code) is the same: most of a busy pass's actions are such Waits, and making them anew is
+    ~10 % of a pass at 10,000 jobs (docs/placement.md, section 5)."""
+
+    def __init__(self) -> None:
+        self._waits: dict[str, Wait] = {}
+
+    def pack(self, view: View, ask: Ask) -> list[Action]:
+        """An Assign for every pending job of ``view`` the kernel places, a Wait with a reason
+        for the rest, in queue order (``ask.order``)."""
+        if not view.pending():
+            return []
+        live, layout = view.live(ask.model), view.layout
+        if not has_wide(live, layout):
+            return self._place(view, live, layout, ask)
+        pending, active = wide_of(
+            live, layout
+        )  # gangs across nodes: placed apart, the rest packed around them
+        busy = set(chain.from_iterable(map(_GPUS, live.active)))
+        free = free_on(layout, {n.name: n.rack for n in view.state.snapshot.nodes}, busy)
+        wide, hidden = place_wide(view.snapshot, layout.largest_node, pending, active, busy, free)
+        narrow = narrowed(live, layout)
+        if not narrow.pending:
+            return wide
+        around = view.hide_uuids(hidden)
+        return [*wide, *self._place(around, narrow, around.layout, ask)]
+
+    def _place(self, view: View, live: Live, layout: ClusterLayout, ask: Ask) -> list[Action]:
+        """Place the queue (``ask.order`` over ``live.pending``) with the kernel."""
+        positions = ask.order(live, layout)
+        register_hints(live, layout, positions, ask.model)
+        problem, _ = assemble(layout, live, positions, ask.model, split_by_gpus=ask.split_by_gpus,
+                              pair_filter=ask.pair_filter)  # fmt: skip
+        placement = place(problem, ask.params)
+        failed = placement.node < 0
+        at = np.flatnonzero(failed)  # (the jobs left waiting)
+        texts = _reasons(placement, failed, at, problem, layout.largest_node, ask.params, ask.refused)
+        why = wait_codes(placement.reason[at], problem.job_gpus[at], layout.largest_node)
+        ids: NDArray[np.object_] = np.array(live.p_ids, dtype=object)[positions]
+        actions = _actions(ids, placement, at, problem.job_gpus, layout)
+        waiting: list[str] = ids[at].tolist()
+        old, waits = self._waits, []
+        for jid, text, code in zip(waiting, texts, why, strict=True):
+            w = old.get(jid)
+            waits.append(
+                w if w is not None and w.code == code and w.reason == text else Wait(jid, text, code)
+            )
+        _put(actions, at, waits)
+        self._waits = dict(zip(waiting, waits, strict=True))
+        return actions
+
+
+def _reasons(
+    placement: Placement,
+    failed: NDArray[np.bool_],
+    at: NDArray[np.intp],
+    problem: Problem,
+    largest: int,
+    params: PackParams,
+    refuse_text: str,
+) -> list[str]:
+    """The reason of each job left waiting (``failed``, at positions ``at``)."""
+    if not len(at):
+        return []
+    counted = failed & (placement.reason != codes.R_LOOKAHEAD)
+    blocked = np.cumsum(counted) - counted  # misses (not look-ahead ones) before each job
+    gpus, excl, mem = problem.job_gpus[at], problem.job_excl[at], problem.cls_mem[problem.job_cls[at]]
+    return wait_texts(placement.reason[at], gpus, excl, mem, placement.detail[at], blocked[at], largest,
+                      params, refuse_text)  # fmt: skip
+
+
+def _actions(
+    ids: NDArray[np.object_], placement: Placement, failed: NDArray[np.intp], job_gpus: NDArray[np.int32],
+    layout: ClusterLayout,
+) -> list[Action]:  # fmt: skip
+    """Actions in queue order: Assigns built in bulk, 1-GPU and gang apart (the jobs at
+    ``failed`` get their Waits from the caller)."""
+    node, off = placement.node, placement.offsets
+    out: list[Action] = [_NONE] * len(ids)  # every slot is filled below
+    names = layout.node_names
+    one = np.flatnonzero((node >= 0) & (job_gpus == 1))
+    singles = layout.singles
+    _put(out, one, map(
+        Assign, ids[one].tolist(), [names[n] for n in node[one].tolist()],
+        [singles[d] for d in placement.gpus[off[one]].tolist()], placement.speed[one].tolist(),
+    ))  # fmt: skip
+    gang = np.flatnonzero((node >= 0) & (job_gpus > 1))
+    uuids, flat = layout.gpu_uuids, placement.gpus.tolist()
+    spans = zip(off[gang].tolist(), off[gang + 1].tolist(), strict=True)
+    _put(out, gang, map(
+        Assign, ids[gang].tolist(), [names[n] for n in node[gang].tolist()],
+        [tuple([uuids[d] for d in flat[lo:hi]]) for lo, hi in spans], placement.speed[gang].tolist(),
+    ))  # fmt: skip
+    return out
+
+
+_NONE = Wait("", "")
+
+
+def _put(out: list[Action], at: NDArray[np.intp], items: Iterable[Action]) -> None:
+    for i, item in zip(at.tolist(), items, strict=True):
+        out[i] = item
