@@ -21,7 +21,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from horus_core import reasoncodes as rc
@@ -299,7 +299,7 @@ class QueuedPolicy:
                 budget[c.queue] = budget.get(c.queue, 0) - c.gpus
                 preempts[c.job.id] = Preempt(c.job.id, f"{why} (for {job.id})")
             if chosen:
-                self._reserved[job.id] = (frozenset(u for c in chosen for u in c.job.gpus), now, code)
+                self._reserve(job.id, (u for c in chosen for u in c.job.gpus), now, code)
                 idle.add(u for c in chosen for u in c.job.gpus)
                 idle.take(job, types, demand(job))
                 waits[job.id] = Wait(job.id, f"{why}: preempting {len(chosen)} job(s)", code)
@@ -314,11 +314,7 @@ class QueuedPolicy:
                     c.job.id, f"a job of a higher class needs queue {q}'s quota (for {job.id})"
                 )
             if chosen:
-                self._reserved[job.id] = (
-                    frozenset(u for c in chosen for u in c.job.gpus),
-                    now,
-                    WAIT_PRIORITY,
-                )
+                self._reserve(job.id, (u for c in chosen for u in c.job.gpus), now, WAIT_PRIORITY)
                 waits[job.id] = Wait(
                     job.id,
                     f"queue {q} is at its quota: preempting {len(chosen)} job(s) of lower classes",
@@ -363,6 +359,13 @@ class QueuedPolicy:
                 waits[j.id] = Wait(
                     j.id, f"behind higher-priority jobs of its queue; {w.reason}", WAIT_PRIORITY
                 )
+
+    def _reserve(self, job_id: str, gpus: Iterable[str], now: float, code: str) -> None:
+        """Hold the GPUs just freed for ``job_id`` beside those freed for it before: a reclaim that
+        takes several passes must not hand back what an earlier pass freed (its victims would
+        come back to them and be preempted again). The hold ends ``RESERVE_S`` after the first."""
+        held, since, _ = self._reserved.get(job_id, (frozenset(), now, code))
+        self._reserved[job_id] = (held | frozenset(gpus), since, code)
 
     def _reservations(self, admitted: Admitted, now: float) -> set[str]:
         """GPUs freed by preemption for jobs still waiting for them (at most ``RESERVE_S``): hidden
