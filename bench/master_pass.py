@@ -42,15 +42,14 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+from pgdb import fresh_database
 from placement import gpu_counts, v100_nodes
 
 from horus_core.interference import default_model
@@ -141,14 +140,8 @@ async def database(backend: str, pg: str) -> AsyncIterator[str]:
     if backend == "sqlite":
         yield ""
         return
-    admin = await asyncpg.connect(pg)
-    name = f"horus_bench_{uuid.uuid4().hex[:8]}"
-    await admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield urlunsplit(urlsplit(pg)._replace(path="/" + name))
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
+    async with fresh_database(pg) as url:
+        yield url
 
 
 async def run(args: argparse.Namespace, backend: str = "sqlite") -> dict[str, object]:

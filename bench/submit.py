@@ -30,13 +30,12 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import grpc
+from pgdb import fresh_database
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import client_pb2_grpc as cgrpc
@@ -127,14 +126,8 @@ async def database(backend: str, pg: str) -> AsyncIterator[pathlib.Path | str]:
         with tempfile.TemporaryDirectory() as tmp:
             yield pathlib.Path(tmp) / "bench.db"
         return
-    admin = await asyncpg.connect(pg)
-    name = f"horus_bench_{uuid.uuid4().hex[:8]}"
-    await admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield urlunsplit(urlsplit(pg)._replace(path="/" + name))
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
+    async with fresh_database(pg) as url:
+        yield url
 
 
 async def stored_jobs(db: pathlib.Path | str) -> int:
