@@ -113,17 +113,21 @@ class LocalCluster:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in self.tmp.glob("*.log"))
 
     def stop(self) -> None:
-        procs = [*self.workers.values(), *([self.master] if self.master else [])]
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=10)
-            close_pipes(p)
+        stop_processes([*self.workers.values(), *([self.master] if self.master else [])])
+
+
+def stop_processes(procs: list[subprocess.Popen[str]]) -> None:
+    """SIGTERM every one still running, then wait for each (SIGKILL after 20 s) and close its pipes."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+        close_pipes(p)
 
 
 def close_pipes(p: subprocess.Popen[str]) -> None:

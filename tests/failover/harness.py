@@ -28,7 +28,7 @@ import pytest
 from horus_core.client import SyncHorusClient
 from horus_core.errors import HorusError
 from horus_core.model import JobSpec
-from tests.e2e.cluster import BIN, close_pipes, free_port
+from tests.e2e.cluster import BIN, close_pipes, free_port, stop_processes
 from tests.faults.proxy import FaultProxy, Mode
 from tests.pgtest import REQUIRE_ENV
 
@@ -252,18 +252,10 @@ class HaCluster:
     def stop(self) -> None:
         self.stop_submitters()
         procs = [p for p in [*self.workers, *self.masters] if p is not None]
-        for p in procs:
+        for p in procs:  # (a master stopped by a fault test must run to hear SIGTERM)
             with contextlib.suppress(ProcessLookupError):
                 p.send_signal(signal.SIGCONT)
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=10)
-            close_pipes(p)
+        stop_processes(procs)
         for proxy in self.proxies:
             proxy.stop()
         self.pg.remove()
