@@ -1,7 +1,7 @@
 """Gangs spread over nodes, for the packing policies: placed apart from the sharing kernel.
 
 A *wide* job is one larger than every READY node, or whose shape asks for several nodes
-(:func:`horus_core.policies.spread.spans`). Wide jobs never share a GPU: in arrival order
+(:func:`horus_core.policies.spread.spec_spans`). Wide jobs never share a GPU: in arrival order
 (priority, then submission) each takes GPUs no job uses, chosen by the spread module (one rack,
 fewest nodes), or waits with a reason. The sharing kernel then packs the other jobs with the
 GPUs of wide jobs (running ones and those just placed) hidden, so it never puts a job next to a
