@@ -50,7 +50,6 @@ class _Track:
     fitted_at: int = 0  # history.version of the last fit
     end: float | None = None  # the last fit's convergence step (None: no usable fit)
     settled: bool = False  # the last two fits agreed and fitted well
-    _speed: tuple[int, float | None] = (-1, None)  # (adds, speed)
     left: tuple[int, float | None] = (-1, None)  # (adds, gpu_s_left): kept by RemainingWork
 
     @property
@@ -70,12 +69,9 @@ class _Track:
         return (self.last, rates, self.adds, h.steps, h.losses, h.version, self.fitted_at, self.end)
 
     def speed(self) -> float | None:
-        """The median of the recent rates (computed once per report: a pass asks every job)."""
-        adds = self.adds
-        if self._speed[0] != adds:
-            rates = self.reports.rates(self.row)
-            self._speed = (adds, statistics.median(rates) if len(rates) >= MIN_INTERVALS else None)
-        return self._speed[1]
+        """The median of the recent rates."""
+        rates = self.reports.rates(self.row)
+        return statistics.median(rates) if len(rates) >= MIN_INTERVALS else None
 
     def fit_due(self) -> bool:
         """Whether :meth:`curve_end` would refit now (enough points, a quarter more since)."""
