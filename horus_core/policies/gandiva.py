@@ -81,7 +81,4 @@ def _started(job: Job) -> tuple[float, str]:
 
 
 def make(model: InterferenceModel | None) -> GandivaPolicy:
-    # Heterogeneity-aware, with the head-gang reservation after a longer wait than the other
-    # policies (GANG_WAIT_S): hiding GPUs from its packing sooner costs average JCT
-    # (docs/history.md, evaluation notes §14).
     return GandivaPolicy(model or default_model(), GANDIVA)
