@@ -76,11 +76,6 @@ class Spread:
         return len(self.parts)
 
 
-def choose(shape: Shape, free: Iterable[FreeNode]) -> Spread | None:
-    """The best placement of ``shape`` over ``free`` (see the module doc), or None."""
-    return Pool(free).choose(shape)
-
-
 class Pool:
     """Free GPUs indexed per GPU kind, rack and free count for many gang choices in one pass
     (:meth:`take` after each): the first rack that holds the gang on the fewest nodes wins."""
@@ -95,6 +90,7 @@ class Pool:
         self._full: set[Shape] = set()  # shapes that found no room (none will, in this pool)
 
     def choose(self, shape: Shape) -> Spread | None:
+        """The best placement of ``shape`` (see the module doc), or None."""
         if shape.gpus < 1:
             raise ValueError(f"a gang needs at least 1 GPU, got {shape.gpus}")
         fixed = shape.per_node()
@@ -321,8 +317,3 @@ def largest_node(snapshot: ClusterSnapshot) -> int:
     """The most healthy GPUs on one READY node."""
     ready = (n for n in snapshot.nodes if n.state is NodeState.READY)
     return max((sum(g.healthy for g in n.gpus) for n in ready), default=0)
-
-
-def place(shape: Shape, free: Sequence[FreeNode]) -> Spread | str:
-    """:func:`choose`, or the reason the gang waits (a shape that cannot hold it included)."""
-    return Pool(free).place(shape)

@@ -43,7 +43,7 @@ class Free:
 
     def _spread(self, nodes: dict[str, list[str]], shape: spread.Shape) -> tuple[str, tuple[str, ...]] | None:
         offer = [spread.FreeNode(n, tuple(u), self.racks.get(n, "")) for n, u in nodes.items()]
-        plan = spread.place(shape, offer)
+        plan = spread.Pool(offer).place(shape)
         if isinstance(plan, str):
             return None
         for name, uuids in plan.parts:
