@@ -1,12 +1,10 @@
 """Numba kernels: greedy interference-aware bin-packing over GPU state classes.
 
-The contract (what the test oracle :mod:`horus_core.testing.kernel_twin` computes naively, GPU by
-GPU) is in ``docs/placement.md``:
-jobs are served in queue order; a job of g GPUs goes to the node whose g cheapest feasible GPUs
-(by cost, then GPU index) have the smallest summed cost (ties: lowest node index). Per job we
-score every non-empty state class once (memoised per job class x state class); a 1-GPU job then
-takes the smallest-index GPU of the best class, a gang scores node classes (nodes with the same
-multiset of GPU classes, :mod:`._nodes`) and takes the lowest-index node of the best one.
+The contract (``docs/placement.md``; oracle :mod:`horus_core.testing.kernel_twin`): jobs in queue
+order; a job of g GPUs goes to the node whose g cheapest feasible GPUs (by cost, then index) cost
+least in sum (ties: lowest node index). Per job every non-empty state class is scored once; a
+1-GPU job takes the smallest-index GPU of the best class, a gang the lowest-index node of the best
+node class (:mod:`._nodes`).
 """
 
 from __future__ import annotations

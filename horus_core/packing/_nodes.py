@@ -165,13 +165,9 @@ def best_gang(
     memo_found: I32, memo_total: F64, row: int, hint: int,
 ) -> tuple[int, int, int]:  # fmt: skip
     """(node or -1, its node class, largest feasible set on one node when none fits) for a
-    g-GPU job.
-
-    ``own`` bounds the job's own term of one GPU's cost from below; classes whose bound cannot
-    beat the best so far are skipped. The first class scored is ``hint`` (where the last job
-    of this shape went) when it is still there, else the one with the lowest bound, so that
-    the bound bites early. A node class is immutable, so its score for a job shape (``row`` =
-    job class, g, exclusive; -1 = none) is memoised."""
+    g-GPU job. Classes whose bound (``own``: the job's own term) cannot beat the best so far are
+    skipped; ``hint`` (where the last job of this shape went) is scored first, else the lowest
+    bound. A node class's score per job shape (``row``; -1 = none) is memoised."""
     col = IDLE if exclusive else OPEN
     n_act = nctr[A_ACT]
     first = -1

@@ -1,13 +1,10 @@
 """Mutable packing state for the Numba kernel: GPU state classes and their bookkeeping.
 
-A GPU that can still take a job belongs to a *state class*: (kind, sorted resident job
-classes). Every GPU of a class costs the same for a given job, so the kernel scores classes,
-not GPUs. Classes live in flat arrays, are found through an open-addressing hash of their key,
-keep their GPUs in a skew heap (smallest index first) and, while non-empty, sit in ``act``.
-GPUs that are full or run an exclusive job belong to no class (``gcls[gpu] == -1``).
-
-The state is a handful of plain arrays passed explicitly (a tuple of arrays would cost a
-reference-count update per access in Numba); helpers are compiled as :mod:`horus_core.jit` says.
+A GPU that can still take a job belongs to a *state class* (kind, sorted resident job classes):
+every GPU of a class costs the same for a given job, so the kernel scores classes. Classes live in
+flat arrays, found through a hash of their key, their GPUs in a skew heap (smallest index first),
+the non-empty ones in ``act``. Full or exclusive GPUs belong to no class (``gcls[gpu] == -1``).
+The arrays are passed one by one (a tuple would cost a reference-count update per access).
 """
 
 from __future__ import annotations
@@ -69,10 +66,8 @@ def join_class(gcls: I32, ci: I32, heap: I32, act: I32, ctr: I64, gpu: int, c: i
 
 @helper
 def join_in_order(gcls: I32, ci: I32, heap: I32, act: I32, ctr: I64, gpu: int, c: int, tail: I32) -> None:
-    """:func:`join_class` for GPUs that come in ascending order (a pass's first settling): the
-    GPU is hung below the class's last one (``tail``) as its left child, so each class's heap is
-    a chain, in order (heap-ordered, and cheap to merge into later: no right children), with no
-    merge per GPU."""
+    """:func:`join_class` for GPUs in ascending order (a pass's first settling): the GPU becomes
+    the left child of the class's last one (``tail``), so each heap is an ordered chain."""
     entry = _heap.entry(gpu, ctr, K_POOL, heap)
     if ci[c, C_ROOT] < 0:
         ci[c, C_ROOT] = entry

@@ -1,10 +1,8 @@
 """The kernel's :class:`Problem` from cached pieces, with numpy instead of per-job Python.
 
-Computes exactly what the test oracle :func:`horus_core.testing.plain_problem.build_problem`
-computes (a property test checks they agree): job classes numbered in order of first appearance
-(active jobs on ready GPUs in snapshot order, then the queue), each GPU's first 3 residents in
-snapshot order, the pair-speed tables per GPU kind. A view of a pass (``layout`` masked, ``live``
-a view of the pass's scan) reads the active jobs' GPUs kept for the pass's layout through it.
+Exactly what the oracle :func:`horus_core.testing.plain_problem.build_problem` computes: job
+classes in order of first appearance (active jobs in snapshot order, then the queue), each GPU's
+first 3 residents, the pair-speed tables per GPU kind.
 """
 
 from __future__ import annotations

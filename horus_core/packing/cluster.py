@@ -1,10 +1,7 @@
 """The ready GPUs of a snapshot as the kernel numbers them, cached across passes, and masked.
 
-Per node (by name) the healthy GPUs in index order and their kinds are kept while the node's
-GPU tuple stays the same (identity, else equality); the whole layout is reused while the
-snapshot's node tuple holds the same node objects, or nodes whose cached entries are the same.
-A node that is lost, drained, back, or whose GPUs change rebuilds the layout from the cached
-per-node pieces (no per-GPU work for the others but a concatenation).
+Per node the healthy GPUs in index order and their kinds are kept while its GPU tuple stays the
+same; the layout is reused while the nodes' entries are the same, else concatenated anew.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The hints of unknown job types, handed to the model in the one order a packing pass defines.
 
-``model.profile(spec)`` remembers an unknown job type's hints under its signature, the last
-call winning; a pass makes those calls for the active jobs on the layout's GPUs (snapshot
-order), then for its queue (queue order), and only when some job's hints differ from what the
-model holds (otherwise the calls would change nothing). This is the order the test oracle
-(``horus_core/testing/plain_packer.py``) makes them in, so both give the same profiles.
+``model.profile(spec)`` remembers an unknown job type's hints, the last call winning; a pass calls
+it for the active jobs (snapshot order), then the queue, only when some hints differ from the
+model's: the order of the oracle (``horus_core/testing/plain_packer.py``).
 """
 
 from __future__ import annotations

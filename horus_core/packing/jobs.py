@@ -1,13 +1,9 @@
 """What a packing pass needs to know about each live job, cached across passes by job id.
 
-A job's spec never changes, so its packing facts (signature, GPUs, exclusive, priority, known
-work, submission time) are computed once per job and kept in flat arrays indexed by a *slot*; a pass looks the
-slot up by job id. The slot also records the job ``version`` its spec was last confirmed at:
-``(id, version)`` names one state of one job, so a job seen at the same version is not looked
-at again, and one at a new version has its spec compared (equal: the same slot; different:
-the slot is refilled). Nothing is keyed on object identity. Signatures are interned to integer
-codes once. Profiles per signature code are kept per model version (a live observation changes
-them), see :class:`Profiles`.
+A job's packing facts (signature, GPUs, exclusive, priority, known work, submission time) are
+computed once and kept in flat arrays indexed by a *slot*, with the ``version`` its spec was last
+confirmed at: a job seen again at that version is not looked at again; at a new version its spec
+is compared (different: the slot is refilled). Signatures are interned to integer codes.
 """
 
 from __future__ import annotations
@@ -86,8 +82,7 @@ class Profiles:
 
 @dataclass(eq=False)
 class Live:
-    """The live jobs of one snapshot: pending ones (snapshot order) and active ones; or of a view
-    of it (:meth:`view`: some of its pending jobs, its active ones and jobs placed since)."""
+    """The live jobs of one snapshot (pending in snapshot order, active), or of a :meth:`view`."""
 
     table: JobTable
     pending: list[Job]
@@ -104,8 +99,8 @@ class Live:
     def view(
         self, pending: Sequence[Job], active: Sequence[Job], placed: AbstractSet[str], ranked: bool
     ) -> Live:
-        """``pending`` and ``active`` jobs of this scan (``placed``: ids of pending ones shown
-        active, on GPUs of their own; ``ranked``: the pending jobs' priorities are their own)."""
+        """``pending`` and ``active`` jobs of this scan (``placed``: pending ones shown active;
+        ``ranked``: the pending jobs' priorities are their own)."""
         slot = self.table.slot_of
         out = Live(
             self.table, list(pending), np.fromiter(map(slot, map(_ID, pending)), np.intp, len(pending)),
@@ -177,9 +172,8 @@ class JobTable:
         split: tuple[Sequence[Job], Sequence[Job]] | None = None,
         changes: JobChanges | None = None,
     ) -> Live:
-        """The live jobs of a snapshot (``split``: its pending and active jobs, in snapshot
-        order, where the caller has them; else taken from ``jobs``; ``changes``: the snapshot's,
-        whose numbers and versions of those jobs, where given, look them up as arrays)."""
+        """The live jobs of a snapshot (``split``: its pending and active jobs where the caller
+        has them; ``changes``: its feed, whose job numbers look slots up in bulk)."""
         if model is not self._model or len(self._slot) > 2 * len(jobs) + 4096:
             self.sigs, self._model, self._version = Interner(), model, -1  # drop what is gone
             self._reset(len(self.code))
@@ -212,13 +206,7 @@ class JobTable:
     ) -> tuple[Ix, list[Job], I64, Ix | None]:
         """Each job's slot, the jobs to claim one for (their slot: -k for the k-th), each job's
         version, and, where looked up by number, the positions of the jobs not confirmed at
-        theirs (whose numbers the caller maps to their slots; None: looked up by id).
-
-        A job keeps its slot while its spec stays the same: checked only when its version is
-        not the one its slot was last confirmed at (a spec never changes after submission).
-        The lookups run in bulk (by the source's numbers of the jobs where ``changes`` gives
-        one per job, :class:`NumberIndex`); only the jobs not confirmed (new, or at a new
-        version) are looked at one by one, in order."""
+        theirs (None: looked up by id). Only those are looked at one by one."""
         n = len(jobs)
         got: Ix | None = None
         version: I64 | None = None
@@ -251,8 +239,7 @@ class JobTable:
         return self._slot[job_id]
 
     def _claim(self, missed: list[Job]) -> tuple[Ix, bool]:
-        """Slots for the missed jobs (new at the end, else their old one), and whether an old
-        slot got a new spec object."""
+        """Slots for the missed jobs, and whether an old slot got a new spec."""
         ids, first = [j.id for j in missed], len(self.specs)
         # All new (a first pass): in bulk, ~10 % of a first decide over 12,500 jobs.
         if not any(map(self._slot.__contains__, ids)) and len(set(ids)) == len(ids):
@@ -277,7 +264,7 @@ class JobTable:
         return claimed, overwrote
 
     def _grow(self) -> None:
-        columns = (
+        for name in (
             "code",
             "tcode",
             "gpus",
@@ -289,8 +276,7 @@ class JobTable:
             "hint",
             "reach",
             "seen",
-        )
-        for name in columns:
+        ):
             old = getattr(self, name)
             new = np.empty(2 * len(old), old.dtype)
             new[: len(old)] = old
@@ -320,8 +306,7 @@ class JobTable:
         ]  # (a gang shape asking for 2+ nodes: wide on any node)
 
     def class_keys(self, ordered: I64, split_by_gpus: bool) -> tuple[tuple[str, int], ...]:
-        """The job classes that :func:`~horus_core.packing.assemble.assemble`'s class keys
-        stand for: (signature, GPUs when split by GPUs, else 0)."""
+        """The (signature, GPUs or 0) that :func:`~horus_core.packing.assemble.assemble`'s keys stand for."""
         names = self.sigs.names
         return tuple((names[k // SHIFT], k % SHIFT - BIAS if split_by_gpus else 0) for k in ordered.tolist())
 
@@ -333,11 +318,8 @@ class JobTable:
         split_by_gpus: bool,
         pair_filter: PairFilter | None,
     ) -> F64:
-        """:func:`~horus_core.packing.build.class_speeds` of the classes whose keys are
-        ``ordered`` (:meth:`class_keys`), kept per (those keys, GPU kinds, model version) when
-        there is no pair filter (a filter may hold state of its own): a simulator's rounds mostly
-        ask for the same classes again (~7 % of ``bench/sim_scale.py``). The keys are kept as
-        bytes: a code names one signature until the table starts over, which drops them."""
+        """:func:`~horus_core.packing.build.class_speeds` of the classes ``ordered``, kept per
+        (keys, GPU kinds, model version) without a pair filter (~7 % of ``bench/sim_scale.py``)."""
         if pair_filter is not None:
             keys = self.class_keys(ordered, split_by_gpus)
             return class_speeds(model, keys, kinds, split_by_gpus, pair_filter)
@@ -362,9 +344,8 @@ class JobTable:
         return bool(self._hints)
 
     def hints_conflict(self, slots: Ix, model: InterferenceModel) -> bool:
-        """True when a job among ``slots`` has hints whose profile differs from the one the
-        model holds for its signature (an unknown job type used with different hints): then
-        ``model.profile(spec)`` calls would change a profile, and their order matters."""
+        """Whether a job among ``slots`` has hints whose profile differs from the model's for its
+        signature (then the order of ``model.profile(spec)`` calls matters)."""
         if not self._hints:
             return False  # no job ever had hints
         hint = self.hint[slots]
@@ -378,8 +359,8 @@ class JobTable:
 
 
 def _stale(got: Ix, seen: I64, version: I64) -> Ix:
-    """The positions of the jobs with no slot (``got`` < 0) or one last confirmed at another
-    version: one compiled loop (numpy's four steps are ~4 % of a simulator's decide)."""
+    """The positions of the jobs with no slot or one confirmed at another version (compiled:
+    numpy's four steps are ~4 % of a simulator's decide)."""
     out = np.empty(len(got), np.intp)
     return out[: _stale_into(got, seen, version, out)]
 
@@ -396,16 +377,14 @@ def _stale_into(got: Ix, seen: I64, version: I64, out: Ix) -> int:
 
 
 def _check_gpus(jobs: list[Job]) -> None:
-    """Refuse a job whose GPU count is beyond the kernel's int32 arrays (the master's checks
-    allow at most 64): a clear error, before the table changes."""
+    """Refuse a job whose GPU count is beyond the kernel's int32 arrays, before the table changes."""
     for job in jobs:
         if not -_INT31 <= job.spec.gpus < _INT31:
             raise ValueError(f"job {job.id!r} asks for {job.spec.gpus} GPUs: beyond what the packer holds")
 
 
 def _int64(values: list[int]) -> I64:
-    """``values`` as int64, saturated at +-(2**63 - 1) (a priority or step count beyond orders
-    like the bound; symmetric, so negating one cannot overflow)."""
+    """``values`` as int64, saturated at +-(2**63 - 1) (so negating one cannot overflow)."""
     if not values or (min(values) >= -_INT64_MAX and max(values) <= _INT64_MAX):  # the usual, in one
         return np.array(values, np.int64)  # step (per value: ~7 % of a first decide over 12,500 jobs)
     return np.array([min(max(v, -_INT64_MAX), _INT64_MAX) for v in values], np.int64)

@@ -22,9 +22,7 @@ _SLACK = 65536
 @numba.njit(cache=True, nogil=True)  # (the master's loop runs meanwhile)
 def _rows(numbers: I64, base: int, row_of: Ix, number_of: I64, out: Ix) -> int:
     """``out[k]``: the row of ``numbers[k]`` (-1: none); returns how many have none, or -1 at
-    once for a number the array from ``base`` does not cover. One compiled loop: a pass or a
-    simulator round looks its jobs up here, and numpy's steps on a few hundred numbers cost
-    ~10x as much."""
+    once for a number the array from ``base`` does not cover (compiled: numpy costs ~10x)."""
     misses = 0
     for k in range(numbers.shape[0]):
         p = numbers[k] - base

@@ -1,15 +1,10 @@
 """Each active job's kernel GPU indices, kept across passes by ``(job id, version)`` (the job's
 table slot standing for its id).
 
-An active job's GPUs only change with a new attempt, which is a new version of the job, so a
-pass encodes only the jobs whose version it has not seen (on the same layout). Each job's GPUs
-(-1: a GPU the layout does not have) lie in one pool array, at ``start[slot]`` for
-``length[slot]``, with the version they are of: the look-up is one array comparison, and the
-compiled assembly reads the pool by the active jobs' slots, with no Python step per job. A
-record encoded again is appended (its old span left unused); when the pool is full it is
-compacted to the records of the pass's active jobs. Everything starts over when the layout
-changes (the job table starts a new one when it reuses slots). A view of the pass (a masked
-layout, jobs placed earlier in the pass) reads the records through :meth:`Records.seen_by`.
+A pass encodes only the jobs whose version it has not seen on the same layout. Each job's GPUs
+(-1: not in the layout) lie in one pool array at ``start[slot]`` for ``length[slot]``, with their
+version; a record encoded again is appended, and a full pool is compacted to the pass's active
+jobs. A new layout starts over; a view of the pass reads through :meth:`Records.seen_by`.
 """
 
 from __future__ import annotations

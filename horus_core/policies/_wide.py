@@ -1,11 +1,9 @@
 """Gangs spread over nodes, for the packing policies: placed apart from the sharing kernel.
 
-A *wide* job is one larger than every READY node, or whose shape asks for several nodes
-(:func:`horus_core.policies.spread.spans`). Wide jobs never share a GPU: in arrival order
-(priority, then submission) each takes GPUs no job uses, chosen by the spread module (one rack,
-fewest nodes), or waits with a reason. The sharing kernel then packs the other jobs with the
-GPUs of wide jobs (running ones and those just placed) hidden, so it never puts a job next to a
-gang that crosses nodes, where one slow GPU would slow them all.
+A *wide* job is larger than every READY node or shaped over several
+(:func:`horus_core.policies.spread.spec_spans`). Wide jobs never share a GPU: in arrival order
+each takes GPUs no job uses (:mod:`.spread`) or waits; the kernel then packs the other jobs with
+the wide jobs' GPUs hidden (one slow GPU would slow a whole gang across nodes).
 """
 
 from __future__ import annotations
@@ -85,11 +83,7 @@ def free_on(layout: ClusterLayout, racks: Mapping[str, str], busy: AbstractSet[s
     out = []
     for n, name in enumerate(layout.node_names):
         lo, hi = start[n], start[n + 1]
-        free = (
-            tuple(uuids[lo:hi])
-            if busy.isdisjoint(uuids[lo:hi])
-            else tuple(u for u in uuids[lo:hi] if u not in busy)
-        )
+        free = tuple(u for u in uuids[lo:hi] if u not in busy)
         out.append(spread.FreeNode(name, free, racks[name], kinds[lo] if hi > lo else ""))
     return out
 
@@ -102,9 +96,8 @@ def place_wide(
     busy: AbstractSet[str],
     free: list[spread.FreeNode] | None = None,
 ) -> tuple[list[Action], set[str]]:
-    """The wide pending jobs' actions, and the GPUs to hide from the kernel that packs the rest
-    (those of the wide jobs, running and just placed; ``busy``: the GPUs any active job holds;
-    ``free``: the free GPUs per node where the caller has them, else read from the snapshot)."""
+    """The wide pending jobs' actions, and the GPUs of wide jobs to hide from the kernel
+    (``busy``: the GPUs any active job holds; ``free``: per node, if the caller has them)."""
     pool = spread.Pool(spread.free_nodes(snapshot, busy) if free is None else free)
     actions: list[Action] = []
     hidden = {u for j in active for u in j.gpus}

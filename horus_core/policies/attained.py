@@ -1,23 +1,12 @@
 """Attained service (GPU-seconds run so far) per job id, kept by the policy object across
 passes, and the discrete Tiresias-style priority levels and preemptions it implies.
 
-The policy keeps the ledger itself because neither the live master's nor the simulator's Job
-carries an attempt history: each pass adds ``GPUs x (now - last pass)`` to every running job
-(from the later of the last pass and the moment its current attempt was first seen running, as
-the pass's :class:`~horus_core.policies.state.Book` records it), and forgets ids that left the
-snapshot (finished). A restarted master rebuilds the ledger from the stored attempt history
-(:meth:`Attained.restore`), so the order survives a restart.
-
-With ``work`` (:class:`~horus_core.policies.remaining.RemainingWork`, fed by progress reports) a
-job whose remaining work is confidently estimated is served shortest remaining work first: its
-level is that of its remaining GPU-seconds (the same boundaries, applied to what is left rather
-than to what was run, which LAS only uses as a proxy for it) where that is lower than its LAS
-level, and within a level such jobs go first, least remaining work first; every other job keeps
-its LAS level. An estimate never moves a job *behind* its LAS level: the other jobs' levels
-count only what they ran, which understates what they have left (heavy-tailed lengths), so a
-long remaining estimate set against them would demote the one job that is measured honestly
-(2869ce_cap with lengths from loss curves only: 12.29 h demoting too, 11.69 h without;
-docs/history.md (evaluation notes §11)).
+Neither Job carries an attempt history, so each pass adds ``GPUs x (now - last pass)`` to every
+running job and forgets ids that left; a restarted master rebuilds the ledger from the store
+(:meth:`Attained.restore`). With ``work`` (progress reports) a job whose remaining work is
+confidently estimated takes the level of its remaining GPU-seconds where that is lower than its
+LAS level, and goes first within it; an estimate never moves a job behind its LAS level (the
+others' levels understate what they have left: docs/history.md, evaluation notes §11).
 """
 
 from __future__ import annotations
@@ -64,9 +53,8 @@ class Attained:
     factor: float = FACTOR
     levels: int = LEVELS
     min_slice_s: float = MIN_SLICE_S
-    # Hysteresis (``horus+``): a job stopped k times by this ledger runs ``min_slice_s x
-    # slice_growth^k`` before it may be stopped again, and a victim must be ``min_gap`` levels
-    # above the waiting job (1: any higher level). The defaults are ``horus``'s (none).
+    # Hysteresis (``horus+``): a job stopped k times runs ``min_slice_s x slice_growth^k`` before
+    # it may be stopped again; a victim must be ``min_gap`` levels above the waiting job.
     slice_growth: float = 1.0
     min_gap: int = 1
     stops: dict[str, int] = field(default_factory=dict)  # job id -> times stopped here
@@ -85,8 +73,7 @@ class Attained:
                                   f"{self.min_gap}")  # fmt: skip
 
     def observe(self, state: PassState) -> None:
-        """Credit every running job with its GPU-seconds since the last pass (an attempt first
-        seen running now: nothing yet), following the jobs the pass's book saw change."""
+        """Credit every running job with its GPU-seconds since the last pass."""
         now = state.now
         last = now if self.last is None or now < self.last else self.last
         columns, stints, changed = self.columns, state.book.stints, state.delta.changed
@@ -117,9 +104,7 @@ class Attained:
 
     @staticmethod
     def _left(state: PassState, work: RemainingWork, gone: list[str]) -> Mapping[str, float]:
-        """Confident GPU-seconds left of the jobs that have progress tracks: worked out for the
-        ids a pass asks about (the queue, the victims), not for every tracked job. The tracks of
-        jobs that left are dropped."""
+        """Confident GPU-seconds left of the tracked jobs, worked out per id when asked."""
         work.drop(gone)
         if not work.tracks:
             return {}
@@ -130,15 +115,13 @@ class Attained:
         return left
 
     def restore(self, service: Mapping[str, float], now: float) -> None:
-        """Start from a ledger rebuilt from the store (a restarted master): GPU-seconds per job
-        up to ``now`` (the running stints: :meth:`~horus_core.policies.state.Book.restore`)."""
+        """Start from a ledger rebuilt from the store: GPU-seconds per job up to ``now``."""
         self.columns = Columns()
         self.service = {k: v for k, v in service.items() if v > 0}
         self.last = now
 
     def level(self, job_id: str) -> int:
-        """The level of the job's attained service, or of its confident remaining work where that
-        is lower (an estimate moves a job ahead, never behind: module doc)."""
+        """The level of the job's attained service, or of its confident remaining work if lower."""
         las = bisect.bisect_right(self.bounds, self._served(job_id))
         left = self.left.get(job_id)
         return las if left is None else min(las, bisect.bisect_right(self.bounds, left))
@@ -155,19 +138,16 @@ class Attained:
         return np.fromiter(map(self.left.get, ids, repeat(math.inf)), np.float64, len(ids))
 
     def preempts(self, snapshot: ClusterSnapshot, actions: list[Action], now: float) -> list[Preempt]:
-        """Make room for the jobs left waiting, lowest class (priority, then level) first, then
-        by arrival: for each, on the node where that takes the fewest, stop running jobs of a
-        higher class whose attempt has had its minimum slice, most attained first; the GPUs so
-        freed are kept for that job. A job for which no node can be freed enough, or that has
-        room already (it waits for another reason), stops nobody."""
+        """Make room for the waiting jobs, lowest class (priority, level) first: on the node where
+        that takes the fewest, stop running jobs of a higher class past their minimum slice, most
+        attained first, and keep the freed GPUs for that job."""
         pending = snapshot.pending()
         if not pending:  # (half the simulator's rounds: a completion, nothing waits)
             return []
         stoppable = self._stoppable(now)
         if not stoppable.any():
             return []
-        # (the usual pass: no waiting job outranks a victim; known before sorting either list,
-        # first from a bound on every pending job's class: the highest priority, level 0)
+        # (the usual pass: no waiting job outranks a victim, known before sorting either list)
         top = self._top(stoppable)
         if (-max(map(_PRIORITY, pending)), self.min_gap - 1) >= top:
             return []
@@ -202,8 +182,7 @@ class Attained:
         return out
 
     def _stoppable(self, now: float) -> NDArray[np.bool_]:
-        """Per slot of the ledger's columns: a running job whose attempt has had its minimum
-        slice (the running jobs as of the last :meth:`observe`, the pass's own)."""
+        """Per slot of the ledger's columns: a running job past its minimum slice."""
         if self.slice_growth == 1.0 or not self.stops:
             return self.columns.stoppable(now, self.min_slice_s)
         slices = np.full(len(self.columns.views), self.min_slice_s)
@@ -213,10 +192,8 @@ class Attained:
         return self.columns.stoppable(now, slices)
 
     def _top(self, stoppable: NDArray[np.bool_]) -> tuple[int, int]:
-        """The highest class (:meth:`_class`) of the jobs ``stoppable`` marks (one at least), in
-        bulk. An estimate only lowers a level, so the jobs of the highest priority are looked at
-        from the highest LAS level down, and only until no LAS level left can beat the best
-        level found: a pass asks the estimate of a few of the running jobs, not of all."""
+        """The highest class (:meth:`_class`) of the jobs ``stoppable`` marks (one at least): an
+        estimate only lowers a level, so LAS levels are read from the top until none can beat it."""
         cols = self.columns
         high, slots, levels = cols.tops(stoppable, self._bounds)
         if not self.left:
@@ -256,9 +233,7 @@ class Attained:
 
 
 class LeftOnAsk(Mapping[str, float]):
-    """``{id: work.gpu_s_left(job)}`` over a snapshot's tracked jobs that have a confident
-    estimate, computed per id when asked (a pass asks about few of them; each track caches its
-    answer per report anyway)."""
+    """``{id: work.gpu_s_left(job)}`` over a snapshot's tracked jobs, computed per id when asked."""
 
     def __init__(self, work: RemainingWork, snapshot: ClusterSnapshot) -> None:
         self.work, self.snapshot = work, snapshot
@@ -292,8 +267,6 @@ class _Node:
     """One node's GPUs during :meth:`Attained.preempts`: who holds each, which are kept."""
 
     def __init__(self, node: Node, held: Mapping[str, set[str]]) -> None:
-        """``held``: GPU uuid -> the active jobs on it, cluster-wide (a gang over nodes holds
-        GPUs here too when its first node is another)."""
         self.name = node.name
         self.healthy = {g.uuid for g in node.gpus if g.healthy}
         self.uuids = {g.uuid for g in node.gpus}
@@ -301,17 +274,14 @@ class _Node:
         self.kept: set[str] = set()  # freed (or free) GPUs promised to an earlier waiting job
 
     def runs(self, job: Job) -> bool:
-        """Whether ``job`` runs on this node alone: a gang over nodes is never a victim (stopping
-        it for one node's room would idle its GPUs on the others, and a wide gang waited for the
-        room of several nodes to start: ``docs/policies.md``), though its GPUs count as held."""
+        """Whether ``job`` runs on this node alone (a gang over nodes is never a victim)."""
         return all(uuid in self.uuids for uuid in job.gpus)
 
     def _free(self, gone: set[str]) -> set[str]:
         return {u for u in self.healthy - self.kept if self.holders.get(u, set()) <= gone}
 
     def free_for(self, need: int, victims: list[Job]) -> list[Job] | None:
-        """The fewest of ``victims`` (in their order) whose stopping leaves ``need`` GPUs with
-        no job on them; None if even all of them would not."""
+        """The fewest of ``victims`` (in order) whose stopping frees ``need`` GPUs, or None."""
         chosen: list[Job] = []
         gone: set[str] = set()
         for job in victims:

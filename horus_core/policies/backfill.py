@@ -1,31 +1,18 @@
 """Reservations for the head gang, and backfill around them: big gangs do not starve.
 
-A non-preemptive packing policy lets a gang wait for a whole node to drain while small jobs keep
-taking the GPUs that free up. :class:`GangReserve` is a tier stage in front of a policy's own
-stages (every packing policy has one through its :class:`~horus_core.policies.gputypes.TypeGate`)
-and does what Slurm's backfill does:
+:class:`GangReserve` is a tier stage in front of every packing policy's own stages and does what
+Slurm's backfill does (docs/policies.md):
 
-- The *head gang*: among pending gangs (more than one GPU, not elastic, never started) that
-  the last pass left waiting and that have queued ``wait_s`` seconds, the one holding the
-  reservation; else one queued ``age_s`` or more (longest first); else the first in the
-  policy's own queue order (the order of its ``Wait`` actions). A gang the policy itself
-  stopped (``horus``'s least-attained-service preemption) is not reserved for: that was the
-  policy's choice, and it serves it again by its own order.
-- It gets a reservation: ``gpus`` GPUs of one READY node, of types it may use now, chosen where
-  it is predicted to finish first: when they are free (:func:`free_times`) plus its known work
-  at its solo speed on their type (unknown work: where they are free first). The reservation
-  sticks until the gang starts (or the node or a GPU goes away): the policy's stages then serve
-  a view where the reserved GPUs are hidden, so no new job lands on them.
-- A waiting job goes onto idle reserved GPUs (alone, as backfill) only if it is predicted to
-  end before the jobs still running there: known work (``total_steps``) divided by its solo speed
-  on that type. A backfilled job still running when every other reserved GPU is free is stopped.
-- When all reserved GPUs are idle the gang is assigned to them, whatever the policy's order.
+- The *head gang* (pending, more than one GPU, not elastic, never started, left waiting and
+  queued ``wait_s``): the one holding the reservation; else one queued ``age_s`` or more; else
+  the first in the policy's own queue order.
+- It reserves ``gpus`` GPUs of one READY node where it is predicted to finish first; the
+  policy's stages then serve a view with those GPUs hidden, until the gang starts there.
+- A waiting job goes alone onto idle reserved GPUs only if predicted to end before the jobs
+  still running there; one still running when the rest are free is stopped.
 
-Remaining time of a running job: ``total_steps`` less the steps credited to it (each attempt:
-its run time x solo speed x predicted speed), at that rate; with no ``total_steps`` (live
-jobs rarely say) it is the time its attempt has run so far, at least ``MIN_REMAINING_S`` (a job
-that ran long is expected to run long: training lengths are heavy-tailed). Estimates choose the
-node and gate backfill; the wait bound does not depend on them (docs/policies.md).
+A running job's remaining time: ``total_steps`` less the steps credited to it, at its predicted
+rate; with no ``total_steps``, the time its attempt has run so far, at least ``MIN_REMAINING_S``.
 """
 
 from __future__ import annotations
@@ -72,8 +59,7 @@ class GangReserve:
     _waiting: dict[str, int] | None = field(default=None, repr=False)
 
     def observe(self, state: PassState, model: InterferenceModel | None) -> None:
-        """Credit each attempt that ended since the last pass with the steps it made (from when
-        it was first seen active to that pass, at its predicted rate), and forget jobs gone."""
+        """Credit each attempt that ended since the last pass with its steps; forget jobs gone."""
         if state.last is not None:
             for stint in state.delta.ended:
                 i = stint.job.id
@@ -111,8 +97,7 @@ class GangReserve:
 
     @property
     def waiting(self) -> dict[str, int]:
-        """The ids the last run left waiting -> their rank among its Waits (built when asked:
-        only a run with a gang queued ``wait_s`` or more needs it)."""
+        """The ids the last run left waiting -> their rank among its Waits (built when asked)."""
         if self._waiting is None:
             waits = (a.job_id for a in self._last if isinstance(a, Wait))
             self._waiting = {job_id: rank for rank, job_id in enumerate(waits)}
@@ -137,8 +122,7 @@ class GangReserve:
         return None
 
     def _rank(self, job: Job, since: float, now: float, held: str) -> tuple[int, float, str]:
-        """The head is the one already holding a reservation; else a gang queued ``age_s`` or
-        more (longest first); else the first in the policy's own queue order."""
+        """The head's order (see the module doc)."""
         if job.id == held:
             return (0, 0.0, job.id)
         if now - since >= self.age_s:
@@ -192,8 +176,7 @@ class GangReserve:
     def _sooner(
         self, head: Job, moved: Assign, res: Reservation, view: View, model: InterferenceModel | None
     ) -> bool:
-        """Whether the policy's placement of the head elsewhere is predicted to finish no later
-        than waiting for its reservation would (unknown work: yes)."""
+        """Whether the head placed elsewhere is predicted to finish no later than on its reservation."""
         types = view.state.types
         there = solo_seconds(head, types.get(moved.gpus[0], ""), model)
         here = solo_seconds(head, types.get(res.gpus[0], ""), model)
@@ -219,8 +202,7 @@ class GangReserve:
         model: InterferenceModel | None,
         types_of: TypesOf,
     ) -> list[Action]:
-        """The policy's actions, plus backfill onto idle reserved GPUs, a stop for backfill
-        that overran, and the head's reason."""
+        """The policy's actions, plus backfill, a stop for backfill that overran, the head's Wait."""
         snapshot, now = view.snapshot, view.state.now
         held = holders(snapshot, res.gpus)
         there = {j for ids in held.values() for j in ids}
@@ -246,8 +228,7 @@ class GangReserve:
         model: InterferenceModel | None,
         types_of: TypesOf,
     ) -> list[Action]:
-        """Replace the Wait of each job that fits on idle reserved GPUs and is predicted to end
-        within ``window`` (now, free by) with an Assign there (queue order, first fit)."""
+        """Assign waiting jobs that fit on idle reserved GPUs and end within ``window``."""
         idle = [u for u in res.gpus if not holders.get(u)]
         if not idle:
             return actions

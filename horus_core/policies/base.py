@@ -1,10 +1,8 @@
 """The one seam every policy implements: ``decide(snapshot, now) -> list[Action]``, and the one
 way a policy hears the jobs' progress reports.
 
-Policies are plain synchronous objects. They may keep state between calls (rounds, queues,
-credits), but they never do I/O: the live master and the simulator call them the same way.
-A policy that wants progress reports (step and, where known, training loss) has a ``progress``
-attribute that :class:`HearsProgress`; the simulator and the master hand it :class:`Reports`.
+Policies are plain synchronous objects that may keep state between calls but never do I/O. A
+policy that wants progress reports has a ``progress`` attribute that :class:`HearsProgress`.
 """
 
 from __future__ import annotations
@@ -33,9 +31,8 @@ Report = tuple[str, float, "float | None", float]  # (job id, step, loss or None
 
 @dataclass(frozen=True, slots=True)
 class Reports:
-    """Progress reports as columns, in the order they were made: each report's job id, step,
-    loss (``losses`` None: no report has one) and time; ``numbers``: where the source numbers
-    its jobs for good (the simulator), its name and each report's job number there."""
+    """Progress reports as columns, in order: job id, step, loss (None: no report has one), time;
+    ``numbers``: the source's name and job numbers, where it numbers its jobs for good."""
 
     ids: Sequence[str]
     steps: NDArray[np.float64]

@@ -35,9 +35,7 @@ class Plan:
 
 
 class Lookup(Protocol):
-    """What the checks read from a snapshot. :class:`SnapshotLookup` derives it from the
-    snapshot itself; a caller that already keeps these indexes (the simulator) may pass its own,
-    which must answer exactly as the snapshot would."""
+    """What the checks read from a snapshot (the simulator passes its own indexes)."""
 
     def job(self, job_id: str) -> Job | None:
         """The pending or active job with this id."""
@@ -59,8 +57,7 @@ class Lookup(Protocol):
 
 
 class SnapshotLookup:
-    """:class:`Lookup` over a snapshot; each index is built on first use (a pass of only
-    ``Wait`` actions never builds the GPU ones)."""
+    """:class:`Lookup` over a snapshot; each index is built on first use."""
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
@@ -127,13 +124,9 @@ class _Occupancy:
 
 
 def check_actions(snapshot: ClusterSnapshot, actions: list[Action], lookup: Lookup | None = None) -> Plan:
-    """The actions to apply, in order, and those dropped with why. ``lookup``: see :class:`Lookup`.
-
-    A busy pass is mostly Waits for pending jobs whose reason did not change: when every action
-    is an action for a distinct job and every Wait's job is pending (the usual pass), the Waits
-    are checked in bulk (:func:`_bulk_waits`) and only the others one by one; any other pass
-    takes the one-by-one path for all (the same plan either way: tests/core/test_check_waits.py).
-    """
+    """The actions to apply, in order, and those dropped with why. When every action is for a
+    distinct job and every Wait's job is pending (the usual pass), the Waits are checked in bulk
+    (the same plan either way: tests/core/test_check_waits.py)."""
     look = lookup if lookup is not None else SnapshotLookup(snapshot)
     split = _split(actions)
     bulk = _bulk_waits(split[1], look) if split is not None else None
@@ -145,8 +138,7 @@ def check_actions(snapshot: ClusterSnapshot, actions: list[Action], lookup: Look
 
 
 def _split(actions: list[Action]) -> tuple[list[Action], list[Wait]] | None:
-    """(the Assigns and Preempts, the Waits) when every action is one of those three and no two
-    are for the same job (so their order across the two lists cannot matter); else None."""
+    """(the Assigns and Preempts, the Waits) when no two actions are for one job; else None."""
     waits = [a for a in actions if type(a) is Wait]
     others = [a for a in actions if type(a) is not Wait]
     if not all(isinstance(a, Assign | Preempt) for a in others):
@@ -157,9 +149,7 @@ def _split(actions: list[Action]) -> tuple[list[Action], list[Wait]] | None:
 
 
 def _bulk_waits(waits: list[Wait], look: Lookup) -> list[Wait] | None:
-    """The Waits whose reason or code changed, when every Wait is for a pending job (else None:
-    one of them is to be dropped, which the one-by-one path reports in order). One look at each
-    job; only the few Waits that differ are looked at twice."""
+    """The Waits whose reason or code changed, when every Wait is for a pending job; else None."""
     find = look.job
     odd = [
         w
@@ -199,8 +189,7 @@ def _in_order(actions: Sequence[object], look: Lookup, plan: Plan) -> Plan:
 
 
 def _kept_assign(action: Assign, job: Job, occ: _Occupancy) -> Assign:
-    """A kept Assign, its GPUs now taken; a predicted slowdown that is not a positive number
-    becomes 1.0."""
+    """A kept Assign, its GPUs now taken (a slowdown that is not a positive number: 1.0)."""
     for uuid in action.gpus:
         occ.add(uuid, job)
     slowdown = action.predicted_slowdown

@@ -1,10 +1,8 @@
 """``gandiva``: introspective packing (after Gandiva, OSDI 2018).
 
-Placement is blind to interference: jobs in arrival order, an idle GPU while there is one
-(Horus cost), a second job per GPU only when the cluster is oversubscribed, memory permitting.
-Then it watches: every tick, a GPU whose jobs' normalised throughputs (measured when the
-model has observations, else predicted) sum below 1.0 (worse than taking turns) is split by
-preempting the job that started last, and that pair of signatures is never packed again.
+Placement is blind to interference (arrival order, an idle GPU while there is one, a second job
+per GPU when memory permits). Then every tick a GPU whose jobs' normalised throughputs sum below
+1.0 is split by preempting the job that started last, and that pair is never packed again.
 """
 
 from __future__ import annotations
@@ -83,7 +81,4 @@ def _started(job: Job) -> tuple[float, str]:
 
 
 def make(model: InterferenceModel | None) -> GandivaPolicy:
-    # Heterogeneity-aware, with the head-gang reservation after a longer wait than the other
-    # policies (GANG_WAIT_S): hiding GPUs from its packing sooner costs average JCT
-    # (docs/history.md, evaluation notes §14).
     return GandivaPolicy(model or default_model(), GANDIVA)

@@ -1,16 +1,10 @@
 """``horus+``: Horus with multiple queues and credits.
 
-Pending jobs are grouped into 3-5 queues by k-means over (GPUs, util avg, util peak, memory),
-each feature standardised, distinct job shapes weighted by how many jobs share them (so the
-clustering costs the same for 10 or 10,000 pending jobs). A queue's credit is the median time
-its jobs have waited times its length; queues are served highest credit first, each in Horus
-order (least attained service first, or shortest remaining work for a job with a confident
-estimate from its progress reports, and preempting for waiting jobs like ``horus``, with
-hysteresis: a job's minimum slice grows 1.5x each time it is stopped, because the credit
-queues may hand freed GPUs to another job than the one they were freed for, which thrashed:
-docs/history.md (evaluation notes §11)), and packed with the ``horus`` rule (look-ahead 5).
-Long-waiting groups of, e.g., big gangs thus rise to the front instead of starving behind a
-stream of small jobs.
+Pending jobs are grouped into 3-5 queues by k-means over standardised (GPUs, util avg, util peak,
+memory) of the distinct job shapes, weighted by their counts. A queue's credit is the median time
+its jobs have waited times its length; queues are served highest credit first, each in ``horus``
+order (with its preemption, and :data:`SLICE_GROWTH` hysteresis), packed with the ``horus`` rule.
+Long-waiting groups (e.g. big gangs) thus rise to the front instead of starving.
 """
 
 from __future__ import annotations
@@ -45,9 +39,7 @@ def by_credit(seed: int = 0) -> Order:
 
 
 def positions(las: Attained, live: Live, now: float, seed: int = 0) -> Ix:
-    """The k-means queues (one per class of job shapes: GPUs, predicted utilisation and
-    memory), highest credit first (median pending time x queue length), each least
-    attained service first, flattened, as positions into ``live.pending``."""
+    """The k-means queues, highest credit first, each in LAS order, as positions into ``live.pending``."""
     prof = live.profiles
     code, gpus = live.p_code, live.p_gpus
     pair = code.astype(np.int64) * (1 << 32) + (gpus.astype(np.int64) + (1 << 31))

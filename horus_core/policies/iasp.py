@@ -3,12 +3,9 @@
 Jobs are served in arrival order (priority first). For each job:
 
 - Stage 1, IASP (cluster level): among the nodes that can hold the job, pick the one whose
-  resident jobs are predicted to interfere least with it: the mean, over the node's residents,
-  of the speed the new job and the resident lose next to each other (``2 - s_new - s_res``). The
-  pair speeds come from the interference model: the measured pair table where measured, its
-  collaborative-filtering completion (:mod:`horus_core.interference.completion`) for unmeasured
-  pairs, the analytic fallback last. An empty node interferes with nothing. Ties: the node with
-  the fewest usable GPUs (best fit), then the name.
+  residents are predicted to interfere least with it: the mean, over the residents, of the speed
+  the pair loses (``2 - s_new - s_res``, from the interference model). An empty node interferes
+  with nothing. Ties: the fewest usable GPUs (best fit), then the name.
 - Stage 2, IAPP (node level): on that node pick the job's GPUs by predicted speed (idle GPUs at
   1.0, shared ones at the model's co-located speed); a GPU is usable when it has fewer than
   :data:`MAX_SHARE` residents, memory fits and every job on it keeps at least :data:`MIN_SPEED`.
@@ -21,12 +18,9 @@ Jobs are served in arrival order (priority first). For each job:
 A job larger than every node is always spread (idle GPUs only). A job that fits nowhere waits
 with a reason; later jobs may pass it.
 
-The stages read the pass's state: the view's GPUs as the kernel numbers them and its jobs'
-signatures from the job table. A job's speed on a GPU depends only on the GPU's state (its
-residents' signatures, an exclusive one, its type and memory), so each state's answer is worked
-out once per pass; a node's usable GPUs and its stage-1 score for a signature are kept until a
-job is placed on that node. ``horus_core/testing/plain_iasp.py`` is the same two stages written
-GPU by GPU, which this one must decide exactly as (a property test checks).
+A job's speed on a GPU depends only on the GPU's state (:data:`State`), so each state's answer is
+worked out once per pass; a node's usable GPUs and stage-1 score per signature are kept until a
+job is placed on it. ``horus_core/testing/plain_iasp.py`` is the GPU-by-GPU oracle.
 """
 
 from __future__ import annotations
@@ -68,8 +62,7 @@ class _Gpu:
 
 @dataclass(eq=False)
 class _Node:
-    """One ready node during a pass: its GPUs (index order) and what is kept of it until a job
-    is placed on it (its usable GPUs and its stage-1 score, per signature)."""
+    """One ready node during a pass: its GPUs and, until a job lands on it, its answers."""
 
     name: str
     rack: str
@@ -97,8 +90,7 @@ def unplaced(spec: JobSpec, min_speed: float) -> str:
 
 
 def spread_choice(plan: spread.Spread | str, *, forced: bool) -> Choice | str:
-    """A gang over idle GPUs of several nodes at the predicted communication cost, or why not
-    (``forced``: a job larger than every node, taken whatever the cost)."""
+    """A gang over idle GPUs of several nodes at the predicted cost, or why not (``forced``: any cost)."""
     if isinstance(plan, str):
         return plan
     speed = COMM_NODE ** (plan.nodes - 1) * COMM_RACK ** (plan.racks - 1)

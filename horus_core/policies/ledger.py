@@ -1,12 +1,9 @@
 """The least-attained-service ledger as columns: one slot per job id it knows (running now, or
 with service attained), kept across passes.
 
-A pass credits every running job, and, while a job waits, looks for the running jobs it may
-stop and their highest class: over the slots those are a few array operations, not walks over
-the running jobs' objects (10,000s in a large cluster); only the jobs that changed since the
-last pass are written, one by one (the running stints come from the pass's book,
-:mod:`horus_core.policies.state`). Slot 0 is never a job's: an id the ledger does not know
-reads as no service, not running.
+Crediting and finding stoppable jobs are array operations over the slots; only the jobs that
+changed since the last pass are written one by one. Slot 0 is never a job's: an unknown id reads
+as no service, not running.
 """
 
 from __future__ import annotations

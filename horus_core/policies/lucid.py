@@ -57,7 +57,4 @@ LUCID = Packing(
 
 
 def make(model: InterferenceModel | None) -> PackingPolicy:
-    # Heterogeneity-aware, with the head-gang reservation after a longer wait than the other
-    # policies (GANG_WAIT_S): shortest-first starves gangs on purpose, and reserving against
-    # that order sooner costs average JCT (docs/history.md, evaluation notes §14).
     return PackingPolicy(model or default_model(), LUCID)

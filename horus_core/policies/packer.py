@@ -1,12 +1,8 @@
 """The packing policies' placement stage: a view's queue through the kernel, into actions.
 
-:class:`Packer` places the pending jobs of a view of a pass (:class:`~horus_core.policies.views.View`)
-in the order a policy gives (``Order``, over the view's jobs in the pass's job table), with the
-Numba kernel: an Assign for every job it places, a Wait with a reason (and its code) for the
-rest. Gangs wider than any node are placed apart first (:mod:`._wide`) and the rest packed
-around them. There is one path: the placement of that queue is exactly what the plain per-job
-oracle (``horus_core/testing/plain_packer.py``, imported only by tests and benches) gives,
-which the property tests check.
+:class:`Packer` places a view's pending jobs in a policy's ``Order`` with the Numba kernel: an
+Assign for each job it places, a Wait with a reason for the rest. Wide gangs are placed apart
+first (:mod:`._wide`). The oracle it must match is ``horus_core/testing/plain_packer.py``.
 """
 
 from __future__ import annotations
@@ -38,9 +34,8 @@ _GPUS = operator.attrgetter("gpus")
 
 @dataclass(frozen=True)
 class Ask:
-    """What a packing pass is asked: the model, the kernel's parameters, what a refusal by the
-    co-location rule means (a Wait's reason), the queue order, and who may share a GPU beyond
-    memory (as many GPUs: ``split_by_gpus``; the policy's own ``pair_filter``)."""
+    """What a packing pass is asked: the model, the kernel's parameters, the Wait wording, the
+    queue order, and who may share a GPU (``split_by_gpus``, ``pair_filter``)."""
 
     model: InterferenceModel
     params: PackParams
@@ -51,9 +46,8 @@ class Ask:
 
 
 class Packer:
-    """The place stage; keeps the last pass's Waits, handed again to a job whose reason (and
-    code) is the same: most of a busy pass's actions are such Waits, and making them anew is
-    ~10 % of a pass at 10,000 jobs (docs/placement.md, section 5)."""
+    """The place stage; a job whose reason is unchanged gets the last pass's Wait again (~10 % of
+    a pass at 10,000 jobs)."""
 
     def __init__(self) -> None:
         self._waits: dict[str, Wait] = {}

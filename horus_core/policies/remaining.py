@@ -1,28 +1,18 @@
 """Each job's remaining work in GPU-seconds, from its reported progress alone, and whether the
 estimate is confident enough for ``horus``'s queue order to use it instead of attained service.
 
-Fed by progress reports (:class:`~horus_core.policies.base.Reports`: the live master hands over
-what jobs report through ``horus_core.progress``; the simulator reports the same step and
-loss). Nothing else about a job's length is used. An estimate is
-*confident* when each of its two factors is backed by evidence:
+Fed by progress reports (:class:`~horus_core.policies.base.Reports`) alone. An estimate is
+*confident* when both factors are backed by evidence:
 
-- **Steps left.** The spec's ``total_steps`` when the user gave it (``hctl submit
-  --total-steps``: a stated target, taken as is). Otherwise the convergence step of the loss curve
-  ``l(k) = 1/(b0*k + b1) + b2`` (:func:`~horus_core.policies.optimus.fit.fit_loss_curve`), only if
-  the fit has at least :data:`FIT_POINTS` points, its RMS residual is at most
-  :data:`MAX_RESIDUAL` of the mean loss (the curve explains the points), and the convergence
-  step moved by at most :data:`MAX_DRIFT` since the previous fit (the extrapolation has settled:
-  early on, when the points cover a small part of the curve, consecutive fits disagree). A job
-  past its estimated end is not confident (it outlived the estimate).
-- **Speed.** The median steps/s over the last
-  :data:`~horus_core.policies.reported.RATE_INTERVALS` intervals between consecutive reports
-  (kept as columns, :mod:`horus_core.policies.reported`), needing at least
-  :data:`MIN_INTERVALS` with progress (an interval that spans a wait between attempts is an
-  outlier the median ignores; one where the step went back, a restart from a checkpoint, is
-  dropped).
+- **Steps left.** The spec's ``total_steps`` when given; otherwise the convergence step of the
+  loss curve ``l(k) = 1/(b0*k + b1) + b2``, once the fit has :data:`FIT_POINTS` points, an RMS
+  residual of at most :data:`MAX_RESIDUAL` of the mean loss, and moved by at most
+  :data:`MAX_DRIFT` since the previous fit. A job past its estimated end is not confident.
+- **Speed.** The median steps/s over the recent report intervals with progress (at least
+  :data:`MIN_INTERVALS`).
 
-Remaining work = steps left / steps/s x the job's GPUs. The fit is redone only when the kept loss
-points grew by a quarter (at least 4 new), so each job is fitted O(log reports) times.
+Remaining work = steps left / steps/s x GPUs. A fit is redone when the loss points grew by a
+quarter (at least 4 new), so each job is fitted O(log reports) times.
 """
 
 from __future__ import annotations
@@ -52,8 +42,7 @@ _FITTABLE = max(FIT_POINTS, MIN_POINTS)  # loss points a fit needs
 
 @dataclass(slots=True, eq=False)
 class _Track:
-    """One job's reports: its row of :class:`Reported` (last report, recent speeds), the loss
-    history, and the last fit's verdict."""
+    """One job's reports: its row of :class:`Reported`, the loss history, the last fit's verdict."""
 
     reports: Reported
     row: int
@@ -61,7 +50,6 @@ class _Track:
     fitted_at: int = 0  # history.version of the last fit
     end: float | None = None  # the last fit's convergence step (None: no usable fit)
     settled: bool = False  # the last two fits agreed and fitted well
-    _speed: tuple[int, float | None] = (-1, None)  # (adds, speed)
     left: tuple[int, float | None] = (-1, None)  # (adds, gpu_s_left): kept by RemainingWork
 
     @property
@@ -81,12 +69,9 @@ class _Track:
         return (self.last, rates, self.adds, h.steps, h.losses, h.version, self.fitted_at, self.end)
 
     def speed(self) -> float | None:
-        """The median of the recent rates (computed once per report: a pass asks every job)."""
-        adds = self.adds
-        if self._speed[0] != adds:
-            rates = self.reports.rates(self.row)
-            self._speed = (adds, statistics.median(rates) if len(rates) >= MIN_INTERVALS else None)
-        return self._speed[1]
+        """The median of the recent rates."""
+        rates = self.reports.rates(self.row)
+        return statistics.median(rates) if len(rates) >= MIN_INTERVALS else None
 
     def fit_due(self) -> bool:
         """Whether :meth:`curve_end` would refit now (enough points, a quarter more since)."""
@@ -120,11 +105,8 @@ def _fit_end(steps: list[float], losses: list[float]) -> float | None:
 
 @dataclass
 class RemainingWork:
-    """Progress tracks by job id; :meth:`gpu_s_left` is the confident estimate or None.
-
-    A fit's verdict depends on when it is made (two consecutive fits must agree), and a pass
-    fits each job whose fit is due when it reads the estimates: :meth:`refit` does that for the
-    jobs whose fit came due since (``due``), so a pass need not ask every tracked job."""
+    """Progress tracks by job id; :meth:`gpu_s_left` is the confident estimate or None (a fit's
+    verdict depends on when it is made: :meth:`refit` fits the jobs whose fit came due)."""
 
     tracks: dict[str, _Track] = field(default_factory=dict)
     due: set[str] = field(default_factory=set)  # ids whose fit came due since the last refit
@@ -146,8 +128,7 @@ class RemainingWork:
             self._took(job_id, self.tracks[job_id], step_of[i], loss, took[i])
 
     def _rows(self, reports: Reports) -> NDArray[np.intp]:
-        """The report rows of the reports' jobs (by the source's numbers where given), tracks
-        made for the new ones."""
+        """The report rows of the reports' jobs, tracks made for the new ones."""
         ids, found = reports.ids, None
         if reports.numbers is not None:
             source, numbers = reports.numbers
@@ -184,8 +165,7 @@ class RemainingWork:
         return track
 
     def refit(self, jobs: Mapping[str, Job]) -> None:
-        """Work out the estimate (so the due fit) of each job of ``jobs`` whose fit came due; the
-        others stay due until they are asked about."""
+        """Work out the estimate (so the due fit) of each job of ``jobs`` whose fit came due."""
         if self.due:
             asked = [jobs[i] for i in self.due if i in jobs]
             for job in asked:

@@ -1,11 +1,8 @@
 """Each tracked job's latest progress report and recent speeds, as columns (one row per job).
 
-:class:`~horus_core.policies.remaining.RemainingWork` keeps its per-job report state here so a
-round of reports from every running job (the simulator: before every round, hundreds of jobs,
-millions of reports in a run) is a few array operations rather than a Python call per job. A
-row holds the last report's step and time, the number of reports taken, and a ring of the
-steps/s of the last :data:`RATE_INTERVALS` intervals between consecutive reports that made
-progress. Reports are taken in order, one compiled rule per report (``_add_row``).
+A row holds the last report's step and time, the number of reports taken, and a ring of the
+steps/s of the last :data:`RATE_INTERVALS` intervals that made progress; a round of reports is
+one compiled loop (``_add_row`` per report, in order), not a Python call per job.
 """
 
 from __future__ import annotations
@@ -69,9 +66,8 @@ class Reported:
     def add_many(
         self, rows: NDArray[np.intp], steps: NDArray[np.float64], at: NDArray[np.float64]
     ) -> NDArray[np.bool_]:
-        """One report per entry, in order (a row may come twice): its row, step and time. A
-        report whose step is not finite and >= 0 or whose time is not finite is not kept.
-        Returns which reports were kept."""
+        """Take one report per entry (row, step, time), in order; returns which were kept (a
+        step that is not finite and >= 0, or a time that is not finite, is not)."""
         kept = np.empty(len(rows), np.bool_)
         _add_rows(
             rows, steps, at, self.step, self.at, self.seen, self.adds, self.ring, self.count, self.pos, kept

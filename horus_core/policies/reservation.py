@@ -25,8 +25,7 @@ class Reservation:
 
 def pools(snapshot: ClusterSnapshot, job: Job, allowed: frozenset[str] | None) -> list[tuple[str, list[Gpu]]]:
     """Where ``job``'s gang could ever run: per READY node, its healthy GPUs of ``allowed``
-    types (None: any), where they are at least the gang's size. The one place that says what
-    "fits" means: a gang spanning nodes would make this one pool over several nodes."""
+    types (None: any), where they are at least the gang's size."""
     out = []
     for node in snapshot.nodes:
         if node.state is not NodeState.READY:

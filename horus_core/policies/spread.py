@@ -32,16 +32,14 @@ class FreeNode:
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """The gang's size and optional shape: ``gpus_per_node`` GPUs on each of ``nodes`` nodes
-    (0: any). :meth:`per_node` resolves what can be resolved."""
+    """The gang's size and optional shape: ``gpus_per_node`` GPUs on each of ``nodes`` nodes (0: any)."""
 
     gpus: int
     gpus_per_node: int = 0
     nodes: int = 0
 
     def per_node(self) -> tuple[int, int] | None:
-        """``(GPUs per node, node count)`` for a fixed shape, None for any shape. Raises
-        ValueError where the shape cannot hold exactly ``gpus`` GPUs."""
+        """``(GPUs per node, node count)`` for a fixed shape, None for any; ValueError if invalid."""
         g, p, n = self.gpus, self.gpus_per_node, self.nodes
         if p <= 0 and n <= 0:
             return None
@@ -78,19 +76,9 @@ class Spread:
         return len(self.parts)
 
 
-def choose(shape: Shape, free: Iterable[FreeNode]) -> Spread | None:
-    """The best placement of ``shape`` over ``free`` (see the module doc), or None where it
-    does not fit. Deterministic: a rack that holds the gang on the fewest nodes possible is
-    taken at once (racks in the order ``free`` lists them); otherwise ties go to the fewest
-    free GPUs used up, then to names."""
-    return Pool(free).choose(shape)
-
-
 class Pool:
-    """Free GPUs indexed for many gang choices in one pass (:meth:`take` after each): per GPU
-    kind the free GPUs per rack and the nodes by free count, so a choice looks only at racks
-    that could hold the gang, and stops at the first rack that holds it on as few nodes as the
-    largest free sets allow (first fit; otherwise the best fit over the racks)."""
+    """Free GPUs indexed per GPU kind, rack and free count for many gang choices in one pass
+    (:meth:`take` after each): the first rack that holds the gang on the fewest nodes wins."""
 
     def __init__(self, free: Iterable[FreeNode]) -> None:
         self.nodes: dict[str, FreeNode] = {}
@@ -102,6 +90,7 @@ class Pool:
         self._full: set[Shape] = set()  # shapes that found no room (none will, in this pool)
 
     def choose(self, shape: Shape) -> Spread | None:
+        """The best placement of ``shape`` (see the module doc), or None."""
         if shape.gpus < 1:
             raise ValueError(f"a gang needs at least 1 GPU, got {shape.gpus}")
         fixed = shape.per_node()
@@ -110,9 +99,7 @@ class Pool:
         return min(found, key=_rank)[1] if found else None
 
     def place(self, shape: Shape) -> Spread | str:
-        """:meth:`choose`, or the reason the gang waits (a shape that cannot hold it included).
-        A shape that found no room finds none for the rest of the pool's life (:meth:`take`
-        only removes GPUs), so it is not searched again: only its reason is worded anew."""
+        """:meth:`choose`, or the reason the gang waits (a shape found full stays full)."""
         if shape in self._full:
             return self.describe(shape)
         try:
@@ -287,27 +274,20 @@ def _made(parts: list[tuple[FreeNode, int]]) -> _Plan:
     return (spread.racks, len(parts), used, tuple(n.name for n, _ in ranked)), spread
 
 
-def describe(shape: Shape, free: Iterable[FreeNode]) -> str:
-    """Why ``shape`` does not fit: the reason a waiting gang shows."""
-    return Pool(free).describe(shape)
-
-
 def wait(job: Job, reason: str, snapshot: ClusterSnapshot) -> Wait:
-    """The Wait of a gang that cannot be placed now: ``GangTooLarge`` when no shape of the whole
-    cluster could hold it (more GPUs than the cluster, or a shape its nodes cannot give), else
-    ``Resources`` (it waits for GPUs to free)."""
+    """The Wait of a gang that cannot be placed now: ``GangTooLarge`` when the cluster could
+    never hold it, else ``Resources``."""
     return wait_for(job, reason, sum(len(n.gpus) for n in snapshot.nodes))
 
 
 def wait_for(job: Job, reason: str, total: int) -> Wait:
-    """:func:`wait` where the cluster has ``total`` GPUs (counted once for many gangs)."""
+    """:func:`wait` where the cluster has ``total`` GPUs."""
     too_large = job.spec.gpus > total or reason.startswith("gang shape")
     return Wait(job.id, reason, rc.GANG_TOO_LARGE if too_large else rc.RESOURCES)
 
 
 def shape_of(spec: JobSpec, largest: int) -> Shape:
-    """The shape to place: the spec's own where it spans nodes (see :func:`spans`), else one
-    node (a job that fits on one node waits for one rather than pay for crossing nodes)."""
+    """The shape to place: the spec's own where it spans nodes, else one node."""
     if spec_spans(spec, largest):
         return Shape(spec.gpus, spec.gpus_per_node, spec.nodes)
     return Shape(spec.gpus, nodes=1)
@@ -325,14 +305,9 @@ def free_nodes(snapshot: ClusterSnapshot, taken: Container[str]) -> list[FreeNod
     return out
 
 
-def spans(snapshot: ClusterSnapshot, job: Job) -> bool:
-    """Whether a pending job must be spread over nodes: its shape asks for more than one node,
-    or it is larger than every READY node."""
-    return spec_spans(job.spec, largest_node(snapshot))
-
-
 def spec_spans(spec: JobSpec, largest: int) -> bool:
-    """:func:`spans` from the spec and the size of the largest node (0: no ready GPU: never)."""
+    """Whether a job must be spread over nodes: its shape asks for more than one node, or it is
+    larger than the largest READY node (``largest``; 0: no ready GPU, never)."""
     if largest == 0:
         return False
     return spec.nodes > 1 or 0 < spec.gpus_per_node < spec.gpus or spec.gpus > largest
@@ -342,8 +317,3 @@ def largest_node(snapshot: ClusterSnapshot) -> int:
     """The most healthy GPUs on one READY node."""
     ready = (n for n in snapshot.nodes if n.state is NodeState.READY)
     return max((sum(g.healthy for g in n.gpus) for n in ready), default=0)
-
-
-def place(shape: Shape, free: Sequence[FreeNode]) -> Spread | str:
-    """:func:`choose`, or the reason the gang waits (a shape that cannot hold it included)."""
-    return Pool(free).place(shape)

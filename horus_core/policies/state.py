@@ -1,19 +1,13 @@
 """One scheduling pass's state, built once per snapshot from the change feed, and the book a
 policy keeps across passes to build it.
 
-:class:`Book` holds one record per live job (:class:`Stint`): the job as last seen and when its
-current attempt began (waiting in the queue, holding GPUs, running) as passes first saw it, and
-when a pass of this policy assigned it. :meth:`Book.follow` brings the records up to a snapshot
-from the jobs changed since the last one (:class:`~horus_core.model.JobChanges`); where the feed
-does not reach back to the last snapshot followed (the first pass, a snapshot a test made),
-every live job not as last seen (another version, state, attempt or GPUs) counts as changed,
-and every id the book holds that is not in the snapshot as gone. The book also holds the pass's
-job table and GPU layout caches (:mod:`horus_core.packing`).
+:class:`Book` holds one :class:`Stint` per live job (the job as last seen, when its current
+attempt began and started running, when this policy assigned it) plus the job table and GPU
+layout caches. :meth:`Book.follow` brings it up to a snapshot from the change feed; where the
+feed does not reach back, every job not as last seen counts as changed, every id missing as gone.
 
-:class:`PassState` is one pass: the snapshot, the time, the changes followed and the attempts
-they ended, the ledgers' and the packer's views of it built on demand. Every stage of a pass
-(admission, tiers, order, placement, preemption) reads it; none calls a policy again on a part
-of the snapshot, so every ledger has one path: follow the changes.
+:class:`PassState` is one pass (snapshot, time, changes, ended attempts, views built on demand);
+every stage of a pass reads it, so every ledger has one path: follow the changes.
 """
 
 from __future__ import annotations
@@ -39,9 +33,8 @@ class Stint:
 
 @dataclass(frozen=True, slots=True)
 class Delta:
-    """What :meth:`Book.follow` found: each job changed since the last pass (None: gone), the
-    stints of attempts that ended (as they were), the ids first seen running now, and whether
-    every job was looked at (the feed did not reach back)."""
+    """What :meth:`Book.follow` found: changed jobs (None: gone), ended stints, ids first seen
+    running now, and whether every job was looked at."""
 
     changed: Mapping[str, Job | None]
     ended: list[Stint]

@@ -1,12 +1,9 @@
 """What one stage of a pass sees (:class:`View`), and the one way to show nodes with GPUs hidden
 or jobs placed earlier in the pass.
 
-A view is the pass's state (:class:`~horus_core.policies.state.PassState`) seen through a tier:
-some GPUs hidden (marked unhealthy: of a type the tier may not use, held for someone, held by
-another queue), the pending jobs the tier serves (in its order, perhaps with the priorities the
-queues rank them by), and the jobs stages before it placed in this pass, ASSIGNED on their GPUs
-after the active ones. The packer reads it as a mask over the pass's GPU layout and slots of the
-pass's job table; the other stages read it as a snapshot (:attr:`View.snapshot`).
+A view is the pass's state seen through a tier: some GPUs hidden (marked unhealthy), the pending
+jobs the tier serves, and the jobs earlier stages placed in this pass, ASSIGNED on their GPUs.
+The packer reads it as a mask over the pass's layout; other stages as a snapshot.
 """
 
 from __future__ import annotations
@@ -57,10 +54,9 @@ def placed_views(jobs: Sequence[Job], actions: Iterable[Action]) -> list[Job]:
 
 
 class View:
-    """The pass's state through one tier (see the module doc). ``jobs``: the jobs it shows, in
-    snapshot order (None: the snapshot's); ``hidden``: per GPU of the pass's layout, hidden
-    (None: none); ``placed``: ids of the jobs placed earlier in the pass; ``ranked``: whether
-    the pending jobs carry priorities of their tier's own."""
+    """The pass's state through one tier. ``jobs``: those shown (None: the snapshot's);
+    ``hidden``: per GPU of the layout; ``placed``: ids placed earlier in the pass; ``ranked``:
+    the pending jobs carry their tier's priorities."""
 
     def __init__(
         self,

@@ -117,7 +117,7 @@ class PlainIasp:
     def _spread(self, shape: spread.Shape, nodes: dict[str, list[_Gpu]], *, forced: bool) -> Choice | str:
         """Idle GPUs over the fewest nodes and racks, at the predicted communication cost."""
         free = [_idle(name, gpus) for name, gpus in nodes.items() if gpus]
-        return spread_choice(spread.place(shape, free), forced=forced)
+        return spread_choice(spread.Pool(free).place(shape), forced=forced)
 
     def _take(self, job: Job, choice: Choice, nodes: dict[str, list[_Gpu]]) -> None:
         chosen = set(choice.gpus)

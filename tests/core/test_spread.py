@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from horus_core.model import Assign, ClusterSnapshot, JobSpec, Wait
 from horus_core.policies import make_policy, policy_names
 from horus_core.policies.checks import check_actions
-from horus_core.policies.spread import FreeNode, Pool, Shape, choose, place
+from horus_core.policies.spread import FreeNode, Pool, Shape
 from horus_core.testing import nodes, pending, running
 
 
@@ -20,7 +20,7 @@ def free(name: str, n: int, rack: str = "", kind: str = "v100") -> FreeNode:
 
 
 def test_one_node_best_fit_wins_over_spreading() -> None:
-    plan = choose(Shape(4), [free("a", 8), free("b", 4), free("c", 6)])
+    plan = Pool([free("a", 8), free("b", 4), free("c", 6)]).choose(Shape(4))
     assert plan is not None and plan.parts == (("b", ("bg0", "bg1", "bg2", "bg3")),)
 
 
@@ -28,7 +28,7 @@ def test_fewest_nodes_in_one_rack_before_fewer_nodes_over_racks() -> None:
     # r1 can hold 12 on 3 nodes; r2 only with r3's help (2 nodes but 2 racks).
     cluster = [free("a", 4, "r1"), free("b", 4, "r1"), free("c", 4, "r1")]
     cluster += [free("d", 6, "r2"), free("e", 6, "r3")]
-    plan = choose(Shape(12), cluster)
+    plan = Pool(cluster).choose(Shape(12))
     assert plan is not None
     assert {n for n, _ in plan.parts} == {"a", "b", "c"} and plan.racks == 1
 
@@ -36,37 +36,37 @@ def test_fewest_nodes_in_one_rack_before_fewer_nodes_over_racks() -> None:
 def test_fewest_racks_when_no_rack_holds_it() -> None:
     cluster = [free("a", 4, "r1"), free("b", 8, "r2"), free("c", 8, "r2")]
     cluster += [free("d", 2, "r3"), free("e", 2, "r3")]
-    plan = choose(Shape(20), cluster)
+    plan = Pool(cluster).choose(Shape(20))
     assert plan is not None and plan.racks == 2
     assert [n for n, _ in plan.parts] == ["b", "c", "a"]  # rank order: most GPUs first
     assert len(plan.gpus) == 20 and plan.node == "b"
 
 
 def test_rank_order_lists_the_rank0_node_first_and_its_gpus_together() -> None:
-    plan = choose(Shape(11), [free("a", 8), free("b", 3), free("c", 8)])
+    plan = Pool([free("a", 8), free("b", 3), free("c", 8)]).choose(Shape(11))
     assert plan is not None
     assert plan.gpus == (*(f"ag{i}" for i in range(8)), "bg0", "bg1", "bg2")
 
 
 def test_fixed_shape_is_honoured() -> None:
-    plan = choose(Shape(8, gpus_per_node=2), [free("a", 8), free("b", 2), free("c", 3), free("d", 2)])
+    plan = Pool([free("a", 8), free("b", 2), free("c", 3), free("d", 2)]).choose(Shape(8, gpus_per_node=2))
     assert plan is not None and sorted(len(u) for _, u in plan.parts) == [2, 2, 2, 2]
-    plan = choose(Shape(8, nodes=2), [free("a", 8), free("b", 4), free("c", 5)])
+    plan = Pool([free("a", 8), free("b", 4), free("c", 5)]).choose(Shape(8, nodes=2))
     assert plan is not None and [(n, len(u)) for n, u in plan.parts] == [("b", 4), ("c", 4)]
-    assert choose(Shape(8, nodes=4), [free("a", 8), free("b", 4)]) is None
+    assert Pool([free("a", 8), free("b", 4)]).choose(Shape(8, nodes=4)) is None
 
 
 def test_bad_shape_is_a_reason_not_a_crash() -> None:
-    why = place(Shape(8, gpus_per_node=3), [free("a", 8)])
+    why = Pool([free("a", 8)]).place(Shape(8, gpus_per_node=3))
     assert why == "gang shape: 8 GPU(s) do not split into nodes of 3"
     with pytest.raises(ValueError, match="at least 1"):
-        choose(Shape(0), [free("a", 8)])
+        Pool([free("a", 8)]).choose(Shape(0))
 
 
 def test_kinds_never_mix() -> None:
     cluster = [free("a", 4, kind="k80"), free("b", 4, kind="v100")]
-    assert choose(Shape(8), cluster) is None
-    assert choose(Shape(4), cluster) is not None
+    assert Pool(cluster).choose(Shape(8)) is None
+    assert Pool(cluster).choose(Shape(4)) is not None
 
 
 Racks = st.sampled_from(["r0", "r1", "r2", ""])
@@ -77,7 +77,7 @@ FreeSets = st.lists(st.tuples(st.integers(0, 8), Racks), min_size=1, max_size=12
 @given(FreeSets, st.integers(1, 40))
 def test_all_or_none_and_never_more_nodes_than_needed(sets: list[tuple[int, str]], need: int) -> None:
     cluster = [free(f"n{i:02d}", n, rack) for i, (n, rack) in enumerate(sets)]
-    plan = choose(Shape(need), cluster)
+    plan = Pool(cluster).choose(Shape(need))
     total = sum(len(n.free) for n in cluster)
     if plan is None:
         assert total < need

@@ -1,10 +1,8 @@
 """Jobs grouped into classes (same signature, GPU count, weight, accepted GPU types and speed
 floor) and their throughput matrix.
 
-Gavel's LPs have one row per job; here they have one row per *class*, so their size follows the
-number of distinct job kinds (a few dozen on the Philly traces), not the number of jobs. Jobs of
-one class are interchangeable for every LP of this package: the LPs give a class an aggregate
-time fraction per GPU type, which the class splits among its members (see :mod:`lp`).
+The LPs have one row per *class* (a few dozen on the Philly traces), not per job as in Gavel:
+a class gets an aggregate time fraction per GPU type, split among its members (see :mod:`lp`).
 """
 
 from __future__ import annotations
@@ -22,10 +20,7 @@ SoloLookup = Callable[[str, int, str], "float | None"]
 
 
 def weight_of(priority: int) -> float:
-    """A job spec's priority as an LP weight: 0 -> 1, p > 0 -> 1 + p, p < 0 -> 1 / (1 - p).
-
-    So priority 1 weighs twice the default, priority -1 half of it; a job of weight w is owed
-    w times the normalised throughput of a job of weight 1."""
+    """A job spec's priority as an LP weight: 0 -> 1, p > 0 -> 1 + p, p < 0 -> 1 / (1 - p)."""
     return 1.0 + priority if priority >= 0 else 1.0 / (1.0 - priority)
 
 
@@ -64,10 +59,8 @@ class Problem:
 def job_throughputs(
     job_type: str, gpus: int, types: Sequence[str], solo: SoloLookup, agnostic: bool
 ) -> list[float]:
-    """One job's row of X. Measured solo steps/s at its GPU count; 0 on a type where the table
-    has no positive value (it cannot run there). A job the table knows on none of the types
-    (an unknown job type, a GPU type never measured) counts 1.0 everywhere: nothing is known.
-    ``agnostic``: every type it can run on counts 1.0 (Gavel's heterogeneity-agnostic LAS)."""
+    """One job's row of X: solo steps/s at its GPU count per type (0: cannot run there; 1.0
+    everywhere when the table knows none; ``agnostic``: 1.0 wherever it can run)."""
     row = [solo(job_type, gpus, t) or 0.0 for t in types] if job_type else [0.0] * len(types)
     row = [max(v, 0.0) for v in row]
     if not any(row):

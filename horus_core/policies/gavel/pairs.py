@@ -1,14 +1,10 @@
 """Which co-located pairs of classes become LP rows for ``gavel-las-packed``, and their speeds.
 
-Gavel's packed LP has a row for every pair of jobs, which is why it takes minutes at 1,024 jobs.
-Here a pair row joins two *classes* of the same GPU count (so its size follows the classes, not
-the jobs), and only pairs worth having: on at least one GPU type both fit and their normalised
-speeds sum above 1 (below it, taking turns is faster than sharing), and neither side's speed
-falls below its floor (``JobSpec.min_speed``; a type where it would is a 0 in the row, as a pair
-that does not fit). The floor of a side is the highest floor among the classes of its
-signature, because a round lets a job join any running job of a partner *signature*. Each class keeps at most
-``MAX_PARTNERS`` partners, those with the best combined speed; a pair stays if either class
-keeps it.
+A pair row joins two *classes* of the same GPU count (not two jobs, as in Gavel), and only where
+on some GPU type both fit, their normalised speeds sum above 1 and neither falls below its floor
+(the highest ``min_speed`` among the classes of its signature: a round lets a job join any job of
+a partner signature). Each class keeps its ``MAX_PARTNERS`` best partners; a pair stays if
+either class keeps it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """A round's slots as actions: keep, preempt, assign onto concrete GPUs, or wait.
 
-A job that runs on the GPU type of its slot keeps its GPUs (no migration inside a type). A
-RUNNING job without a slot, or with a slot on another type, is preempted; an ASSIGNED one is
-left alone until it runs, so a stop never races a start. Pending jobs with a slot get free GPUs
-of their type (free in the snapshot: GPUs being vacated by this pass's preemptions are used by
-a later pass, once the master has stopped their jobs): a job with a host shares the host's
-GPUs, the others take the node with the fewest free GPUs that holds their gang, largest gangs
-first; a gang larger than every node of its type (or shaped over nodes) takes free GPUs of that
-type over the fewest nodes and racks (:mod:`horus_core.policies.spread`).
+A job running on its slot's GPU type keeps its GPUs; a RUNNING job without a slot, or with one
+on another type, is preempted (an ASSIGNED one is left until it runs). Pending jobs with a slot
+get GPUs free in the snapshot: a job with a host shares the host's GPUs, the others take the
+best-fit node, largest gangs first; a wide gang is spread (:mod:`horus_core.policies.spread`).
 """
 
 from __future__ import annotations
@@ -47,7 +43,7 @@ class Free:
 
     def _spread(self, nodes: dict[str, list[str]], shape: spread.Shape) -> tuple[str, tuple[str, ...]] | None:
         offer = [spread.FreeNode(n, tuple(u), self.racks.get(n, "")) for n, u in nodes.items()]
-        plan = spread.place(shape, offer)
+        plan = spread.Pool(offer).place(shape)
         if isinstance(plan, str):
             return None
         for name, uuids in plan.parts:

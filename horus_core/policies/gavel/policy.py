@@ -121,13 +121,9 @@ class GavelPolicy:
             if j.id not in self._sigs:
                 self._sigs[j.id] = self.model.signature(j.spec)
         self._sigs = {j.id: self._sigs[j.id] for j in jobs}
+        sig = self._sigs
         problem = build_problem(
-            jobs,
-            capacity,
-            self.model.solo_throughput,
-            lambda j: self._sigs[j.id],
-            self.variant.agnostic,
-            self.group,
+            jobs, capacity, self.model.solo_throughput, lambda j: sig[j.id], self.variant.agnostic, self.group
         )
         self.problem = problem
         if not problem.classes:

@@ -1,10 +1,8 @@
 """Optimus's allocation (pure): how many GPUs each job gets, one GPU at a time.
 
-Every job is first admitted with its minimum (running jobs that keep their allocation are fixed;
-then the jobs marked ``keep``, which must not be left waiting: running jobs being re-planned
-and jobs stopped to be resized; then the rest, shortest remaining time first, while GPUs
-last), then the next GPU goes
-to the job whose remaining time drops the most by it, until no job gains or no GPU is left.
+Every job is first admitted with its minimum (fixed jobs, then those marked ``keep``, then the
+rest shortest remaining time first, while GPUs last); then each next GPU goes to the job whose
+remaining time drops the most by it, until no job gains or no GPU is left.
 """
 
 from __future__ import annotations

@@ -13,13 +13,9 @@ predicted loss decrease over the next 1,000 steps falls below ``drop`` times the
 at step 0 (``1/b1``): ``1000 * b0 / (b0*K + b1)**2 <= drop / b1``, i.e.
 ``K = (sqrt(1000 * b0 * b1 / drop) - b1) / b0``. The default ``drop`` is :data:`CONVERGE_DROP`.
 
-**Speed.** Optimus models one step of synchronous data-parallel training as
-``1/f = t0*M/w + t1 + t2*w/p + t3*w + t4*p`` (w workers, p parameter servers, M the batch). With
-all-reduce and no parameter servers the ``p`` terms drop out and a fixed batch folds ``M`` into
-``t0``, leaving ``1/f(w) = a/w + b + c*w``: compute split over w GPUs, a fixed per-step cost
-(synchronisation, the ring all-reduce's ``2(w-1)/w`` traffic is close to constant), and a cost
-that grows with the ring. It is linear in ``(a, b, c) >= 0`` and fitted by NNLS on measured
-(GPU count, steps/s) points, e.g. Gavel's table at 1/2/4/8 GPUs.
+**Speed.** Optimus's step-time model with all-reduce, no parameter servers and a fixed batch:
+``1/f(w) = a/w + b + c*w`` (compute split over w GPUs, a fixed per-step cost, a cost growing with
+the ring), linear in ``(a, b, c) >= 0`` and fitted by NNLS on measured (GPU count, steps/s) points.
 """
 
 from __future__ import annotations

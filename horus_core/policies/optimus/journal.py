@@ -1,9 +1,8 @@
 """A job's reported progress as the live master keeps it: full points (attempt, step, loss,
 samples/s, time), bounded and decimated so the kept points always span the whole run.
 
-At most ``cap`` points (default 256): when full, every other point is dropped and from then on
-only every ``stride``-th report is kept (the stride doubles at each decimation), like
-:class:`.history.ProgressHistory`; the latest report is always known (:attr:`ProgressJournal.latest`).
+Decimated like :class:`.history.ProgressHistory`; the latest report is always known
+(:attr:`ProgressJournal.latest`).
 """
 
 from __future__ import annotations

@@ -104,9 +104,8 @@ def feasible_resizes(
     running: dict[str, tuple[str, int]], wants: dict[str, int], free: dict[str, int]
 ) -> dict[str, int]:
     """The resizes worth a restart: job id -> new count, from ``running`` (job -> (node, count)),
-    the planned ``wants`` and the free GPUs per node. A shrink always fits (its own node); a job
-    grows only to a count one node will hold once the shrinks are done and the job's own GPUs
-    are back, biggest first; a grow that no node can give is dropped (no restart for nothing)."""
+    the planned ``wants`` and the free GPUs per node: every shrink, and the grows (biggest first)
+    that one node will hold once the shrinks are done."""
     pool = dict(free)
     out: dict[str, int] = {}
     for job_id, want in wants.items():

@@ -1,28 +1,18 @@
 """The ``optimus`` policy: elastic GPU counts from each job's fitted convergence and speed.
 
-Every ``replan_s`` seconds (default 600, Optimus's 10 minutes) it re-plans all jobs: each runnable
-job is admitted with its minimum (running jobs first, then shortest remaining time first), then
-GPUs go one at a time to the job whose remaining time drops most (:mod:`.allocate`). A running
-job whose count changes is resized: ``Preempt`` now, ``Assign`` with the new count in the next
-round once its GPUs are free (the simulator and the master re-plan about a second later); a
-job is stopped to grow only to a count one node will have free once the shrinks are done
-(:func:`.place.feasible_resizes`), so no restart ends on the old count. Between
-re-plans running jobs keep their GPUs and only pending jobs are given free GPUs. Jobs go to the
-fewest nodes (one, best fit); a job larger than every node (or shaped over nodes) runs at its
-asked count on free GPUs over the fewest nodes and racks (:mod:`horus_core.policies._wide`), and
-the plan works around its GPUs; a job that finds no free GPUs may share GPUs whose one resident it
-pairs well with (:mod:`.place`).
+Every ``replan_s`` seconds (default 600) it re-plans all jobs (:mod:`.allocate`). A running job
+whose count changes is resized: ``Preempt`` now, ``Assign`` with the new count once its GPUs are
+free; it is stopped to grow only to a count one node will have free (:mod:`.place`). Between
+re-plans only pending jobs are given free GPUs. Jobs go to the fewest nodes; wide jobs are placed
+apart (:mod:`horus_core.policies._wide`); a job that finds no free GPUs may share with a resident
+it pairs well with.
 
-Remaining time on ``w`` GPUs = steps left / rate(w), plus ``restart_s`` for a running job whose
-count would change (what the resize costs it). Steps left: ``total_steps - step`` when the spec
-gives ``total_steps``, else the fitted loss curve's convergence step minus the step
-(:mod:`.fit`; refitted once the history has grown by :data:`REFIT_POINTS` points or an
-eighth), but at least :data:`PAST_END_FRACTION` of the steps done (a fit that ran a little
-short must not shrink a job that is still training to its minimum); with no fit yet a job is
-assumed to have as many steps left as done, at least :data:`UNKNOWN_STEPS`. rate(w): the
-speed model fitted to the interference model's solo throughputs of the job type at 1/2/4/8
-GPUs on the cluster's most common GPU type; ideal scaling when the type was never measured.
-A non-elastic spec is the range ``gpus..gpus``.
+Remaining time on ``w`` GPUs = steps left / rate(w), plus ``restart_s`` where the count would
+change. Steps left: ``total_steps - step`` when given, else the fitted curve's convergence step
+minus the step (:mod:`.fit`), but at least :data:`PAST_END_FRACTION` of the steps done; with no
+fit, as many as done, at least :data:`UNKNOWN_STEPS`. rate(w): the speed model fitted to the
+job type's solo throughputs at 1/2/4/8 GPUs on the cluster's most common type (ideal scaling
+when never measured). A non-elastic spec is the range ``gpus..gpus``.
 """
 
 from __future__ import annotations
@@ -214,9 +204,7 @@ class OptimusPolicy(Stages):
         return out
 
     def _share(self, waiting: Sequence[Job], alone: dict[str, list[tuple[Gpu, Job]]]) -> list[Placed]:
-        """Shared placements for the first waiting jobs, at their minimum (see :mod:`.place`);
-        a pair's speeds are asked of the model once per pass (the same pairs recur on every
-        GPU with one resident)."""
+        """Shared placements for the first waiting jobs, at their minimum (see :mod:`.place`)."""
         sig, pairs = self.model.signature, dict[tuple[str, str, str], tuple[float, float]]()
 
         def pair(resident: Job, job: Job, gpu: Gpu) -> tuple[float, float]:
