@@ -36,7 +36,7 @@ from horus_core.sim.report import format_table, to_json
 from horus_core.sim.scaling import NODE_FACTOR, RACK_FACTOR
 from horus_core.sim.synthetic import is_synthetic
 from horus_core.sim.teams import assign_teams, format_teams, parse_teams, team_metrics
-from horus_core.sim.traces import TraceJob, load_trace
+from horus_core.sim.traces import TraceJob, as_batch, load_trace
 
 PACKAGED_CARDS = "(packaged)"
 
@@ -81,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_MIN_SPEED:g}; 0: none beyond the policy's own rule)",
     )
     p.add_argument("--jobs", type=int, default=0, metavar="N", help="only the trace's first N jobs (0: all)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        metavar="N",
+        help="a batch: the trace's first N jobs, all arriving at time 0 (not with --jobs)",
+    )
     p.add_argument(
         "--cross-node-factor", type=float, default=NODE_FACTOR, help="rate kept per extra node a gang spans"
     )
@@ -154,6 +160,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.jobs < 0:
         raise InvalidArgument("jobs", f"must not be negative, got {args.jobs}")
     jobs = jobs[: args.jobs] if args.jobs else jobs
+    if args.batch is not None:
+        if args.jobs:
+            raise InvalidArgument("batch", "give --batch N or --jobs N, not both (--batch takes the first N)")
+        jobs = as_batch(jobs, args.batch)
     queues = _queues(args)
     if args.teams:
         jobs = assign_teams(jobs, parse_teams(args.teams), args.teams_seed, args.team_users)
