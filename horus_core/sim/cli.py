@@ -22,7 +22,13 @@ from horus_core.interference import InterferenceModel, default_model
 from horus_core.interference.table import load_table, packaged_table
 from horus_core.model import Node
 from horus_core.modelcard import ModelCard, packaged_cards, parse_cards
-from horus_core.policies import Policy, add_policy_module_option, load_policy_module, make_policy
+from horus_core.policies import (
+    OBJECTIVES,
+    Policy,
+    add_policy_module_option,
+    load_policy_module,
+    make_policy,
+)
 from horus_core.queues import QueueConfig, QueuedPolicy, load_config
 from horus_core.sim.api import check_policies, load_workload
 from horus_core.sim.cluster import DEFAULT_GPUS_PER_NODE, build_cluster
@@ -62,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=ROUND_S,
         help="periodic round length, also the Gavel policies' round (default 360; 0: no periodic rounds)",
+    )
+    p.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default="jct",
+        help="what horus serves: each job's completion time (jct, default) or the whole queue's "
+        "(makespan: longest work first, docs/policies.md); other policies ignore it",
     )
     p.add_argument("--min-gap-s", type=float, default=0.0, help="coalesce event rounds closer than this")
     p.add_argument("--no-event-rounds", action="store_true", help="schedule on periodic rounds only")
@@ -174,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
             seen = cold_model(table, {j.job_type for j in jobs}, cards)
             learner = ColdLearner(model, seen)
         results[name] = _one(
-            _policy(name, seen, queues, args.min_run_s, config.round_s),
+            _policy(name, seen, queues, args.min_run_s, config.round_s, args.objective),
             jobs,
             nodes,
             model,
@@ -242,9 +255,14 @@ def _queues(args: argparse.Namespace) -> QueueConfig | None:
 
 
 def _policy(
-    name: str, model: InterferenceModel, queues: QueueConfig | None, min_run_s: float, round_s: float | None
+    name: str,
+    model: InterferenceModel,
+    queues: QueueConfig | None,
+    min_run_s: float,
+    round_s: float | None,
+    objective: str = "jct",
 ) -> Policy:
-    policy = make_policy(name, model, round_s=round_s)
+    policy = make_policy(name, model, round_s=round_s, objective=objective)
     return policy if queues is None else QueuedPolicy(policy, queues, min_run_s=min_run_s)
 
 
