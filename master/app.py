@@ -100,7 +100,7 @@ class Master:
         if self._tokens is None and cfg.auth_tokens is not None:
             self._tokens = TokenTable.load(cfg.auth_tokens)
         model = self._interference if self._interference is not None else _model(cfg)
-        policy = self._policy or make_policy(cfg.policy, model, round_s=cfg.round_s)
+        policy = self._policy or make_policy(cfg.policy, model, round_s=cfg.round_s, objective=cfg.objective)
         if cfg.optimus_replan_s is not None and isinstance(policy, OptimusPolicy):
             policy.replan_s = cfg.optimus_replan_s
         if cfg.queues is not None:  # one wrapper gives every policy queues and quotas

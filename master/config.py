@@ -12,6 +12,8 @@ import math
 import pathlib
 from dataclasses import dataclass, field
 
+from horus_core.policies import OBJECTIVES
+
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 LEASE_MARGIN_S = 1.0  # the worker's lease checks, signal delivery and process exit fit in this
 DEFAULT_KILL_GRACE_S = 5.0
@@ -69,6 +71,9 @@ class MasterConfig:
     min_run_s: float = 0.0
     # Round length of the Gavel policies (issue 10); None: HORUS_GAVEL_ROUND_S, else 360 s.
     round_s: float | None = None
+    # What the horus policy serves (issue 33): "jct" (each job's completion) or "makespan" (the
+    # whole queue's); other policies ignore it.
+    objective: str = "jct"
     # Ports a multi-node gang's rendezvous (MASTER_PORT) is chosen from, one per live gang.
     gang_ports: tuple[int, int] = (29500, 29999)
     # A measured pair table in Gavel's format instead of the packaged one (issue 30); None: packaged.
@@ -91,6 +96,8 @@ class MasterConfig:
             raise ValueError(f"min_run_s must be a number of seconds >= 0, got {self.min_run_s}")
         if self.round_s is not None and not (math.isfinite(self.round_s) and self.round_s > 0):
             raise ValueError(f"round_s must be a positive number of seconds, got {self.round_s}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         if not (math.isfinite(self.leader_lease_s) and self.leader_lease_s >= 1.0):
             raise ValueError(f"leader_lease_s must be at least 1 s, got {self.leader_lease_s}")
         problem = leader_lease_problem(

@@ -14,7 +14,7 @@ import sys
 from horus_core.errors import InvalidArgument
 from horus_core.floor import DEFAULT_MIN_SPEED
 from horus_core.interference.table import load_table
-from horus_core.policies import add_policy_module_option, load_policy_module, policy_names
+from horus_core.policies import OBJECTIVES, add_policy_module_option, load_policy_module, policy_names
 from horus_core.queues import load_config
 from master import gctune
 from master.app import Master
@@ -159,6 +159,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="FILE",
         help="a measured pair table in Gavel's format instead of the packaged one (docs/prediction.md)",
     )
+    p.add_argument(
+        "--objective",
+        default="jct",
+        choices=OBJECTIVES,
+        help="what the horus policy serves: each job's completion time (jct, the default) or the whole "
+        "queue's (makespan: longest work first, docs/policies.md); other policies ignore it",
+    )
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
@@ -243,6 +250,7 @@ def config_from(args: argparse.Namespace) -> MasterConfig:
         queues=args.queues,
         min_run_s=args.min_run_s,
         round_s=args.round_s,
+        objective=args.objective,
         gang_ports=args.gang_ports,
         throughputs=args.throughputs,
     )

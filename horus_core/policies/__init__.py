@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from horus_core.errors import InvalidArgument
-from horus_core.policies import binpack, gandiva, gavel, horus, horus_plus, iasp, lucid, optimus
+from horus_core.policies import binpack, gandiva, gavel, horus, horus_plus, iasp, lucid, makespan, optimus
 from horus_core.policies.base import Policy
 from horus_core.policies.fifo import FifoPolicy
 
@@ -71,11 +71,27 @@ def policy_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
+OBJECTIVES = makespan.OBJECTIVES
+
+
 def make_policy(
-    name: str, interference: InterferenceModel | None = None, *, round_s: float | None = None
+    name: str,
+    interference: InterferenceModel | None = None,
+    *,
+    round_s: float | None = None,
+    objective: str = "jct",
 ) -> Policy:
     """The policy ``name``; ``round_s`` sets a Gavel policy's round length (None: the
-    ``HORUS_GAVEL_ROUND_S`` environment variable, else 360 s; other policies ignore it)."""
+    ``HORUS_GAVEL_ROUND_S`` environment variable, else 360 s; other policies ignore it);
+    ``objective`` (:data:`OBJECTIVES`) is what ``horus`` serves: each job's completion time
+    (``jct``, the default) or the whole queue's (``makespan``, :mod:`.makespan`); other policies
+    ignore it."""
+    if objective not in OBJECTIVES:
+        raise InvalidArgument(
+            "objective", f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}"
+        )
+    if objective == "makespan" and name == "horus":
+        return makespan.make(interference)
     if round_s is not None and name in gavel.VARIANTS:
         return gavel.make(name, interference, round_s)
     try:
@@ -88,6 +104,7 @@ def make_policy(
 
 
 __all__ = [
+    "OBJECTIVES",
     "Policy",
     "add_policy_module_option",
     "load_policy_module",

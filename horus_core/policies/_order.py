@@ -66,6 +66,13 @@ def arrival_positions(live: Live, layout: ClusterLayout | None = None) -> Ix:
 def work_positions(live: Live, layout: ClusterLayout, model: InterferenceModel) -> Ix:
     """Lucid's order: higher priority, then shortest estimated work x GPUs (unknown: last), then
     arrival, then id; work = total steps / solo steps per second on the main GPU type."""
+    work = solo_seconds(live, layout, model) * live.table.gpus[live.p_slot].astype(np.float64)
+    return by_keys([-live.p_prio, work, live.p_sub], live.p_ids)
+
+
+def solo_seconds(live: Live, layout: ClusterLayout, model: InterferenceModel) -> NDArray[np.float64]:
+    """Per pending job, its whole length run alone on the main GPU type: total steps / solo
+    steps per second (inf: no total steps, or no solo speed known)."""
     table, slots = live.table, live.p_slot
     tcode, gpus = table.tcode[slots], table.gpus[slots]
     steps = table.steps[slots]
@@ -78,6 +85,6 @@ def work_positions(live: Live, layout: ClusterLayout, model: InterferenceModel) 
         rates.append(rate or 0.0)
     rate = np.array(rates, np.float64)[inverse.reshape(-1)]
     known = (rate != 0.0) & (steps > 0)
-    work = np.full(len(slots), np.inf)
-    work[known] = steps[known].astype(np.float64) / rate[known] * gpus[known].astype(np.float64)
-    return by_keys([-live.p_prio, work, live.p_sub], live.p_ids)
+    seconds = np.full(len(slots), np.inf)
+    seconds[known] = steps[known].astype(np.float64) / rate[known]
+    return seconds

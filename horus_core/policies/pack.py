@@ -66,6 +66,7 @@ class Packing:
     split_by_gpus: bool = False  # jobs share a GPU only with jobs of as many GPUs
     pair_filter: PairFilter | None = None  # the policy's own co-location rule (None: memory only)
     las: bool = False  # least-attained-service levels, and preemption for a waiting lower level
+    preempt: bool = True  # (las) preempt for a waiting lower level (False: the levels alone)
     slice_growth: float = 1.0  # (las) a stopped job's minimum slice grows this much per stop
     hears: bool = False  # (las) remaining work from progress reports orders confident jobs
     hetero: bool = False  # heterogeneity-aware GPU-type tiers (:class:`HeteroRule`)
@@ -111,7 +112,7 @@ class PackingPolicy(Stages):
         ask = Ask(self.model, cfg.params, cfg.refused, lambda live, layout: order(self, live, layout, now),
                   cfg.split_by_gpus, self.pair_filter)  # fmt: skip
         actions = self.packer.pack(view, ask)
-        if self.las is None:
+        if self.las is None or not cfg.preempt:
             return actions
         return [*self.las.preempts(view.snapshot, actions, now), *actions]
 

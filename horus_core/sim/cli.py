@@ -22,7 +22,13 @@ from horus_core.interference import InterferenceModel, default_model
 from horus_core.interference.table import load_table, packaged_table
 from horus_core.model import Node
 from horus_core.modelcard import ModelCard, packaged_cards, parse_cards
-from horus_core.policies import Policy, add_policy_module_option, load_policy_module, make_policy
+from horus_core.policies import (
+    OBJECTIVES,
+    Policy,
+    add_policy_module_option,
+    load_policy_module,
+    make_policy,
+)
 from horus_core.queues import QueueConfig, QueuedPolicy, load_config
 from horus_core.sim.api import check_policies, load_workload
 from horus_core.sim.cluster import DEFAULT_GPUS_PER_NODE, build_cluster
@@ -36,7 +42,7 @@ from horus_core.sim.report import format_table, to_json
 from horus_core.sim.scaling import NODE_FACTOR, RACK_FACTOR
 from horus_core.sim.synthetic import is_synthetic
 from horus_core.sim.teams import assign_teams, format_teams, parse_teams, team_metrics
-from horus_core.sim.traces import TraceJob, load_trace
+from horus_core.sim.traces import TraceJob, as_batch, load_trace
 
 PACKAGED_CARDS = "(packaged)"
 
@@ -63,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=ROUND_S,
         help="periodic round length, also the Gavel policies' round (default 360; 0: no periodic rounds)",
     )
+    p.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default="jct",
+        help="what horus serves: each job's completion time (jct, default) or the whole queue's "
+        "(makespan: longest work first, docs/policies.md); other policies ignore it",
+    )
     p.add_argument("--min-gap-s", type=float, default=0.0, help="coalesce event rounds closer than this")
     p.add_argument("--no-event-rounds", action="store_true", help="schedule on periodic rounds only")
     p.add_argument("--skip-idle-rounds", action="store_true", help="no event round while nothing is pending")
@@ -81,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_MIN_SPEED:g}; 0: none beyond the policy's own rule)",
     )
     p.add_argument("--jobs", type=int, default=0, metavar="N", help="only the trace's first N jobs (0: all)")
+    p.add_argument(
+        "--batch",
+        type=int,
+        metavar="N",
+        help="a batch: the trace's first N jobs, all arriving at time 0 (not with --jobs)",
+    )
     p.add_argument(
         "--cross-node-factor", type=float, default=NODE_FACTOR, help="rate kept per extra node a gang spans"
     )
@@ -154,6 +173,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.jobs < 0:
         raise InvalidArgument("jobs", f"must not be negative, got {args.jobs}")
     jobs = jobs[: args.jobs] if args.jobs else jobs
+    if args.batch is not None:
+        if args.jobs:
+            raise InvalidArgument("batch", "give --batch N or --jobs N, not both (--batch takes the first N)")
+        jobs = as_batch(jobs, args.batch)
     queues = _queues(args)
     if args.teams:
         jobs = assign_teams(jobs, parse_teams(args.teams), args.teams_seed, args.team_users)
@@ -164,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
             seen = cold_model(table, {j.job_type for j in jobs}, cards)
             learner = ColdLearner(model, seen)
         results[name] = _one(
-            _policy(name, seen, queues, args.min_run_s, config.round_s),
+            _policy(name, seen, queues, args.min_run_s, config.round_s, args.objective),
             jobs,
             nodes,
             model,
@@ -232,9 +255,14 @@ def _queues(args: argparse.Namespace) -> QueueConfig | None:
 
 
 def _policy(
-    name: str, model: InterferenceModel, queues: QueueConfig | None, min_run_s: float, round_s: float | None
+    name: str,
+    model: InterferenceModel,
+    queues: QueueConfig | None,
+    min_run_s: float,
+    round_s: float | None,
+    objective: str = "jct",
 ) -> Policy:
-    policy = make_policy(name, model, round_s=round_s)
+    policy = make_policy(name, model, round_s=round_s, objective=objective)
     return policy if queues is None else QueuedPolicy(policy, queues, min_run_s=min_run_s)
 
 

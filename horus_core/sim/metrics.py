@@ -1,8 +1,14 @@
 """Summary figures of one run. Times are in hours (as Gavel reports them), compute in ms.
 
 - ``makespan_h``: first arrival to last completion.
-- ``avg_jct_h`` / ``p50_jct_h`` / ``p95_jct_h``: completion minus arrival, finished jobs only.
+- ``avg_jct_h`` / ``p50_jct_h`` / ``p95_jct_h`` / ``p99_jct_h``: completion minus arrival,
+  finished jobs only (percentiles by linear interpolation, numpy's default).
 - ``avg_queue_h``: first start minus arrival (jobs that started).
+- ``worst_queue_h_1gpu`` / ``_2gpu`` / ``_4gpu`` / ``_8gpu`` / ``_more``: the longest total
+  pending time of any job of that GPU count (``_4gpu``: 3 or 4 GPUs, ``_8gpu``: 5 to 8, ``_more``:
+  9 or more). Total pending time is all the time from arrival to completion (or to the end of the
+  run, for a job left unfinished) that the job held no GPU: its first wait plus every wait after
+  a preemption, i.e. JCT minus run time. NaN (null in JSON) where no job has that GPU count.
 - ``gpu_util``: busy GPU-time / (GPUs x makespan); a GPU is busy while any job holds it.
 - ``useful_util``: time-average of the sum over jobs of normalised speed x GPUs, divided by the
   GPU count: 1.0 means every GPU does one solo job's worth of work; packing can exceed it.
@@ -18,13 +24,19 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 
 from horus_core.sim.config import SLOW_THRESHOLD, SimResult
+from horus_core.sim.state import JobRecord
 
 Metrics = dict[str, float | int]
 
 HOUR = 3600.0
+# (key suffix, fewest GPUs, most GPUs) of the worst-queueing buckets.
+GPU_BUCKETS = (("1gpu", 1, 1), ("2gpu", 2, 2), ("4gpu", 3, 4), ("8gpu", 5, 8), ("more", 9, 1 << 30))
 # Column order of the table; every key of :func:`summarize`.
 METRIC_KEYS = (
     "jobs",
@@ -33,7 +45,9 @@ METRIC_KEYS = (
     "avg_jct_h",
     "p50_jct_h",
     "p95_jct_h",
+    "p99_jct_h",
     "avg_queue_h",
+    *(f"worst_queue_h_{name}" for name, _, _ in GPU_BUCKETS),
     "gpu_util",
     "useful_util",
     "useful_per_busy",
@@ -71,7 +85,9 @@ def summarize(result: SimResult, slow_threshold: float = SLOW_THRESHOLD) -> Metr
         "avg_jct_h": _mean(jcts) / HOUR,
         "p50_jct_h": _pct(jcts, 50) / HOUR,
         "p95_jct_h": _pct(jcts, 95) / HOUR,
+        "p99_jct_h": _pct(jcts, 99) / HOUR,
         "avg_queue_h": _mean(queues) / HOUR,
+        **worst_queueing(records, result.end),
         "gpu_util": result.busy_gpu_s / capacity if capacity else 0.0,
         "useful_util": result.useful_gpu_s / capacity if capacity else 0.0,
         "useful_per_busy": result.useful_gpu_s / result.busy_gpu_s if result.busy_gpu_s else 0.0,
@@ -89,6 +105,18 @@ def summarize(result: SimResult, slow_threshold: float = SLOW_THRESHOLD) -> Metr
         "decide_ms_max": float(decide_ms.max()) if decide_ms.size else 0.0,
         "sim_s": result.wall_s,
     }
+
+
+def worst_queueing(records: Sequence[JobRecord], end: float) -> dict[str, float]:
+    """``worst_queue_h_<bucket>``: the longest total pending time (hours) per GPU-count bucket
+    (:data:`GPU_BUCKETS`; NaN where the bucket has no job); see the module doc."""
+    worst = dict.fromkeys((f"worst_queue_h_{name}" for name, _, _ in GPU_BUCKETS), math.nan)
+    for r in records:
+        waited = max((end if r.finish is None else r.finish) - r.arrival - r.run_s, 0.0) / HOUR
+        key = next(f"worst_queue_h_{name}" for name, lo, hi in GPU_BUCKETS if lo <= r.gpus <= hi)
+        if not waited <= worst[key]:  # (NaN: the bucket's first job)
+            worst[key] = waited
+    return worst
 
 
 def _mean(values: np.ndarray) -> float:

@@ -13,8 +13,14 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("avg_jct_h", "avg JCT h", "{:.2f}"),
     ("p50_jct_h", "p50 h", "{:.2f}"),
     ("p95_jct_h", "p95 h", "{:.2f}"),
+    ("p99_jct_h", "p99 h", "{:.2f}"),
     ("makespan_h", "makespan h", "{:.1f}"),
     ("avg_queue_h", "queue h", "{:.2f}"),
+    ("worst_queue_h_1gpu", "worst q 1g", "{:.1f}"),
+    ("worst_queue_h_2gpu", "2g", "{:.1f}"),
+    ("worst_queue_h_4gpu", "4g", "{:.1f}"),
+    ("worst_queue_h_8gpu", "8g", "{:.1f}"),
+    ("worst_queue_h_more", "9g+", "{:.1f}"),
     ("gpu_util", "busy", "{:.3f}"),
     ("useful_util", "useful", "{:.3f}"),
     ("useful_per_busy", "per busy", "{:.2f}"),
@@ -32,7 +38,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 def format_table(results: Mapping[str, Metrics]) -> str:
     header = ["policy", *(title for _, title, _ in TABLE_COLUMNS)]
     rows = [
-        [name, *(fmt.format(metrics[key]) for key, _, fmt in TABLE_COLUMNS)]
+        [name, *(_cell(fmt, metrics[key]) for key, _, fmt in TABLE_COLUMNS)]
         for name, metrics in results.items()
     ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -44,6 +50,11 @@ def format_table(results: Mapping[str, Metrics]) -> str:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _cell(fmt: str, value: float | int) -> str:
+    """``value`` in ``fmt``; "-" for NaN (a worst queueing with no job of that size)."""
+    return "-" if isinstance(value, float) and math.isnan(value) else fmt.format(value)
 
 
 def to_json(results: Mapping[str, Metrics]) -> str:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from horus_core.errors import InvalidArgument
@@ -58,6 +58,14 @@ def load_trace(path: str | Path, fmt: str | None = None) -> list[TraceJob]:
     except OSError as exc:
         raise InvalidArgument("trace", f"cannot read {path}: {exc.strerror or exc}") from None
     return parse_trace(text, fmt or guess_format(path.name, text), source=str(path))
+
+
+def as_batch(jobs: Sequence[TraceJob], n: int) -> list[TraceJob]:
+    """The first ``n`` jobs of a trace, all arriving at time 0 (a batch submitted at once, as
+    ``horus-sim --batch``); ``n`` must be within 1 and the trace's length."""
+    if not 1 <= n <= len(jobs):
+        raise InvalidArgument("batch", f"must be within 1 and the trace's {len(jobs)} jobs, got {n}")
+    return [replace(job, arrival_s=0.0) for job in jobs[:n]]
 
 
 def guess_format(name: str, text: str) -> str:
