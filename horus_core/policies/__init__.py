@@ -28,6 +28,7 @@ _FACTORIES: dict[str, Factory] = {
     "horus-paper": horus.make_paper,
     "horus-util": horus.make_util,
     "horus-las": horus.make_las,
+    "horus-tiers": horus.make_tiers,
     "horus+": horus_plus.make,
     "lucid": lucid.make,
     "iasp": iasp.make,

@@ -5,6 +5,9 @@ and the interference table does not say it cannot run there (solo throughput 0).
 ``hetero`` on (heterogeneity-aware packing), a job is also kept off a type where it runs at
 less than ``slow_ratio`` of its speed on the best type present in the cluster, until it has
 queued ``max_wait_s`` seconds: the rule that judges whether a better type frees up "soon".
+With ``allocate`` on as well (``horus``), each pass first gives every job in reach a type by an
+allocation over effective throughput (:mod:`.allocate`): a pending job tries its allocated type
+before those tiers, and running jobs move up to a type that frees (:mod:`.upgrade`).
 
 :class:`TypeGate` is the tier stage in front of a policy's own stages: jobs every type suits go
 to them as they are; each group of jobs with the same narrower set is served on a view of the
@@ -17,6 +20,7 @@ longest (``reserve=None``: off), on types the gang may use now.
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -24,12 +28,15 @@ from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, Preempt, Wait
 from horus_core.packing.cluster import gpu_type
+from horus_core.policies.allocate import allocate
 from horus_core.policies.backfill import GangReserve
+from horus_core.policies.upgrade import upgrades
 from horus_core.policies.views import View, placed_views
 
 FAST_RATIO = 0.9  # a job's own fast types: within 10 % of its best
 SLOW_RATIO = 0.5  # "much slower": below half the speed on the job's best type in the cluster
 MAX_WAIT_S = 4 * 3600.0  # how long a job waits for a fast type before it takes a slow one
+SLOTS = 2.0  # the allocation's jobs per GPU: one alone plus one sharing at its pair speed
 _MEMO = 4096  # memoised kinds per gate
 
 
@@ -59,6 +66,10 @@ class HeteroRule:
     # A tier per type at or above slow_ratio, fastest first, instead of the 0.9 band: tried on
     # 2869ce_cap / 24 K80+24 P100+24 V100 it was worse (horus 7.82 h against 7.55 h), so off.
     fine: bool = False
+    # Each pass: a type per job by the allocation (tried first), and moves of running jobs up to
+    # the type they are given when it frees (:mod:`.allocate`, :mod:`.upgrade`).
+    allocate: bool = False
+    slots: float = SLOTS  # jobs per GPU the allocation counts on (one alone, the rest sharing)
 
 
 def cluster_types(snapshot: ClusterSnapshot) -> frozenset[str]:
@@ -145,6 +156,7 @@ class TypeGate:
     # allowed_types by what it reads: (job_type, hints, gpus, gpu_types, present, waited long).
     _memo: dict[tuple[object, ...], Allowed] = field(default_factory=dict, repr=False, compare=False)
     _held: dict[tuple[object, ...], tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
+    _target: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # this pass's types
 
     def allowed(
         self, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
@@ -162,16 +174,31 @@ class TypeGate:
 
     def run(self, view: View, serve: Serve, model: InterferenceModel | None) -> list[Action]:
         """``serve``'s actions, once per group of jobs on the types they may use now, around a
-        reservation for the head gang (:mod:`.backfill`)."""
+        reservation for the head gang (:mod:`.backfill`); with ``allocate``, the types the
+        allocation gives tried first and the moves up after."""
+        rule, present, now = self.hetero, view.present, view.state.now
+        moving = rule is not None and rule.allocate and model is not None and len(present) > 1
+        self._target = self._allocate(view, model, rule.slots) if moving and rule and model else {}
         if self.reserve is None:
-            return self._gated(view, serve, model)
-        present, now = view.present, view.state.now
-        return self.reserve.run(
-            view,
-            lambda v: self._gated(v, serve, model),
-            model,
-            lambda job: self.widest(job, present, model, now),
-        )
+            actions = self._gated(view, serve, model)
+        else:
+            actions = self.reserve.run(
+                view,
+                lambda v: self._gated(v, serve, model),
+                model,
+                lambda job: self.widest(job, present, model, now),
+            )
+        if moving and rule is not None and model is not None:
+            actions += upgrades(view, actions, model, rule.fast_ratio, self._target)
+        return actions
+
+    @staticmethod
+    def _allocate(view: View, model: InterferenceModel, slots: float) -> dict[str, str]:
+        """The pass's allocation: running jobs (each on the type it runs on) and pending ones."""
+        types = view.state.types
+        active = view.active()
+        here = {j.id: types[j.gpus[0]] for j in active if j.gpus}
+        return allocate([*active, *view.pending()], Counter(view.layout.types), model, slots, here)
 
     def widest(
         self, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
@@ -188,7 +215,7 @@ class TypeGate:
         plain = (self.hetero is None or len(present) < 2) and not any(map(_LISTED, pending))
         if plain and not _any_zero(pending, present, model):
             return serve(view)
-        allowed = {j.id: self.allowed(j, present, model, now) for j in pending}
+        allowed = {j.id: self._first(j, self.allowed(j, present, model, now)) for j in pending}
         if all(a.tiers == (None,) for a in allowed.values()):
             return serve(view)  # every job may use every type
         out: dict[str, Action] = {
@@ -216,6 +243,13 @@ class TypeGate:
             by_id = {j.id: j for j in pending}
             waits = [self._held_off(w, by_id[w.job_id], present, model, now) for w in waits]
         return [a for a in out.values() if not isinstance(a, Wait)] + waits
+
+    def _first(self, job: Job, allowed: Allowed) -> Allowed:
+        """``allowed`` with the type this pass's allocation gives ``job`` tried first."""
+        t = self._target.get(job.id)
+        if t is None or allowed.none or allowed.tiers[0] == frozenset({t}):
+            return allowed
+        return Allowed((frozenset({t}), *allowed.tiers), allowed.reason)
 
     def _held_off(
         self, wait: Wait, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float

@@ -31,12 +31,17 @@ docs/evaluation.md today's figures).
 
 On mixed GPU types ``horus``, ``horus-las`` and ``horus-util`` add the heterogeneity-aware tiers
 of :mod:`.gputypes` (a job's fast types first, much slower ones only after a bounded wait); a
-single-type cluster decides exactly as above. Each is a :class:`~.pack.Packing` configuration
-of the one packing shell (:class:`~.pack.PackingPolicy`).
+single-type cluster decides exactly as above. ``horus`` also gives each job a type by an
+allocation over effective throughput each pass (:mod:`.allocate`: solo speed per type, pair
+speeds where it shares; the jobs that lose most on a slow type get the fast ones), tries that type
+first, and moves a running job to the GPUs it should have when they free (:mod:`.upgrade`).
+``horus-tiers`` is ``horus`` with the tiers alone, as it was before, for comparison. Each is a
+:class:`~.pack.Packing` configuration of the one packing shell (:class:`~.pack.PackingPolicy`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from horus_core.interference import InterferenceModel, default_model
@@ -56,9 +61,16 @@ def params(min_speed: float = MIN_SPEED, min_gain: float = MIN_GAIN) -> PackPara
     )
 
 
-HORUS = Packing(
-    "horus", params(), interference_text(MIN_SPEED, MIN_GAIN), by_service, las=True, hears=True, hetero=True
+HORUS_TIERS = Packing(
+    "horus-tiers",
+    params(),
+    interference_text(MIN_SPEED, MIN_GAIN),
+    by_service,
+    las=True,
+    hears=True,
+    hetero=True,
 )
+HORUS = dataclasses.replace(HORUS_TIERS, name="horus", allocate=True)
 HORUS_LAS = Packing(
     "horus-las", params(), interference_text(MIN_SPEED, MIN_GAIN), by_service, las=True, hetero=True
 )
@@ -72,6 +84,11 @@ HORUS_PAPER = Packing(
 
 def make(model: InterferenceModel | None) -> PackingPolicy:
     return PackingPolicy(model or default_model(), HORUS)
+
+
+def make_tiers(model: InterferenceModel | None) -> PackingPolicy:
+    """``horus-tiers``: ``horus`` with the fixed GPU-type tiers alone (no allocation, no moves)."""
+    return PackingPolicy(model or default_model(), HORUS_TIERS)
 
 
 def make_las(model: InterferenceModel | None) -> PackingPolicy:

@@ -70,6 +70,7 @@ class Packing:
     slice_growth: float = 1.0  # (las) a stopped job's minimum slice grows this much per stop
     hears: bool = False  # (las) remaining work from progress reports orders confident jobs
     hetero: bool = False  # heterogeneity-aware GPU-type tiers (:class:`HeteroRule`)
+    allocate: bool = False  # (hetero) a type per job by the allocation, and moves up (:mod:`.allocate`)
     gang_wait_s: float | None = WAIT_S  # the head gang's reservation after this wait (None: off)
 
 
@@ -91,7 +92,7 @@ class PackingPolicy(Stages):
         work = RemainingWork() if cfg.hears else None
         self.las = Attained(slice_growth=cfg.slice_growth, work=work) if cfg.las else None
         reserve = None if cfg.gang_wait_s is None else GangReserve(wait_s=cfg.gang_wait_s)
-        self.gate = TypeGate(HeteroRule() if cfg.hetero else None, reserve=reserve)
+        self.gate = TypeGate(HeteroRule(allocate=cfg.allocate) if cfg.hetero else None, reserve=reserve)
 
     @property
     def progress(self) -> RemainingWork | None:
