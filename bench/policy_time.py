@@ -28,14 +28,14 @@ import numpy as np
 
 from horus_core.interference import default_model
 from horus_core.model import ClusterSnapshot, Job, JobSpec, JobState
-from horus_core.policies import make_policy
+from horus_core.policies import make_policy, policy_names
 from horus_core.policies.base import Policy
 from horus_core.policies.gavel import VARIANTS, GavelPolicy
 from horus_core.sim.cluster import build_cluster
 from horus_core.sim.traces import load_trace
 
 GAVEL = ["gavel-las", "gavel-las-perf", "gavel-las-packed", "gavel-ftf-perf", "gavel-makespan-perf"]
-OTHERS = ["fifo", "binpack", "gandiva", "lucid", "horus", "horus+", "iasp", "optimus"]
+OTHERS = [name for name in policy_names() if name not in GAVEL]  # every other registered policy
 SIZES = [32, 256, 1024, 4096]
 UNGROUPED_MAX = 1024
 
