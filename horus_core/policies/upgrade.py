@@ -20,7 +20,7 @@ from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, Job, JobState, NodeState, Preempt
 from horus_core.policies.views import View
 
-UPGRADE_GAIN = 1.25  # a move must make the job at least this much faster
+UPGRADE_GAIN = 1.1  # a move must make the job at least this much faster (its restart costs ~30 s of work)
 MIN_RUN_S = 360.0  # an attempt runs this long before it may be moved
 
 
