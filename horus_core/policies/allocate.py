@@ -1,10 +1,10 @@
 """Which GPU type each job should run on: an allocation over effective throughput (``horus`` on a
 cluster of several GPU types), the linear program Gavel solves with co-location in it.
 
-The jobs in it are the running ones, then the pending ones in the snapshot's order (priority,
-then arrival), as far as the cluster has room for them: their GPUs summed up to ``slots`` jobs
-per GPU. Variables ``alone[j, t]`` and ``shared[j, t]``: the share of job j's time on type t
-alone on its GPUs, and sharing them with one other job. Maximise
+The jobs in it are the running ones, then the pending ones in the snapshot's order (the order
+they arrived in, not the policy's), as far as the cluster has room for them: their GPUs summed
+up to ``slots`` jobs per GPU. Variables ``alone[j, t]`` and ``shared[j, t]``: the share of job
+j's time on type t alone on its GPUs, and sharing them with one other job. Maximise
 
     sum_j sum_t e[j, t] * (alone[j, t] + pair[j, t] * shared[j, t])
 
