@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from horus_core import reasoncodes as rc
@@ -156,7 +156,6 @@ class TypeGate:
     # allowed_types by what it reads: (job_type, hints, gpus, gpu_types, present, waited long).
     _memo: dict[tuple[object, ...], Allowed] = field(default_factory=dict, repr=False, compare=False)
     _held: dict[tuple[object, ...], tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
-    _target: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # this pass's types
 
     def allowed(
         self, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
@@ -176,29 +175,30 @@ class TypeGate:
         """``serve``'s actions, once per group of jobs on the types they may use now, around a
         reservation for the head gang (:mod:`.backfill`); with ``allocate``, the types the
         allocation gives tried first and the moves up after."""
-        rule, present, now = self.hetero, view.present, view.state.now
-        moving = rule is not None and rule.allocate and model is not None and len(present) > 1
-        self._target = self._allocate(view, model, rule.slots) if moving and rule and model else {}
+        target = self._allocation(view, model)
+
+        def gated(v: View) -> list[Action]:
+            return self._gated(v, serve, model, target)
+
         if self.reserve is None:
-            actions = self._gated(view, serve, model)
+            actions = gated(view)
         else:
-            actions = self.reserve.run(
-                view,
-                lambda v: self._gated(v, serve, model),
-                model,
-                lambda job: self.widest(job, present, model, now),
-            )
-        if moving and rule is not None and model is not None:
-            actions += upgrades(view, actions, model, rule.fast_ratio, self._target)
+            present, now = view.present, view.state.now
+            actions = self.reserve.run(view, gated, model, lambda job: self.widest(job, present, model, now))
+        if target is not None and model is not None and self.hetero is not None:
+            actions += upgrades(view, actions, model, self.hetero.fast_ratio, target)
         return actions
 
-    @staticmethod
-    def _allocate(view: View, model: InterferenceModel, slots: float) -> dict[str, str]:
-        """The pass's allocation: running jobs (each on the type it runs on) and pending ones."""
+    def _allocation(self, view: View, model: InterferenceModel | None) -> dict[str, str] | None:
+        """The pass's allocation over the running jobs (each on the type it runs on) and the
+        pending ones; None where the rule asks for none, or the view has one type."""
+        rule = self.hetero
+        if rule is None or not rule.allocate or model is None or len(view.present) < 2:
+            return None
         types = view.state.types
         active = view.active()
         here = {j.id: types[j.gpus[0]] for j in active if j.gpus}
-        return allocate([*active, *view.pending()], Counter(view.layout.types), model, slots, here)
+        return allocate([*active, *view.pending()], Counter(view.layout.types), model, rule.slots, here)
 
     def widest(
         self, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
@@ -209,13 +209,17 @@ class TypeGate:
             return None
         return frozenset().union(*(t for t in tiers if t is not None))
 
-    def _gated(self, view: View, serve: Serve, model: InterferenceModel | None) -> list[Action]:
+    def _gated(
+        self, view: View, serve: Serve, model: InterferenceModel | None, target: Mapping[str, str] | None
+    ) -> list[Action]:
         pending, present, now = view.pending(), view.present, view.state.now
         # One type (or no hetero rule) and no lists: only a throughput-0 type could restrict.
         plain = (self.hetero is None or len(present) < 2) and not any(map(_LISTED, pending))
         if plain and not _any_zero(pending, present, model):
             return serve(view)
-        allowed = {j.id: self._first(j, self.allowed(j, present, model, now)) for j in pending}
+        allowed = {j.id: self.allowed(j, present, model, now) for j in pending}
+        if target:
+            allowed = {i: _first(target.get(i), a) for i, a in allowed.items()}
         if all(a.tiers == (None,) for a in allowed.values()):
             return serve(view)  # every job may use every type
         out: dict[str, Action] = {
@@ -243,13 +247,6 @@ class TypeGate:
             by_id = {j.id: j for j in pending}
             waits = [self._held_off(w, by_id[w.job_id], present, model, now) for w in waits]
         return [a for a in out.values() if not isinstance(a, Wait)] + waits
-
-    def _first(self, job: Job, allowed: Allowed) -> Allowed:
-        """``allowed`` with the type this pass's allocation gives ``job`` tried first."""
-        t = self._target.get(job.id)
-        if t is None or allowed.none or allowed.tiers[0] == frozenset({t}):
-            return allowed
-        return Allowed((frozenset({t}), *allowed.tiers), allowed.reason)
 
     def _held_off(
         self, wait: Wait, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
@@ -288,6 +285,13 @@ class TypeGate:
             f"taken only after {rule.max_wait_s / 3600.0:g} h in the queue"
         )
         return Wait(wait.job_id, f"{wait.reason}; {note}" if wait.reason else note, wait.code)
+
+
+def _first(given: str | None, allowed: Allowed) -> Allowed:
+    """``allowed`` with ``given``, the type the pass's allocation gives the job, tried first."""
+    if given is None or allowed.none or allowed.tiers[0] == frozenset({given}):
+        return allowed
+    return Allowed((frozenset({given}), *allowed.tiers), allowed.reason)
 
 
 def _real(action: Action, running: set[str]) -> bool:

@@ -16,9 +16,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from horus_core.interference import InterferenceModel
-from horus_core.model import Action, Assign, Job, JobState, NodeState, Preempt
-from horus_core.policies.views import View
+from horus_core.model import Action, Job, JobState, Preempt
+from horus_core.policies.base import busy_gpu_uuids
+from horus_core.policies.views import View, placed_views
 
 UPGRADE_GAIN = 1.1  # a move must make the job at least this much faster (its restart costs ~30 s of work)
 MIN_RUN_S = 360.0  # an attempt runs this long before it may be moved
@@ -36,12 +39,11 @@ def upgrades(
     """The moves of the pass (see the module doc), given the actions its tiers chose."""
     state, now = view.state, view.state.now
     on_gpu, running = _after(view, actions, model)
-    free: Counter[tuple[str, str]] = Counter()  # (node, type) -> GPUs left free
-    for node in view.nodes:
-        if node.state is NodeState.READY:
-            free.update(
-                (node.name, state.types[g.uuid]) for g in node.gpus if g.healthy and g.uuid not in on_gpu
-            )
+    layout = view.layout
+    nodes = np.repeat(layout.node_names, np.diff(layout.node_start)).tolist()
+    free = Counter(  # (node, type) -> GPUs left free
+        (n, t) for n, u, t in zip(nodes, layout.gpu_uuids, layout.types, strict=True) if u not in on_gpu
+    )
     present = {t for _, t in free}
     moves: list[tuple[float, str, Job, str]] = []
     for job in running:
@@ -68,20 +70,11 @@ def _after(
 ) -> tuple[dict[str, list[str]], list[Job]]:
     """GPU -> the signatures of the jobs on it after ``actions``, and the jobs still running."""
     stopped = {a.job_id for a in actions if isinstance(a, Preempt)}
-    on_gpu: dict[str, list[str]] = {}
-    running: list[Job] = []
-    for job in view.active():
-        if job.id not in stopped:
-            for g in job.gpus:
-                on_gpu.setdefault(g, []).append(model.signature(job.spec))
-            if job.state is JobState.RUNNING and job.gpus:
-                running.append(job)
-    by_id = {j.id: j for j in view.pending()}
-    for a in actions:
-        if isinstance(a, Assign) and a.job_id in by_id:
-            for g in a.gpus:
-                on_gpu.setdefault(g, []).append(model.signature(by_id[a.job_id].spec))
-    return on_gpu, running
+    kept = [j for j in view.active() if j.id not in stopped]
+    jobs = [*kept, *placed_views(view.pending(), actions)]
+    sig = {j.id: model.signature(j.spec) for j in jobs}
+    on_gpu = {g: [sig[i] for i in ids] for g, ids in busy_gpu_uuids(jobs).items()}
+    return on_gpu, [j for j in kept if j.state is JobState.RUNNING and j.gpus]
 
 
 def _faster(
