@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference import InterferenceModel, default_model
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies import horus, register
@@ -32,9 +31,4 @@ def fewest_gpus_first(
 
 FEWEST_GPUS = Packing("fewest-gpus", horus.params(), horus.HORUS.refused, fewest_gpus_first, hetero=True)
 
-
-def make(model: InterferenceModel | None) -> PackingPolicy:
-    return PackingPolicy(model or default_model(), FEWEST_GPUS)
-
-
-register("fewest-gpus", make)
+register("fewest-gpus", FEWEST_GPUS.build)

@@ -24,12 +24,20 @@ import json
 from dataclasses import dataclass, field, replace
 
 from horus_core.interference import InterferenceModel, default_model
-from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Preempt, Wait
+from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, JobState, NodeState, Preempt, Wait
 from horus_core.policies import Policy, make_policy
-from horus_core.policies.base import gpus_by_node
 from horus_core.sim import SimConfig, Simulator, build_cluster, load_trace, summarize
 
 TRACE = "horus_core/data/traces/msr_seed0_2869ce_cap.trace"
+
+
+def gpus_by_node(snapshot: ClusterSnapshot) -> dict[str, list[Gpu]]:
+    """Healthy GPUs of READY nodes, grouped by node, in index order."""
+    out: dict[str, list[Gpu]] = {}
+    for node in snapshot.nodes:
+        if node.state is NodeState.READY:
+            out[node.name] = sorted((g for g in node.gpus if g.healthy), key=lambda g: g.index)
+    return out
 
 
 def work_s(job: Job, model: InterferenceModel) -> float:

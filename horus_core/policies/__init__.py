@@ -22,15 +22,15 @@ Factory = Callable[["InterferenceModel | None"], Policy]
 
 _FACTORIES: dict[str, Factory] = {
     "fifo": lambda _model: FifoPolicy(),
-    "binpack": binpack.make,
+    "binpack": binpack.BINPACK.build,
     "gandiva": gandiva.make,
-    "horus": horus.make,
-    "horus-paper": horus.make_paper,
-    "horus-util": horus.make_util,
-    "horus-las": horus.make_las,
-    "horus-tiers": horus.make_tiers,
-    "horus+": horus_plus.make,
-    "lucid": lucid.make,
+    "horus": horus.HORUS.build,
+    "horus-paper": horus.HORUS_PAPER.build,
+    "horus-util": horus.HORUS_UTIL.build,
+    "horus-las": horus.HORUS_LAS.build,
+    "horus-tiers": horus.HORUS_TIERS.build,
+    "horus+": horus_plus.HORUS_PLUS.build,
+    "lucid": lucid.LUCID.build,
     "iasp": iasp.make,
     **{name: gavel.factory(name) for name in gavel.VARIANTS},
     "optimus": optimus.make,
@@ -92,7 +92,7 @@ def make_policy(
             "objective", f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}"
         )
     if objective == "makespan" and name == "horus":
-        return makespan.make(interference)
+        return makespan.HORUS_MAKESPAN.build(interference)
     if round_s is not None and name in gavel.VARIANTS:
         return gavel.make(name, interference, round_s)
     try:

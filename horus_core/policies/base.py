@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.model import Action, ClusterSnapshot, Gpu, Job, NodeState
+from horus_core.model import Action, ClusterSnapshot, Job
 
 
 class Policy(Protocol):
@@ -67,15 +67,6 @@ def progress_of(policy: object) -> HearsProgress | None:
     """The part of ``policy`` that hears progress reports, or None."""
     progress = getattr(policy, "progress", None)
     return progress if isinstance(progress, HearsProgress) else None
-
-
-def gpus_by_node(snapshot: ClusterSnapshot) -> dict[str, list[Gpu]]:
-    """Healthy GPUs of READY nodes, grouped by node, in index order."""
-    out: dict[str, list[Gpu]] = {}
-    for node in snapshot.nodes:
-        if node.state is NodeState.READY:
-            out[node.name] = sorted((g for g in node.gpus if g.healthy), key=lambda g: g.index)
-    return out
 
 
 def busy_gpu_uuids(jobs: Iterable[Job]) -> dict[str, list[str]]:

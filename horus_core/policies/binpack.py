@@ -8,15 +8,10 @@ GPUs, and pays for it in interference.
 
 from __future__ import annotations
 
-from horus_core.interference import InterferenceModel, default_model
 from horus_core.packing import PackParams, codes
-from horus_core.policies.pack import Packing, PackingPolicy, by_arrival
+from horus_core.policies.pack import Packing, by_arrival
 from horus_core.policies.reasons import interference_text
 
 BINPACK = Packing(
     "binpack", PackParams(mode=codes.MODE_BINPACK, max_per_gpu=3), interference_text(0.0), by_arrival
 )
-
-
-def make(model: InterferenceModel | None) -> PackingPolicy:
-    return PackingPolicy(model or default_model(), BINPACK)

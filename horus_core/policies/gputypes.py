@@ -63,9 +63,6 @@ class HeteroRule:
     fast_ratio: float = FAST_RATIO
     slow_ratio: float = SLOW_RATIO
     max_wait_s: float = MAX_WAIT_S
-    # A tier per type at or above slow_ratio, fastest first, instead of the 0.9 band: tried on
-    # 2869ce_cap / 24 K80+24 P100+24 V100 it was worse (horus 7.82 h against 7.55 h), so off.
-    fine: bool = False
     # Each pass: a type per job by the allocation (tried first), and moves of running jobs up to
     # the type they are given when it frees (:mod:`.allocate`, :mod:`.upgrade`).
     allocate: bool = False
@@ -99,13 +96,6 @@ def allowed_types(
     tiers = [usable]
     if rule is not None:
         tiers = [_fast_types(usable, speed, rule.fast_ratio), _fast_types(usable, speed, rule.slow_ratio)]
-        if rule.fine:
-            known = sorted({s for t, s in speed.items() if t in usable and s is not None}, reverse=True)
-            best = known[0] if known else 0.0
-            tiers = [
-                _fast_types(usable, speed, s / best) for s in known if best and s >= rule.slow_ratio * best
-            ]
-            tiers = tiers or [usable]
         if now - job.submitted_at >= rule.max_wait_s:
             tiers.append(usable)
     out: list[frozenset[str] | None] = []
@@ -161,15 +151,19 @@ class TypeGate:
         self, job: Job, present: frozenset[str], model: InterferenceModel | None, now: float
     ) -> Allowed:
         """:func:`allowed_types`, memoised: a job's kind decides it, not the job."""
-        spec, rule = job.spec, self.hetero
-        waited = rule is not None and now - job.submitted_at >= rule.max_wait_s
-        key = (spec.job_type, spec.hints, spec.gpus, spec.gpu_types, present, waited)
+        key = self._kind(job, present, now)
         hit = self._memo.get(key)
         if hit is None:
             if len(self._memo) > _MEMO:
                 self._memo.clear()
-            hit = self._memo[key] = allowed_types(job, present, model, now, rule)
+            hit = self._memo[key] = allowed_types(job, present, model, now, self.hetero)
         return hit
+
+    def _kind(self, job: Job, present: frozenset[str], now: float) -> tuple[object, ...]:
+        """What :func:`allowed_types` reads of a job: its kind, and whether it waited long."""
+        spec, rule = job.spec, self.hetero
+        waited = rule is not None and now - job.submitted_at >= rule.max_wait_s
+        return (spec.job_type, spec.hints, spec.gpus, spec.gpu_types, present, waited)
 
     def run(self, view: View, serve: Serve, model: InterferenceModel | None) -> list[Action]:
         """``serve``'s actions, once per group of jobs on the types they may use now, around a
@@ -256,15 +250,7 @@ class TypeGate:
         rule = self.hetero
         if rule is None or wait.code == rc.GPU_TYPE_UNAVAILABLE:
             return wait
-        spec = job.spec
-        key = (
-            spec.job_type,
-            spec.hints,
-            spec.gpus,
-            spec.gpu_types,
-            present,
-            now - job.submitted_at >= rule.max_wait_s,
-        )
+        spec, key = job.spec, self._kind(job, present, now)
         held = self._held.get(key)
         if held is None:
             if len(self._held) > _MEMO:

@@ -44,9 +44,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from horus_core.interference import InterferenceModel, default_model
 from horus_core.packing import PackParams, codes
-from horus_core.policies.pack import Packing, PackingPolicy, by_service, by_utilisation
+from horus_core.policies.pack import Packing, by_service, by_utilisation
 from horus_core.policies.reasons import interference_text
 
 MIN_SPEED = 0.3
@@ -80,25 +79,3 @@ HORUS_UTIL = Packing(
 HORUS_PAPER = Packing(
     "horus-paper", params(0.0, -math.inf), interference_text(0.0, -math.inf), by_utilisation
 )
-
-
-def make(model: InterferenceModel | None) -> PackingPolicy:
-    return PackingPolicy(model or default_model(), HORUS)
-
-
-def make_tiers(model: InterferenceModel | None) -> PackingPolicy:
-    """``horus-tiers``: ``horus`` with the fixed GPU-type tiers alone (no allocation, no moves)."""
-    return PackingPolicy(model or default_model(), HORUS_TIERS)
-
-
-def make_las(model: InterferenceModel | None) -> PackingPolicy:
-    """``horus-las``: ``horus`` with least attained service alone (progress reports ignored)."""
-    return PackingPolicy(model or default_model(), HORUS_LAS)
-
-
-def make_util(model: InterferenceModel | None) -> PackingPolicy:
-    return PackingPolicy(model or default_model(), HORUS_UTIL)
-
-
-def make_paper(model: InterferenceModel | None) -> PackingPolicy:
-    return PackingPolicy(model or default_model(), HORUS_PAPER)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference import InterferenceModel, default_model
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import las_positions
@@ -78,7 +77,3 @@ HORUS_PLUS = Packing(
     "horus+", params(), interference_text(MIN_SPEED, MIN_GAIN), by_credit(), las=True,
     slice_growth=SLICE_GROWTH, hears=True, hetero=True,
 )  # fmt: skip
-
-
-def make(model: InterferenceModel | None) -> PackingPolicy:
-    return PackingPolicy(model or default_model(), HORUS_PLUS)  # heterogeneity-aware

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference import InterferenceModel, default_model
 from horus_core.packing import PackParams, codes
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
@@ -54,7 +53,3 @@ LUCID = Packing(
     "lucid", PARAMS, REFUSED, by_work, split_by_gpus=True, pair_filter=lucid_filter, hetero=True,
     gang_wait_s=GANG_WAIT_S,
 )  # fmt: skip
-
-
-def make(model: InterferenceModel | None) -> PackingPolicy:
-    return PackingPolicy(model or default_model(), LUCID)

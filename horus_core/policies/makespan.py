@@ -31,7 +31,6 @@ import dataclasses
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference import InterferenceModel, default_model
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies._order import by_keys, solo_seconds
@@ -70,8 +69,3 @@ def lengths(policy: PackingPolicy, live: Live, layout: ClusterLayout) -> tuple[N
 
 
 HORUS_MAKESPAN = dataclasses.replace(HORUS, order=by_horizon, preempt=False)
-
-
-def make(model: InterferenceModel | None) -> PackingPolicy:
-    """``horus`` with the makespan objective."""
-    return PackingPolicy(model or default_model(), HORUS_MAKESPAN)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.interference import InterferenceModel
+from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action
 from horus_core.packing import PackParams, PairFilter
 from horus_core.packing.cluster import ClusterLayout
@@ -72,6 +72,10 @@ class Packing:
     hetero: bool = False  # heterogeneity-aware GPU-type tiers (:class:`HeteroRule`)
     allocate: bool = False  # (hetero) a type per job by the allocation, and moves up (:mod:`.allocate`)
     gang_wait_s: float | None = WAIT_S  # the head gang's reservation after this wait (None: off)
+
+    def build(self, model: InterferenceModel | None) -> PackingPolicy:
+        """The policy on ``model`` (None: the packaged default): the registry's factory."""
+        return PackingPolicy(model or default_model(), self)
 
 
 @dataclass

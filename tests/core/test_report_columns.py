@@ -121,7 +121,7 @@ class Hears:
     keeping what it heard."""
 
     def __init__(self, split: bool) -> None:
-        self.inner = horus.make(default_model())
+        self.inner = horus.HORUS.build(default_model())
         self.name, self.split = self.inner.name, split
         self.heard: list[Report] = []
 
