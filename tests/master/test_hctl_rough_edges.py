@@ -56,3 +56,12 @@ async def test_sizes_and_floors_say_what_is_accepted(tmp_path: pathlib.Path) -> 
         assert code == 2 and "or none for no floor at all" in err and "got 1.5" in err, err
         assert "-1 for" not in err
         await w.close()
+
+
+async def test_a_misspelt_job_file_field_names_the_right_one(tmp_path: pathlib.Path) -> None:
+    async with running_master(tmp_path) as m:
+        path = tmp_path / "typo.yaml"
+        path.write_text("run: x\nresources:\n  acelerators: 1\n")
+        code, out, err = await hctl(m, "apply", "-f", str(path))
+        assert code == 2 and not out, err
+        assert "resources.acelerators: unknown field (did you mean `resources.accelerators`?) (line 3)" in err
