@@ -109,7 +109,7 @@ def test_a_policy_that_finishes_nothing_is_a_failure_not_a_zero(tmp_path: Path) 
     base = ("--trace", TRACE, "--cluster", "v100:8", "--policy-module", module, "--no-plots")
     proc = horus_sim(*base, "--policies", "fifo,idle")
     assert proc.returncode == 1, proc.stderr
-    header, _rule, fifo, idle, *notes = proc.stdout.splitlines()
+    _header, _rule, fifo, idle, *notes = proc.stdout.splitlines()
     assert fifo.split()[0] == "fifo" and idle.split()[:2] == ["idle", "FAILED"]
     assert idle.split()[2] == "-"  # no average JCT, where 0.00 read as the best
     assert notes == ["idle FAILED: it finished none of the 20 jobs (no completion times)"]

@@ -109,5 +109,6 @@ async def test_a_busy_port_is_one_clean_line_and_changes_nothing(tmp_path: pathl
             )  # fmt: skip
             out, err = await asyncio.wait_for(proc.communicate(), START_S)
             assert proc.returncode == 1 and not out, (out, err)
-            assert err.decode() == f"horus-master: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+            line = f"horus-master: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+            assert err.decode() == line
             assert not (tmp_path / "h.db").exists()
