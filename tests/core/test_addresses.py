@@ -59,9 +59,10 @@ def test_lists_ports_to_listen_on_and_ports_required() -> None:
         with_port("h", None)
 
 
-def test_the_sdk_and_the_daemons_take_an_address_without_a_port() -> None:
-    assert HorusClient.connect("localhost").target == "localhost:50051"  # (lazy: nothing is sent)
-    assert HorusClient.connect("a,b:7").masters == ("a:50051", "b:7")
+async def test_the_sdk_and_the_daemons_take_an_address_without_a_port() -> None:
+    async with HorusClient.connect("localhost") as one, HorusClient.connect("a,b:7") as two:
+        assert one.target == "localhost:50051"  # (lazy: nothing is sent)
+        assert two.masters == ("a:50051", "b:7")
     assert worker_args(["--master", "127.0.0.1", "--fake-gpus", "1"]).master == "127.0.0.1:50051"
     assert worker_args(["--master", "a, b:7", "--fake-gpus", "1"]).master == "a:50051,b:7"
     args = master_args(["--listen", "0.0.0.0", "--db", "x.db", "--advertise", "m1.example"])
