@@ -7,18 +7,23 @@ SHARED  ?= ../shared
 
 .PHONY: demo test check lint typecheck contracts proto bench sim clean docker-setup describe-extra
 
+# Installs print a line per step and, while pip is quiet, one every 15 s (scripts/pip_progress.py).
+INSTALL := $(BIN)/python scripts/pip_progress.py
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	@echo "make: installing Horus and its development tools into $(VENV) (a minute or two the first time)"
+	$(INSTALL) --upgrade pip
+	$(INSTALL) -e '.[dev]'
 	touch $(STAMP)
 
 # The describe extra (model cards) with CPU builds of torch: newer versions on PyPI pull CUDA
 # builds of several GB. Pinned first, then the extra (which accepts them).
 TORCH_PINS ?= torch==2.13.0 torchvision==0.28.0
 describe-extra: $(STAMP)  ## install torch (CPU) and the describe extra into .venv
-	$(BIN)/python -m pip install -q $(TORCH_PINS)
-	$(BIN)/python -m pip install -q -e '.[dev,describe]'
+	@echo "make: installing $(TORCH_PINS) (CPU builds, about a GB unpacked: a minute or two)"
+	$(INSTALL) $(TORCH_PINS)
+	$(INSTALL) -e '.[dev,describe]'
 
 demo: $(STAMP)  ## run an embedded cluster (master + 2 workers x 4 simulated GPUs) on a sample workload
 	$(BIN)/python scripts/demo.py

@@ -22,8 +22,11 @@ MARGIN_MIN_MIB = 256  # ... and at least 256 MiB ...
 STEP_MIB = 256  # ... rounded up to 256 MiB: the cap of a job whose footprint was measured
 MAX_GPU_MEMORY_MIB = 1 << 22  # 4 TiB: beyond any GPU (a bound on untrusted input)
 
-_UNITS = {"": 1.0, "m": 1.0, "mb": 1.0, "mib": 1.0, "g": 1024.0, "gb": 1024.0, "gib": 1024.0}
-_UNITS |= {"t": 1024.0**2, "tb": 1024.0**2, "tib": 1024.0**2}
+# MiB per unit: binary for MiB/GiB/TiB and Docker's bare M/G/T; decimal (SI) for MB/GB/TB, as
+# disk and GPU vendors write them (4GB = 4e9 bytes = 3815 MiB).
+_MB = 1e6 / 2**20
+_UNITS = {"": 1.0, "m": 1.0, "mib": 1.0, "g": 1024.0, "gib": 1024.0, "t": 1024.0**2, "tib": 1024.0**2}
+_UNITS |= {"mb": _MB, "gb": 1e3 * _MB, "tb": 1e6 * _MB}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -56,16 +59,20 @@ def attempt_cap(spec: JobSpec, footprint_mib: int) -> int:
 
 
 def parse_size(text: str) -> int:
-    """A size as users write it, in MiB: ``12GiB``, ``12G``, ``1.5gb``, ``4096``, ``4096MiB``
-    (binary units; no unit: MiB). Raises ValueError with a clear message."""
+    """A size as users write it, in MiB (rounded up): ``12GiB``, ``12G``, ``4096MiB``, ``4096``
+    (no unit: MiB) in binary units; ``16GB``, ``500MB`` in decimal ones (16GB = 15259 MiB).
+    Raises ValueError with a clear message."""
     match = _SIZE.match(text)
     unit = match.group(2).lower() if match else ""
     if match is None or unit not in _UNITS:
-        raise ValueError(f"not a memory size: {text!r} (e.g. 12GiB, 512MiB, 4096)")
+        raise ValueError(f"not a memory size: {text!r} (e.g. 12GiB, 512MiB, 4096, 16GB)")
     mib = float(match.group(1)) * _UNITS[unit]
     if not 0 < mib <= MAX_GPU_MEMORY_MIB:
-        raise ValueError(f"memory size out of range: {text!r} (at most {MAX_GPU_MEMORY_MIB // 1024**2} TiB)")
-    return math.ceil(mib)
+        raise ValueError(
+            f"memory size out of range: {text!r} (more than 0 and at most {MAX_GPU_MEMORY_MIB // 1024**2} "
+            "TiB; for no declared cap leave the size out)"
+        )
+    return math.ceil(mib - 1e-9)  # (a whole number of MiB stays itself)
 
 
 def format_mib(mib: int) -> str:

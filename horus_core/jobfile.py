@@ -7,6 +7,7 @@ The mapping is the table :data:`FIELDS`: one row per YAML path, so a new field i
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -186,8 +187,23 @@ def _flatten(node: yaml.MappingNode, prefix: str = "") -> list[tuple[str, yaml.N
         elif path in FIELDS:
             out.append((path, key, value))
         else:
-            raise _bad(path, key, "unknown field")
+            raise _bad(path, key, f"unknown field{_did_you_mean(path)}")
     return out
+
+
+def _did_you_mean(path: str) -> str:
+    """`` (did you mean `resources.accelerators`?)`` for a misspelt field: the closest known name
+    in the same section, else anywhere (``accelerators`` at the top is ``resources.accelerators``)."""
+    section, _, leaf = path.rpartition(".")
+    names = [*FIELDS, *_SECTIONS]
+    for pool in ([n for n in names if n.rpartition(".")[0] == section], names):
+        by_leaf: dict[str, str] = {}
+        for name in pool:
+            by_leaf.setdefault(name.rpartition(".")[2], name)
+        close = difflib.get_close_matches(leaf, list(by_leaf), n=1, cutoff=0.7)
+        if close:
+            return f" (did you mean `{by_leaf[close[0]]}`?)"
+    return ""
 
 
 def _accelerators(node: yaml.Node) -> tuple[tuple[int, int, int], tuple[str, ...]]:

@@ -74,9 +74,11 @@ class OutOfService:
     """What cordoned/draining nodes and quarantined GPUs withhold from the policies."""
 
     largest_node: int = 0  # healthy, unquarantined GPUs on the biggest out-of-service node
-    idle_gpus: int = 0  # such GPUs with no active job on them
-    # The same per GPU type, (type, largest node, idle GPUs): a job is judged on the types it accepts.
-    by_type: tuple[tuple[str, int, int], ...] = field(default=(), compare=False)
+    idle_gpus: int = 0  # such GPUs with no active job on them (nor an attempt still stopping)
+    idle_on_one_node: int = 0  # the most of those on any one node
+    # The same per GPU type, (type, largest node, idle GPUs, idle on one node): a job is judged on
+    # the types it accepts.
+    by_type: tuple[tuple[str, int, int, int], ...] = field(default=(), compare=False)
 
     @property
     def any(self) -> bool:
@@ -87,35 +89,52 @@ class OutOfService:
         if not types or not self.by_type:
             return self
         rows = [r for r in self.by_type if r[0] in types]
-        return OutOfService(max((r[1] for r in rows), default=0), sum(r[2] for r in rows), tuple(rows))
+        return OutOfService(
+            max((r[1] for r in rows), default=0),
+            sum(r[2] for r in rows),
+            max((r[3] for r in rows), default=0),
+            tuple(rows),
+        )
 
 
-def out_of_service(nodes: Iterable[Node], jobs: Iterable[Job]) -> OutOfService:
+def out_of_service(nodes: Iterable[Node], jobs: Iterable[Job], stopping: Iterable[str] = ()) -> OutOfService:
     """What placement could use if admins released every cordon, drain and quarantine (only
-    nodes that are not LOST count: a lost node has no worker to run anything)."""
-    busy = {g for j in jobs if j.state.active for g in j.gpus}
+    nodes that are not LOST count: a lost node has no worker to run anything). A GPU is idle when
+    no active job holds it and no attempt is still stopping on it (``stopping``: their GPUs)."""
+    busy = {g for j in jobs if j.state.active for g in j.gpus} | set(stopping)
     largest: dict[str, int] = {}
     idle: dict[str, int] = {}
+    one: dict[str, int] = {}
     for n in nodes:
         if n.state is NodeState.LOST:
             continue
         usable = [g for g in n.gpus if g.healthy or g.quarantine]  # with its quarantines released
         held = usable if n.state is not NodeState.READY else [g for g in n.gpus if g.quarantine]
         for t in {_type(g) for g in held}:
+            free = sum(1 for g in held if g.uuid not in busy and _type(g) == t)
             largest[t] = max(largest.get(t, 0), sum(1 for g in usable if _type(g) == t))
-            idle[t] = idle.get(t, 0) + sum(1 for g in held if g.uuid not in busy and _type(g) == t)
-    rows = tuple(sorted((t, largest[t], idle[t]) for t in largest))
-    return OutOfService(max(largest.values(), default=0), sum(idle.values()), rows)
+            idle[t] = idle.get(t, 0) + free
+            one[t] = max(one.get(t, 0), free)
+    rows = tuple(sorted((t, largest[t], idle[t], one[t]) for t in largest))
+    return OutOfService(
+        max(largest.values(), default=0), sum(idle.values()), max(one.values(), default=0), rows
+    )
 
 
 def _type(gpu: Gpu) -> str:
     return gpu.gpu_type or gpu_type_of(gpu.model)
 
 
-def refine(wait: Wait, gpus: int, withheld: OutOfService, types: Sequence[str] = ()) -> str:
+def refine(
+    wait: Wait, gpus: int, withheld: OutOfService, types: Sequence[str] = (), spans: bool = False
+) -> str:
     """The code of ``wait`` (for a job asking for ``gpus`` GPUs of ``types``, empty: any) once the
     master knows what is out of service: a job that only waits for room the cordons hold back
-    says ``NodeCordoned``; room of types the job does not accept does not count."""
+    says ``NodeCordoned``; room of types the job does not accept does not count. A job waiting for
+    free GPUs (``Resources``) says so only where the idle out-of-service GPUs would hold it as it
+    is placed: on one node, or over several for a job that spans nodes (``spans``, or more GPUs
+    than any out-of-service node has). GPUs in use there, or idle ones spread too thinly, leave it
+    ``Resources``: releasing the cordons would not start it."""
     code = wait.code or RESOURCES
     withheld = withheld.of_types(types)
     if not withheld.any:
@@ -124,7 +143,8 @@ def refine(wait: Wait, gpus: int, withheld: OutOfService, types: Sequence[str] =
         return NODE_CORDONED  # its types are in the cluster, only out of service
     if code in (GANG_TOO_LARGE, NO_READY_NODES) and gpus <= withheld.largest_node:
         return NODE_CORDONED
-    if code == RESOURCES and gpus <= withheld.idle_gpus and gpus <= withheld.largest_node:
+    spread = spans or gpus > withheld.largest_node
+    if code == RESOURCES and (gpus <= withheld.idle_on_one_node or (spread and gpus <= withheld.idle_gpus)):
         return NODE_CORDONED
     return code
 
@@ -141,12 +161,13 @@ def classify(actions: list[Action], jobs: Iterable[Job], withheld: OutOfService)
     out of service. ``jobs``: at least the waiting ones (for their GPU counts and types)."""
     if not withheld.any:
         return actions
-    need = {j.id: (j.spec.gpu_range()[0], j.spec.gpu_types) for j in jobs}  # (elastic: its smallest)
+    # (elastic: its smallest count)
+    need = {j.id: (j.spec.gpu_range()[0], j.spec.gpu_types, j.spec.nodes > 1) for j in jobs}
     out: list[Action] = []
     for a in actions:
         if isinstance(a, Wait) and a.code in _REFINABLE and a.job_id in need:
-            gpus, types = need[a.job_id]
-            code = refine(a, gpus, withheld, types)
+            gpus, types, spans = need[a.job_id]
+            code = refine(a, gpus, withheld, types, spans)
             if code != a.code:
                 reason = _out(types) if a.code == GPU_TYPE_UNAVAILABLE else a.reason
                 a = Wait(a.job_id, reason, code)

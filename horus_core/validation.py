@@ -181,7 +181,7 @@ def check_min_speed(value: float, *, allow_none: bool = False) -> None:
     if allow_none and value == NO_FLOOR:
         return
     if not 0.0 <= value <= 1.0:
-        none = ", or -1 for no floor" if allow_none else ""
+        none = ", or none for no floor at all (NO_FLOOR, -1, in the SDK)" if allow_none else ""
         raise InvalidArgument("min_speed", f"must be within [0, 1] (1.0 = solo speed{none}), got {value:g}")
 
 

@@ -21,6 +21,7 @@ from master.app import Master
 from master.auth import TokenTable
 from master.config import OPEN_WORKER_PLANE, MasterConfig, leader_lease_problem, timeout_problem
 from master.ha import HaMaster
+from master.ports import check_free, listen_addresses
 from master.store.target import parse_db
 
 log = logging.getLogger("master")
@@ -49,7 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--listen",
         default="127.0.0.1:50051",
-        help="HOST:PORT to serve on (default 127.0.0.1:50051, where hctl looks; port 0: any free port)",
+        help="HOST[:PORT] to serve on (default 127.0.0.1:50051, where hctl looks; no port: 50051; "
+        "port 0: any free port)",
     )
     p.add_argument(
         "--db",
@@ -169,6 +171,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-group-commit", action="store_true", help="commit each write alone (benchmarks)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = p.parse_args(argv)
+    try:
+        listen_addresses(args)
+    except ValueError as exc:
+        p.error(str(exc))
     for path in args.policy_module:
         try:
             load_policy_module(str(path))
@@ -293,6 +299,9 @@ async def serve_ha(
 async def serve(
     config: MasterConfig, tokens: TokenTable | None, http: str | None = None, metrics: str | None = None
 ) -> None:
+    for listen in (config.listen, http, metrics):
+        if listen is not None:
+            check_free(listen)  # (before the database is opened: a taken port changes nothing)
     if config.db_url:
         return await serve_ha(config, tokens, http, metrics)
     master = Master(config, tokens=tokens, http_listen=http, metrics_listen=metrics)

@@ -76,3 +76,22 @@ def test_pyproject_reads_without_deprecation_warnings() -> None:
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "Apache-2.0"
+
+
+def test_an_editable_install_prints_no_setuptools_warning(tmp_path: pathlib.Path) -> None:
+    """``make``'s install (``pip install -e .``) into a fresh environment: no warning box from the
+    build backend (issue 39), and the installed package is the working tree's."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    argv = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-e", str(ROOT)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    said = done.stdout + done.stderr
+    for word in ("BuildBackendWarning", "SetuptoolsDeprecationWarning", "SetuptoolsWarning", "!!"):
+        assert word not in said, said[-3000:]
+    where = subprocess.run(
+        [str(python), "-c", "import horus_core, master, worker; print(horus_core.__file__)"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert where.stdout.strip() == str(ROOT / "horus_core" / "__init__.py")

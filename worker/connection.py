@@ -59,6 +59,24 @@ class Backoff:
         self._next = self.initial_s
 
 
+def retry_note(
+    target: str, why: str, registered: bool, failures: int, down_s: float, delay_s: float, max_s: float
+) -> str:
+    """What the worker logs when a stream ends: that it keeps retrying, and how (``failures``:
+    tries in a row that did not register, ``down_s`` since the first of them)."""
+    if registered:
+        return f"stream to {target} closed ({why}); reconnecting in {delay_s:.1f} s"
+    if failures <= 1:
+        return (
+            f"cannot reach the master at {target} ({why}); retrying in {delay_s:.1f} s, then with "
+            f"a backoff up to every {max_s:g} s until it answers (logged again once a minute)"
+        )
+    return (
+        f"still cannot reach the master at {target} after {failures} tries in {down_s:.0f} s "
+        f"({why}); retrying every {max_s:g} s at most, next in {delay_s:.1f} s"
+    )
+
+
 class ProtocolError(Exception):
     pass
 
@@ -118,23 +136,24 @@ class Connection:
 
     async def run(self) -> None:
         """Sessions until :meth:`close`."""
-        failures, last_warned = 0, -REPEAT_WARNING_S
+        failures, last_warned, since = 0, -REPEAT_WARNING_S, time.monotonic()
         while not self._closing:
             before = self.target
             why, registered = await self._session()
             if self._closing:
                 break
+            now = time.monotonic()
             failures = 0 if registered else failures + 1
+            if failures <= 1:
+                since = now
             # A standby named the leader (or another master is next): go there without the backoff.
             delay = STANDBY_HOP_S if self.target != before else self._backoff.next()
-            now = time.monotonic()
             quiet = failures > 1 and now - last_warned < REPEAT_WARNING_S
             if not quiet:
                 last_warned = now
-            state = "closed" if registered else "unavailable"
-            level = logging.DEBUG if quiet else logging.WARNING
+            text = retry_note(before, why, registered, failures, now - since, delay, self._backoff.max_s)
             nxt = f" (next: {self.target})" if self.target != before else ""
-            log.log(level, "stream to %s %s (%s); reconnecting in %.1f s%s", before, state, why, delay, nxt)
+            log.log(logging.DEBUG if quiet else logging.WARNING, "%s%s", text, nxt)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)

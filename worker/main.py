@@ -21,11 +21,13 @@ import shutil
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
 import grpc
 from aiohttp import web
 
 from horus_core import __version__
+from horus_core.address import DEFAULT_PORT, split_addresses, with_port
 from horus_core.model import DEFAULT_GRACE_S
 from worker.agent import Agent, AgentConfig, SpeedOf
 from worker.files import safe_name
@@ -55,8 +57,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--master",
         default=os.environ.get("HORUS_MASTER", ""),
-        metavar="HOST:PORT",
-        help="the master's worker endpoint, or several masters a:50051,b:50051 (default $HORUS_MASTER)",
+        metavar="HOST[:PORT]",
+        help="the master's worker endpoint, or several masters a:50051,b:50051 (default $HORUS_MASTER; "
+        "no port: 50051)",
     )
     p.add_argument(
         "--name", default=socket.gethostname().split(".")[0], help="node name (default: the host name)"
@@ -169,8 +172,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument("--version", action="version", version=f"horus-worker {__version__}")
     args = p.parse_args(argv)
-    if not args.master or ":" not in args.master:
-        p.error("--master HOST:PORT is required (or set $HORUS_MASTER)")
+    if not args.master.strip():
+        p.error(
+            f"--master HOST[:PORT] is required (or set $HORUS_MASTER; the port defaults to {DEFAULT_PORT})"
+        )
+    args.master = _address(p, "--master", lambda: ",".join(split_addresses(args.master)))
+    if args.metrics_listen:
+        args.metrics_listen = _address(
+            p, "--metrics-listen", lambda: with_port(args.metrics_listen, None, allow_zero=True)
+        )
     if not _NAME.match(args.name):
         p.error(f"--name must be 1-63 letters, digits, '.', '_' or '-', got {args.name!r}")
     if args.advertise_addr and not _ADDR.match(args.advertise_addr):
@@ -192,6 +202,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bool(args.tls_cert) != bool(args.tls_key) or (args.tls_cert and not args.tls_ca):
         p.error("--tls-cert and --tls-key go together, and need --tls-ca")
     return args
+
+
+def _address(p: argparse.ArgumentParser, flag: str, parse: Callable[[], str]) -> str:
+    """An address flag parsed (horus_core.address), or exit 2 naming the flag and what is wrong."""
+    try:
+        return parse()
+    except ValueError as exc:
+        p.error(f"{flag}: {exc}")
 
 
 def default_state_dir(name: str) -> pathlib.Path:

@@ -169,7 +169,8 @@ async def show_job(client: HorusClient, args: argparse.Namespace, out: Output) -
         record["progress"] = progress_record(progress)
         out.dump(record)
         return 0
-    out.line(fmt.render_fields(job_fields(job, node_of) + progress_fields(progress)))
+    ended = job.state if job.state.terminal else None
+    out.line(fmt.render_fields(job_fields(job, node_of) + progress_fields(progress, ended)))
     if co_runners:
         out.line("Co-runners:")
         for uuid, ids in co_runners.items():

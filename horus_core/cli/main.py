@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from horus_core import __version__, errors
+from horus_core.address import split_addresses
 from horus_core.cli.output import FORMATS, TABLE, YAML, Output
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -72,9 +73,10 @@ def _global_options(parser: argparse.ArgumentParser, *, with_defaults: bool) -> 
 
     parser.add_argument(
         "--master",
-        metavar="HOST:PORT",
+        metavar="HOST[:PORT]",
         default=default(os.environ.get("HORUS_MASTER") or DEFAULT_TARGET),
-        help=f"master address, or several: a:50051,b:50051 (env HORUS_MASTER, default {DEFAULT_TARGET})",
+        help=f"master address, or several: a:50051,b:50051 (env HORUS_MASTER, default {DEFAULT_TARGET}; "
+        "no port: 50051)",
     )
     parser.add_argument(
         "--token",
@@ -119,6 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output == YAML and args.cmd != "get":
         parser.error("-o yaml is only taken by 'get' (e.g. hctl get job ID -o yaml)")
     args.command_argv = tail
+    if not getattr(args, "offline", False):
+        try:
+            args.master = ",".join(split_addresses(args.master))
+        except ValueError as exc:
+            parser.error(f"--master (or $HORUS_MASTER): {exc}")
     try:
         return asyncio.run(_run(args, Output(args.output)))
     except errors.HorusError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from horus_core.client import JobProgress, ProgressReport
+from horus_core.model import JobState
 
 
 def duration(seconds: float) -> str:
@@ -17,16 +18,17 @@ def duration(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def progress_fields(p: JobProgress) -> list[tuple[str, object]]:
+def progress_fields(p: JobProgress, ended: JobState | None = None) -> list[tuple[str, object]]:
     """``Progress``, ``Remaining`` and ``Measured speed`` lines (nothing for a job that never
-    reported)."""
+    reported); ``ended``: the terminal state of a job that ended (nothing is left of it)."""
     if p.latest is None:
         return []
     speed = [("Measured speed", f"{p.measured_speed:.2f}x of solo")] if p.measured_speed is not None else []
     last = p.latest
     loss = "-" if last.loss is None else f"{last.loss:.4g}"
     seen = f"step {last.step}, loss {loss}, {last.samples_per_s:.1f} samples/s (attempt {last.attempt})"
-    return [("Progress", f"{seen}; {p.points} reports kept"), ("Remaining", remaining_text(p)), *speed]
+    left = remaining_text(p) if ended is None else f"none: the job ended {ended.value} at step {last.step:,}"
+    return [("Progress", f"{seen}; {p.points} reports kept"), ("Remaining", left), *speed]
 
 
 def remaining_text(p: JobProgress) -> str:

@@ -8,15 +8,15 @@ from typing import cast
 
 import grpc.aio
 
+from horus_core.address import split_addresses
+
 LEADER_KEY = "horus-leader"  # trailing metadata of a standby's answer (master/ha.py)
 
 
 def split_targets(target: str) -> tuple[str, ...]:
-    """``"a:1, b:2"`` -> ``("a:1", "b:2")``; at least one."""
-    out = tuple(t.strip() for t in target.split(",") if t.strip())
-    if not out:
-        raise ValueError(f"no master address in {target!r}")
-    return out
+    """``"a:1, b"`` -> ``("a:1", "b:50051")``: at least one, each with the default port where it
+    names none (:func:`horus_core.address.split_addresses`); ValueError says what is wrong."""
+    return split_addresses(target)
 
 
 def leader_hint(exc: grpc.aio.AioRpcError) -> str | None:

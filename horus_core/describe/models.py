@@ -4,6 +4,7 @@ an input shape written ``3x224x224``."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import re
@@ -44,11 +45,16 @@ def build(spec: str) -> Any:
 def _maker(spec: str) -> Any:
     where, sep, name = spec.rpartition(":")
     if not sep or not where or not name:
-        raise DescribeError(f"model {spec!r}: expected torchvision:NAME, FILE.py:FUNCTION or MODULE:FUNCTION")
+        close = _like(spec)[:3] if _BARE.match(spec) else []
+        more = f" (or {', '.join(close[1:])})" if len(close) > 1 else ""
+        hint = f"; did you mean torchvision:{close[0]}{more}?" if close else ""
+        raise DescribeError(
+            f"model {spec!r}: expected torchvision:NAME, FILE.py:FUNCTION or MODULE:FUNCTION{hint}"
+        )
     if where == "torchvision":
         models = torchvision().models
         if name not in models.list_models():
-            close = [m for m in models.list_models() if name.lower()[:4] in m][:8]
+            close = _like(name)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             raise DescribeError(f"torchvision has no model {name!r}{hint}")
         return lambda: models.get_model(name, weights=None)
@@ -57,6 +63,21 @@ def _maker(spec: str) -> Any:
     if not callable(function):
         raise DescribeError(f"{where} has no function {name!r}")
     return function
+
+
+_BARE = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*$")  # a name without a source: maybe a torchvision model
+
+
+def _like(name: str) -> list[str]:
+    """torchvision's models spelt most like ``name`` (``resnet181``: resnet18 first), then those
+    sharing its first letters; none without torchvision."""
+    try:
+        names = list(torchvision().models.list_models())
+    except ImportError:
+        return []
+    low = name.lower()
+    close = difflib.get_close_matches(low, names, n=3, cutoff=0.75)
+    return list(dict.fromkeys([*close, *(m for m in names if m.startswith(low[:4]))]))[:5]
 
 
 def _load_file(path: str) -> Any:

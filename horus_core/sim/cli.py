@@ -5,7 +5,8 @@
               [--throughputs FILE] [--cold-start [--cards [FILE]]]
 
 Exit status: 0 done, 2 bad input (unknown policy, bad cluster spec, malformed trace),
-1 the simulation failed (e.g. a policy returned an impossible action).
+1 the simulation failed (e.g. a policy returned an impossible action, or finished none of the
+trace's jobs: the table marks it FAILED, and a policy that left some jobs unfinished with ``*``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from horus_core.sim.engine import Simulator
 from horus_core.sim.metrics import Metrics, summarize
 from horus_core.sim.progress import ProgressBar
 from horus_core.sim.rates import SimulationError
-from horus_core.sim.report import format_table, to_json
+from horus_core.sim.report import failed, format_table, to_json
 from horus_core.sim.scaling import NODE_FACTOR, RACK_FACTOR
 from horus_core.sim.synthetic import is_synthetic
 from horus_core.sim.teams import assign_teams, format_teams, parse_teams, team_metrics
@@ -204,7 +205,10 @@ def _run(args: argparse.Namespace) -> int:
         print(format_teams(results, queues))
     if args.out is not None:
         _write_outputs(args, results, metrics)
-    return 0
+    bad = [name for name, m in metrics.items() if failed(m)]
+    for name in bad:
+        print(f"horus-sim: {name} finished none of the {metrics[name]['jobs']} jobs: failed", file=sys.stderr)
+    return 1 if bad else 0
 
 
 def _config(args: argparse.Namespace) -> SimConfig:

@@ -2,7 +2,8 @@
 
 - ``makespan_h``: first arrival to last completion.
 - ``avg_jct_h`` / ``p50_jct_h`` / ``p95_jct_h`` / ``p99_jct_h``: completion minus arrival,
-  finished jobs only (percentiles by linear interpolation, numpy's default).
+  finished jobs only (percentiles by linear interpolation, numpy's default); NaN (null in JSON)
+  when no job finished: a policy that finished nothing has no completion time, not 0 h.
 - ``avg_queue_h``: first start minus arrival (jobs that started).
 - ``worst_queue_h_1gpu`` / ``_2gpu`` / ``_4gpu`` / ``_8gpu`` / ``_more``: the longest total
   pending time of any job of that GPU count (``_4gpu``: 3 or 4 GPUs, ``_8gpu``: 5 to 8, ``_more``:
@@ -82,10 +83,10 @@ def summarize(result: SimResult, slow_threshold: float = SLOW_THRESHOLD) -> Metr
         "jobs": len(records),
         "unfinished": len(records) - len(finishes),
         "makespan_h": span / HOUR,
-        "avg_jct_h": _mean(jcts) / HOUR,
-        "p50_jct_h": _pct(jcts, 50) / HOUR,
-        "p95_jct_h": _pct(jcts, 95) / HOUR,
-        "p99_jct_h": _pct(jcts, 99) / HOUR,
+        "avg_jct_h": _mean(jcts, math.nan) / HOUR,
+        "p50_jct_h": _pct(jcts, 50, math.nan) / HOUR,
+        "p95_jct_h": _pct(jcts, 95, math.nan) / HOUR,
+        "p99_jct_h": _pct(jcts, 99, math.nan) / HOUR,
         "avg_queue_h": _mean(queues) / HOUR,
         **worst_queueing(records, result.end),
         "gpu_util": result.busy_gpu_s / capacity if capacity else 0.0,
@@ -119,12 +120,12 @@ def worst_queueing(records: Sequence[JobRecord], end: float) -> dict[str, float]
     return worst
 
 
-def _mean(values: np.ndarray) -> float:
-    return float(values.mean()) if values.size else 0.0
+def _mean(values: np.ndarray, empty: float = 0.0) -> float:
+    return float(values.mean()) if values.size else empty
 
 
-def _pct(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if values.size else 0.0
+def _pct(values: np.ndarray, q: float, empty: float = 0.0) -> float:
+    return float(np.percentile(values, q)) if values.size else empty
 
 
 def _share(part: int, whole: int) -> float:

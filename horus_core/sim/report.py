@@ -36,9 +36,11 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 
 def format_table(results: Mapping[str, Metrics]) -> str:
+    """The table, a policy that left jobs unfinished marked (``*``: some, ``FAILED``: all) and
+    said so under it: its JCT figures are not comparable with the others'."""
     header = ["policy", *(title for _, title, _ in TABLE_COLUMNS)]
     rows = [
-        [name, *(_cell(fmt, metrics[key]) for key, _, fmt in TABLE_COLUMNS)]
+        [_name(name, metrics), *(_cell(fmt, metrics[key]) for key, _, fmt in TABLE_COLUMNS)]
         for name, metrics in results.items()
     ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -49,7 +51,33 @@ def format_table(results: Mapping[str, Metrics]) -> str:
         for r in [header, *rows]
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join([*lines, *completion_notes(results)])
+
+
+def failed(metrics: Metrics) -> bool:
+    """A run that finished none of its jobs (a policy that placed nothing, or stalled at once)."""
+    return metrics["jobs"] > 0 and metrics["unfinished"] == metrics["jobs"]
+
+
+def _name(name: str, metrics: Metrics) -> str:
+    if failed(metrics):
+        return f"{name} FAILED"
+    return f"{name}*" if metrics["unfinished"] else name
+
+
+def completion_notes(results: Mapping[str, Metrics]) -> list[str]:
+    """One line per policy that left jobs unfinished."""
+    notes = []
+    for name, m in results.items():
+        jobs, left = int(m["jobs"]), int(m["unfinished"])
+        if failed(m):
+            notes.append(f"{name} FAILED: it finished none of the {jobs} jobs (no completion times)")
+        elif left:
+            notes.append(
+                f"{name}*: {left} of {jobs} jobs did not finish; its JCT figures count the "
+                f"{jobs - left} finished ones only and do not compare with a complete run"
+            )
+    return notes
 
 
 def _cell(fmt: str, value: float | int) -> str:

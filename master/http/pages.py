@@ -6,6 +6,7 @@ it and decide what the caller may see (``visible``).
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
 from html import escape
@@ -19,7 +20,6 @@ from horus_core.reasoncodes import queue_listing
 from master.http import svg
 from master.observe.view import ClusterView, GpuView
 from master.services.access import Identity
-from master.store.learned import PairRow
 
 Visible = Callable[[Job], bool]
 
@@ -33,6 +33,8 @@ th{background:#f3f3f3}
 .muted{color:#888}
 .warning{color:#a40}
 pre{background:#111;color:#eee;padding:.8em;max-height:24em;overflow:auto}
+.tail{display:flex;flex-direction:column-reverse;max-height:24em;overflow:auto;background:#111}
+.tail pre{max-height:none;overflow:visible;margin:0}
 """
 
 
@@ -244,7 +246,7 @@ def job_page(
         ("Reason", e(f"{job.reason_code}: {job.reason}" if job.reason_code else job.reason)),
         ("Type", e(job.spec.job_type)),
         ("Model card", e(card_summary(job.spec.model_card)) if job.spec.model_card else "-"),
-        ("Command", f"<code>{e(' '.join(job.spec.command))}</code>"),
+        ("Command", f"<code>{e(shlex.join(job.spec.command))}</code>"),  # (as a shell reads it back)
         ("Attempt", e(job.attempt)),
         ("Node", e(", ".join(job.nodes) or job.node)),  # a gang: every node, rank 0 first
         ("GPUs", e(", ".join(job.gpus))),
@@ -267,7 +269,8 @@ def job_page(
         + (co_html if co else '<p class="muted" id="corunners">no co-runners</p>')
         + f'<h2>GPU utilisation</h2><div id="util-chart">{chart}</div>'
         + "<h2>Log tail</h2>"
-        + (_part_tails(part_tails) if part_tails else f'<pre id="log">{e(log_tail)}</pre>')
+        + f'<p class="muted">its last lines, newest at the bottom (hctl logs {e(job.id)}: all)</p>'
+        + (_part_tails(part_tails) if part_tails else _tail_box("log", log_tail))
     )
     return page(f"Job {job.id}", body, who, live=not job.state.terminal)
 
@@ -275,27 +278,14 @@ def job_page(
 def _part_tails(tails: Sequence[tuple[str, str]]) -> str:
     """One block per part of a gang, rank 0 first (``id="log"``, as a job on one node), then ``log-1``..."""
     return "".join(
-        f'<h3>{e(node)} (rank {rank})</h3><pre id="{"log" if rank == 0 else f"log-{rank}"}">{e(tail)}</pre>'
+        f"<h3>{e(node)} (rank {rank})</h3>" + _tail_box("log" if rank == 0 else f"log-{rank}", tail)
         for rank, (node, tail) in enumerate(tails)
     )
 
 
-def pairs_page(pairs: Sequence[PairRow], who: Identity | None) -> str:
-    if not pairs:
-        return page("Pair speeds", '<p id="no-pairs">nothing measured yet</p>', who)
-    parts: list[str] = []
-    for gpu_type in sorted({p.gpu_type for p in pairs}):
-        rows = [p for p in pairs if p.gpu_type == gpu_type]
-        names = sorted({p.job_type for p in rows} | {p.co_runner for p in rows})
-        speeds = {(p.job_type, p.co_runner): p.speed for p in rows}
-        parts.append(f"<h2>{e(gpu_type)}</h2>" + svg.heat_map(speeds, names))
-    listing = table(
-        ("Job type", "Next to", "GPU type", "Speed", "Measurements"),
-        ([e(p.job_type), e(p.co_runner), e(p.gpu_type), f"{p.speed:.2f}x", e(p.samples)] for p in pairs),
-        "pairs",
-    )
-    intro = "<p>Measured speed of the row's job type next to the column's, relative to alone.</p>"
-    return page("Pair speeds", intro + "".join(parts) + listing, who)
+def _tail_box(ident: str, text: str) -> str:
+    """A log tail in a box that opens scrolled to its end (a column-reverse flex box: no script)."""
+    return f'<div class="tail"><pre id="{ident}">{e(text)}</pre></div>'
 
 
 def login_page(error: str = "") -> str:

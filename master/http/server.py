@@ -19,6 +19,7 @@ from horus_core.model import Job
 from horus_core.queueusage import QueueUsage
 from master.auth import TokenTable
 from master.http import pages
+from master.http.pairs import pairs_page
 from master.observe.history import UtilHistory
 from master.observe.metrics import MasterMetrics
 from master.observe.view import ViewSources, gather
@@ -139,7 +140,11 @@ class Dashboard:
         logs = self.logs
         size = logs.size(job.id, job.attempt, node)
         start = max(0, size - limit)
-        return logs.read(job.id, job.attempt, start, limit, node=node).decode("utf-8", "replace")
+        data = logs.read(job.id, job.attempt, start, limit, node=node)
+        cut = data.find(b"\n") if start > 0 else -1
+        if 0 <= cut < len(data) - 1:
+            data = data[cut + 1 :]  # (cut inside the log: from its first whole line)
+        return data.decode("utf-8", "replace")
 
     def _part_tails(self, job: Job) -> list[tuple[str, str]]:
         """A gang's ``(node, tail)`` per part in rank order (rank 0's log is the plain one); none for
@@ -151,8 +156,10 @@ class Dashboard:
         return [(rank0, self._tail(job, "", limit)), *((n, self._tail(job, n, limit)) for n in others)]
 
     async def pairs(self, request: web.Request) -> web.Response:
+        who = request[WHO]
         rows = await self.sources.read.pair_speeds(MAX_PAIRS)
-        return _html(pages.pairs_page(rows, request[WHO]))
+        now = await self.sources.sharing_now()
+        return _html(pairs_page(rows, who, now, self.visible_to(who)))
 
     async def login_form(self, request: web.Request) -> web.Response:
         return _html(pages.login_page())

@@ -39,6 +39,31 @@ def speed_colour(speed: float) -> str:
     return f"rgb({red},{green},60)"
 
 
+def speed_legend(steps: int = 10, cell: int = 28) -> str:
+    """What the heat maps' colours mean: speed next to the co-runner over speed alone, from 0
+    (halted) through 0.5 to 1.0 (as fast as alone), and grey for a pair not measured."""
+    left, width = 8, cell * (steps + 1)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="legend" width="{left + width + 150}" height="52" '
+        'role="img" aria-label="colour legend: speed next to the co-runner, relative to alone">'
+    ]
+    for i in range(steps + 1):
+        value = i / steps
+        parts.append(
+            f'<rect x="{left + i * cell}" y="4" width="{cell}" height="18" fill="{speed_colour(value)}">'
+            f"<title>{value:.1f}x</title></rect>"
+        )
+    for value, label in ((0.0, "0x: halted"), (0.5, "0.5x"), (1.0, "1.0x: as fast as alone")):
+        x = left + round(value * steps) * cell + cell // 2
+        anchor = "start" if value == 0.0 else "middle"
+        parts.append(f'<text x="{x - (cell // 2 if anchor == "start" else 0)}" y="38" font-size="11" '
+                     f'text-anchor="{anchor}">{label}</text>')  # fmt: skip
+    grey = left + width + 14
+    parts.append(f'<rect x="{grey}" y="4" width="{cell}" height="18" fill="#eee" stroke="#ccc"/>')
+    parts.append(f'<text x="{grey + cell + 6}" y="17" font-size="11">not measured</text></svg>')
+    return "".join(parts)
+
+
 def heat_map(speeds: Mapping[tuple[str, str], float], names: Sequence[str], *, cell: int = 56) -> str:
     """Row = the job type measured, column = its co-runner, cell = its speed next to it."""
     left, top = 260, 150

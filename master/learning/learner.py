@@ -38,7 +38,7 @@ from master.learning.observations import (
     ProfileObs,
     pairs_to_observe,
 )
-from master.learning.sharing import AttemptKey, Rates, RateTrack, sharing_of
+from master.learning.sharing import AttemptKey, Rates, RateTrack, SharedNow, sharing_now, sharing_of
 from master.store import Store
 from master.store.learned import LearnedPair, PairMeasurement, RecordRatesOp
 from master.store.nodes import AttemptStatsRow, ProfileRow, RecordAttemptOp, SaveProfileOp
@@ -151,6 +151,10 @@ class Learner:
 
     def signature(self, job: Job) -> str:
         return self._model.signature(job.spec)
+
+    def sharing_now(self) -> list[SharedNow]:
+        """The attempts sharing their GPUs with one co-runner now, with what they measured so far."""
+        return sharing_now({key: acc.rates for key, acc in self._acc.items()})
 
     def note_card(self, job: Job) -> None:
         """A job with a model card was submitted (or is live at start-up): the model predicts

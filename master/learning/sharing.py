@@ -169,3 +169,44 @@ def _push(samples: deque[float], value: float, limit: int) -> None:
     samples.append(value)
     while len(samples) > limit:
         samples.popleft()
+
+
+@dataclass(frozen=True)
+class SharedNow:
+    """An attempt sharing its GPUs with one co-runner signature right now, as its reports show it
+    so far (the dashboard's pair speeds while jobs share; stored ones come every checkpoint)."""
+
+    job_id: str
+    attempt: int
+    signature: str
+    co_runner: str
+    gpu_type: str
+    gpus: int
+    shared_rate: float | None  # median samples/s next to it (None: no settled report yet)
+    reports: int
+    own_solo_rate: float | None  # median samples/s of its own solo phase, if it had one
+
+
+def sharing_now(tracks: Mapping[AttemptKey, RateTrack]) -> list[SharedNow]:
+    """Every tracked attempt whose GPUs it shares with exactly one co-runner signature now."""
+    out = []
+    for (job_id, attempt), track in tracks.items():
+        state = track.state
+        if state is None or state.partner in (None, SOLO) or track.identity is None:
+            continue
+        partner = str(state.partner)
+        samples = track.shared.get(partner, ())
+        out.append(
+            SharedNow(
+                job_id,
+                attempt,
+                state.signature,
+                partner,
+                state.gpu_type,
+                state.gpus,
+                median(samples) if samples else None,
+                len(samples),
+                median(track.solo) if track.solo else None,
+            )
+        )
+    return out

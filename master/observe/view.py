@@ -17,6 +17,7 @@ from horus_core.metrics import DEFAULT_QUEUE, GpuSample, JobGpuSample, reason_la
 from horus_core.model import Gpu, Job, JobState
 from horus_core.plane import GpuReading, JobGpuReading
 from master.learning.learner import Learner
+from master.learning.sharing import SharedNow
 from master.services.nodes import NodeEntry, NodeRegistry
 from master.store.live import LiveIndex
 from master.store.reads import Reader
@@ -118,6 +119,16 @@ def _node_view(entry: NodeEntry, active: list[Job]) -> NodeView:
 
 
 @dataclass(frozen=True)
+class Sharing:
+    """One attempt sharing its GPUs now: its job (None: no longer live), what the learner has
+    of it so far, and its speed over solo where known."""
+
+    job: Job | None
+    now: SharedNow
+    speed: float | None
+
+
+@dataclass(frozen=True)
 class ViewSources:
     """What the view reads: the store's reader, the node registry, the learner and the live-job
     index (a callable: the master replaces the index when it loads it at start)."""
@@ -131,13 +142,31 @@ class ViewSources:
         """One job's measured speed over solo (None: not running, or not known)."""
         return (await self.speeds([job])).get(job.id)
 
+    async def _solos(self) -> dict[tuple[str, str, int], float]:
+        """(signature, GPU type, GPUs) -> learned solo samples/s."""
+        solos = await self.read.solo_throughputs(MAX_SOLO_ROWS)
+        return {(s.job_type, s.gpu_type, s.gpus): s.samples_per_s for s in solos}
+
+    async def sharing_now(self) -> list[Sharing]:
+        """The attempts sharing their GPUs with one co-runner now (the learner's running
+        measurements), each with its job and its speed over solo where a solo reference is known
+        (its own solo phase, else the learned one)."""
+        now = self.learner.sharing_now()
+        solo = await self._solos() if now else {}
+        out = []
+        for s in now:
+            row = self.live().get(s.job_id)
+            ref = s.own_solo_rate or solo.get((s.signature, s.gpu_type, s.gpus))
+            speed = s.shared_rate / ref if s.shared_rate is not None and ref else None
+            out.append(Sharing(row.job if row is not None else None, s, speed))
+        return out
+
     async def speeds(self, active: list[Job]) -> dict[str, float]:
         """Each running job's measured speed over solo, where both are known."""
         running = [j for j in active if j.state is JobState.RUNNING]
         if not running:
             return {}
-        solos = await self.read.solo_throughputs(MAX_SOLO_ROWS)
-        solo = {(s.job_type, s.gpu_type, s.gpus): s.samples_per_s for s in solos}
+        solo = await self._solos()
         types = {g.uuid: g.gpu_type for e in self.registry.all() for g in e.gpus}
         out: dict[str, float] = {}
         for job in running:

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 
 from horus_core import reasoncodes as rc
-from horus_core.advice import image_refusal, submit_warnings
+from horus_core.advice import gpu_type_refusal, image_refusal, submit_warnings
 from horus_core.errors import FailedPrecondition, InvalidArgument, NotFound
 from horus_core.gang import is_gang
 from horus_core.interference import InterferenceModel
@@ -129,6 +129,9 @@ class JobService:
         refused = image_refusal(spec, set(self.registry.runtimes().values()))
         if refused is not None:
             raise FailedPrecondition(refused)
+        unknown = gpu_type_refusal(spec, self.registry.gpu_types())
+        if unknown is not None:  # (as an impossible cap: it could never run)
+            raise InvalidArgument("gpu_types", unknown)
         self._check_gpu_memory(spec)
         if self.queues is not None:
             spec = self.queues.check(spec)

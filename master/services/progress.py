@@ -127,4 +127,8 @@ def stored_points(journal: ProgressJournal) -> tuple[ProgressPoint, ...]:
 
 
 def estimate_of(job: Job, journal: ProgressJournal) -> Estimate:
+    """What is left of ``job``: nothing to estimate once it ended (a finished job has no steps
+    or time left, whatever its target was)."""
+    if job.state.terminal:
+        return Estimate()
     return estimate(job.spec.total_steps, journal.points, journal.latest)

@@ -29,7 +29,7 @@ from master.learning.learner import Learner
 from master.services import transitions as tr
 from master.services.core import Dispatcher, JobWriter, Wakeup
 from master.services.floor import FloorEnforcer
-from master.services.nodes import NodeRegistry
+from master.services.nodes import NodeEntry, NodeRegistry
 from master.services.progress import ProgressKeeper
 from master.services.service import ServiceDesk
 from master.store.jobs import Change, Transition
@@ -203,7 +203,7 @@ class Scheduler:
         if now - self._last_idle_note < self.config.tick_s:
             return
         self._last_idle_note = now
-        if any(e.admin is not None and e.state is NodeState.READY for e in self.registry.all()):
+        if any(_only_cordoned(e) for e in self.registry.all()):
             await self.writer.set_pending_reason(ALL_CORDONED, rc.NODE_CORDONED)
         else:
             await self.writer.set_pending_reason(NO_NODES, rc.NO_READY_NODES)
@@ -216,7 +216,8 @@ class Scheduler:
         held = {n for n in book.modes} | {n for n, _ in book.quarantined.values()}
         live = self.writer.live
         jobs = [r.job for n in held for r in live.active_on(n)]
-        return rc.out_of_service([e.model() for e in self.registry.all() if e.name in held], jobs)
+        nodes = [e.model() for e in self.registry.all() if e.name in held]
+        return rc.out_of_service(nodes, jobs, self.stopping.gpus())  # (a stopping attempt's GPU is in use)
 
     def _decide(
         self,
@@ -323,3 +324,9 @@ def _log_requeue(job: Job, why: str) -> None:
     """One line per preemption, drain and reclaim: the attempt stopped and why."""
     where = ",".join(job.nodes) or job.node
     log.info("job %s attempt %d on %s stopped and requeued: %s", job.id, job.attempt, where, why)
+
+
+def _only_cordoned(e: NodeEntry) -> bool:
+    """A node that would take work but for an admin's cordon or drain (live, its stream open,
+    not fenced): the one case where "every ready node is cordoned" is the reason."""
+    return e.admin is not None and e.state is NodeState.READY and e.connected and not e.fenced

@@ -6,7 +6,14 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 
-from horus_core.advice import image_refusal, nearest, runtime_gate, submit_warnings
+from horus_core.advice import (
+    gpu_type_refusal,
+    image_refusal,
+    is_known_gpu_type,
+    nearest,
+    runtime_gate,
+    submit_warnings,
+)
 from horus_core.model import Assign, Job, JobSpec, JobState, ProfileHints, Wait
 from horus_core.modelcard import ModelCard, card_from_dict
 
@@ -39,8 +46,30 @@ def test_warnings_only_for_what_may_not_run_as_meant() -> None:
     assert submit_warnings(carded, known, TYPES, {"v100"}) == []
     assert len(submit_warnings(JobSpec(("x",), job_type="mine"), known, TYPES, {"v100"})) == 1
     assert submit_warnings(JobSpec(("x",), gpu_types=("a100",)), known, TYPES, set()) == []  # no node yet
-    (one,) = submit_warnings(JobSpec(("x",), gpu_types=("v100", "a100")), known, TYPES, {"v100"})
-    assert "no node has GPU type 'a100' (the cluster has v100)" in one and one.endswith("it is skipped")
+    assert submit_warnings(JobSpec(("x",), gpu_types=("v100", "a100")), known, TYPES, {"v100"}) == []
+    (one,) = submit_warnings(JobSpec(("x",), gpu_types=("v100", "a10o")), known, TYPES, {"v100"})
+    assert "unknown GPU type 'a10o' (the cluster has v100); did you mean 'a10' or " in one
+    assert one.endswith("it is skipped until such a node joins")
+    (wait,) = submit_warnings(JobSpec(("x",), gpu_types=("a100",)), known, TYPES, {"v100"})
+    assert wait.startswith("no node has GPU type 'a100' (the cluster has v100):") and "did you" not in wait
+
+
+def test_a_job_whose_every_gpu_type_is_unknown_is_refused_with_the_nearest_names() -> None:
+    def refused(*types: str, have: frozenset[str] = frozenset({"v100"})) -> str | None:
+        return gpu_type_refusal(JobSpec(("x",), gpu_types=types), have)
+
+    assert refused("v100") is None and refused() is None
+    assert refused("a100") is None and refused("h100-3g.40gb") is None  # known, though no node has one
+    assert refused("v100", "v10o") is None  # (warned: it may run on the V100s)
+    assert refused("gb300", have=frozenset({"gb300"})) is None  # a registered node's type
+    why = refused("v10o")
+    assert why is not None and why.startswith(
+        "unknown GPU type 'v10o'; did you mean 'v100'? (the cluster has v100;"
+    )
+    assert "known GPU types: k80, p100, v100" in why
+    two = refused("zz1", "zz2", have=frozenset())
+    assert two is not None and two.startswith("unknown GPU types 'zz1', 'zz2' (no node has registered yet;")
+    assert is_known_gpu_type("a100-1g.5gb-me") and not is_known_gpu_type("b9000-1g.5gb")
 
 
 def test_an_image_needs_a_docker_worker() -> None:

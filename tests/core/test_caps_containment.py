@@ -14,7 +14,18 @@ from horus_core.validation import validate_spec
 
 @pytest.mark.parametrize(
     ("text", "mib"),
-    [("12GiB", 12288), ("12G", 12288), ("1.5gb", 1536), ("4096", 4096), ("4096MiB", 4096), ("1TiB", 1 << 20)],
+    [
+        ("12GiB", 12288),
+        ("12G", 12288),
+        ("1.5gib", 1536),
+        ("4096", 4096),
+        ("4096MiB", 4096),
+        ("1TiB", 1 << 20),
+        ("4GB", 3815),
+        ("1.5gb", 1431),
+        ("500MB", 477),
+        ("1TB", 953675),
+    ],  # GB, MB, TB: decimal (10^9 ...)
 )
 def test_sizes_as_users_write_them(text: str, mib: int) -> None:
     assert parse_size(text) == mib

@@ -147,6 +147,10 @@ def test_hctl_describe_prints_and_writes_the_card(tmp_path: Path, capsys: pytest
     assert parse_card(out.read_text()) == card
     assert hctl_main(["describe", "torchvision:nope", "--batch", "1", "--input", "3"]) == 2
     assert "no model 'nope'" in capsys.readouterr().err
+    assert hctl_main(["describe", "resnet181", *args[2:]]) == 2  # (issue 39: a bare name, misspelt)
+    assert "did you mean torchvision:resnet18 (or " in capsys.readouterr().err
+    assert hctl_main(["describe", "torchvision:resnet181", *args[2:]]) == 2
+    assert "torchvision has no model 'resnet181' (did you mean resnet18, " in capsys.readouterr().err
 
 
 def test_the_shipped_reference_cards_are_what_describe_builds() -> None:

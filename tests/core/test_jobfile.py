@@ -106,6 +106,13 @@ def _error(text: str) -> InvalidArgument:
     [
         ("run: x\nsetup: pip install\n", "setup", ["unknown field", "line 2"]),
         ("run: x\nresources:\n  cloud: aws\n", "resources.cloud", ["unknown field", "line 3"]),
+        (
+            "run: x\nresources:\n  acelerators: 1\n",
+            "resources.acelerators",
+            ["unknown field (did you mean `resources.accelerators`?) (line 3)"],
+        ),
+        ("run: x\naccelerators: 1\n", "accelerators", ["did you mean `resources.accelerators`?"]),
+        ("run: x\nenv: {A: b}\n", "env", ["did you mean `envs`?"]),
         ("run: x\nmin_speed: 1.5\n", "min_speed", ["within [0, 1]"]),
         ("run: x\ngrace_s: -1\n", "grace_s", ["within [0, 3600]"]),
         ("run: x\nqueue: [a]\n", "queue", ["line 2"]),

@@ -100,7 +100,7 @@ def test_refine_names_the_cordon_only_where_it_holds_the_room() -> None:
     ready = nodes(1, 2)
     assert rc.refine(w, 2, rc.out_of_service(ready, ())) == rc.RESOURCES  # nothing out of service
     withheld = rc.out_of_service((*ready, cordoned("c", 2)), ())
-    assert withheld == rc.OutOfService(largest_node=2, idle_gpus=2)
+    assert withheld == rc.OutOfService(largest_node=2, idle_gpus=2, idle_on_one_node=2)
     assert rc.refine(w, 2, withheld) == rc.NODE_CORDONED
     assert rc.refine(w, 3, withheld) == rc.RESOURCES  # the cordoned node would not fit it either
     busy = rc.out_of_service((cordoned("c", 2),), (running("r", R18, ("cg0", "cg1"), node="c"),))
@@ -113,11 +113,30 @@ def test_refine_names_the_cordon_only_where_it_holds_the_room() -> None:
     assert rc.refine(Wait("j", "x"), 1, rc.OutOfService()) == rc.RESOURCES  # uncoded: Resources
 
 
+def test_busy_or_scattered_cordoned_gpus_are_no_reason_to_say_node_cordoned() -> None:
+    """(Issue 39: a job re-queued to run alone said NodeCordoned while every GPU was in use.)"""
+    w = Wait("j", "needs a GPU to itself", rc.RESOURCES)
+    c = cordoned("c", 2)
+    stopping = rc.out_of_service((c,), (running("r", R18, ("cg0",), node="c"),), stopping=("cg1",))
+    assert rc.refine(w, 1, stopping) == rc.RESOURCES  # one GPU runs a job, the other a stopping attempt
+    assert rc.refine(w, 1, rc.out_of_service((c,), (running("r", R18, ("cg0",), node="c"),))) == (
+        rc.NODE_CORDONED  # the other one is idle: uncordoning would start it
+    )
+    halves = (running("r1", R18, ("ag0",), node="a"), running("r2", R18, ("bg0",), node="b"))
+    scattered = rc.out_of_service((cordoned("a", 2), cordoned("b", 2)), halves)
+    assert (scattered.idle_gpus, scattered.idle_on_one_node) == (2, 1)
+    assert rc.refine(w, 2, scattered) == rc.RESOURCES  # 2 idle GPUs, but never 2 on one node
+    assert rc.refine(w, 2, scattered, spans=True) == rc.NODE_CORDONED  # a 2-node gang would fit them
+    assert rc.refine(w, 3, scattered, spans=True) == rc.RESOURCES
+
+
 def test_out_of_service_counts_quarantined_gpus_and_skips_lost_nodes() -> None:
     q = Gpu("qg0", "q", 0, "V100", 16384, "v100", healthy=False, quarantine="Xid 79")
     node = Node("q", (q, gpu("q", 1)), NodeState.READY)
     lost = cordoned("l", 8, NodeState.LOST)
-    assert rc.out_of_service((node, lost), ()) == rc.OutOfService(largest_node=2, idle_gpus=1)
+    assert rc.out_of_service((node, lost), ()) == rc.OutOfService(
+        largest_node=2, idle_gpus=1, idle_on_one_node=1
+    )
     assert rc.out_of_service((lost,), ()) == rc.OutOfService()
 
 

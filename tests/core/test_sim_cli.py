@@ -84,3 +84,36 @@ def test_missing_arguments_exit_2() -> None:
 def test_bad_option_value_exit_2() -> None:
     proc = horus_sim("--trace", TRACE, "--cluster", "v100:8", "--restart-cost-s", "-5")
     assert proc.returncode == 2 and "must not be negative" in proc.stderr
+
+
+IDLE_POLICY = """
+from horus_core.model import Wait
+from horus_core.policies import register
+
+
+class Idle:
+    name = "idle"
+
+    def decide(self, snapshot, now):
+        return [Wait(j.id, "never placed", "Resources") for j in snapshot.pending()]
+
+
+register("idle", lambda _model: Idle())
+"""
+
+
+def test_a_policy_that_finishes_nothing_is_a_failure_not_a_zero(tmp_path: Path) -> None:
+    """(Issue 39: 0 of 533 jobs finished read as a success with 0.00 h average.)"""
+    module = tmp_path / "idle.py"
+    module.write_text(IDLE_POLICY)
+    base = ("--trace", TRACE, "--cluster", "v100:8", "--policy-module", module, "--no-plots")
+    proc = horus_sim(*base, "--policies", "fifo,idle")
+    assert proc.returncode == 1, proc.stderr
+    _header, _rule, fifo, idle, *notes = proc.stdout.splitlines()
+    assert fifo.split()[0] == "fifo" and idle.split()[:2] == ["idle", "FAILED"]
+    assert idle.split()[2] == "-"  # no average JCT, where 0.00 read as the best
+    assert notes == ["idle FAILED: it finished none of the 20 jobs (no completion times)"]
+    assert "horus-sim: idle finished none of the 20 jobs: failed" in proc.stderr
+    proc = horus_sim(*base, "--policies", "idle", "--json")
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["idle"]["avg_jct_h"] is None

@@ -232,12 +232,14 @@ def test_bad_metrics_listen_stops_the_daemons(tmp_path: pathlib.Path) -> None:
     worker = [str(bin_dir / "horus-worker"), "--master", "127.0.0.1:9", "--fake-gpus", "1"]
     worker += ["--state-dir", str(tmp_path / "w"), "--metrics-listen", "no-port"]
     done = subprocess.run(worker, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "--metrics-listen: expected HOST:PORT" in done.stderr
+    assert (
+        done.returncode == 2 and "--metrics-listen: no port in 'no-port' (expected HOST:PORT" in done.stderr
+    )
     master = [str(bin_dir / "horus-master"), "--listen", "127.0.0.1:0", "--db", str(tmp_path / "m.db")]
     done = subprocess.run(
         [*master, "--http-listen", "127.0.0.1:x"], capture_output=True, text=True, timeout=60
     )
-    assert done.returncode == 1 and "expected HOST:PORT" in done.stderr
+    assert done.returncode == 2 and "--http-listen: port 'x' of '127.0.0.1:x' is not a number" in done.stderr
 
 
 def check_worker_metrics(c: LocalCluster, port: int) -> None:

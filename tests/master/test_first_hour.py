@@ -55,12 +55,17 @@ async def test_submit_warns_about_unknown_names_and_info_lists_the_known_ones(tm
     async with running_master(tmp_path, policy="horus") as m, client_for(m) as stub:
         w = FakeWorker(m.port, "n1")
         await w.connect()
-        typo = await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(job_type="resnet18", gpu_types=["vv100"])))
-        assert typo.job.id  # accepted, with two warnings
-        unknown, no_type = typo.warnings
+        typo = spec(job_type="resnet18", gpu_types=["v100", "vv100"])
+        typo_answer = await stub.SubmitJob(cpb.SubmitJobRequest(spec=typo))
+        assert typo_answer.job.id  # accepted (it may run on the V100s), with two warnings
+        unknown, no_type = typo_answer.warnings
         assert "unknown job type 'resnet18'; did you mean 'ResNet-18 (batch size" in unknown
         assert "(`hctl info` lists the known job types)" in unknown
-        assert "no node has GPU type 'vv100' (the cluster has v100); did you mean 'v100'?" in no_type
+        assert "unknown GPU type 'vv100' (the cluster has v100); did you mean 'v100'?" in no_type
+        with pytest.raises(grpc.aio.AioRpcError) as refused:  # its only type a typo: it would never run
+            await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(gpu_types=["vv100"])))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "unknown GPU type 'vv100'; did you mean 'v100'?" in (refused.value.details() or "")
         good = spec(job_type="ResNet-18 (batch size 32)", gpu_types=["v100"])
         assert not (await stub.SubmitJob(cpb.SubmitJobRequest(spec=good))).warnings
         hinted = spec(job_type="my-model", hints=pb.ProfileHints(util_avg=40.0))

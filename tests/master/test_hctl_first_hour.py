@@ -37,12 +37,18 @@ async def test_typos_are_named_with_the_known_names(tmp_path: pathlib.Path) -> N
         w = FakeWorker(m.port, "n1")
         await w.connect()
         code, out, err = await hctl(
-            m, "submit", "--gpus", "1", "--type", "resnet18", "--gpu-type", "vv100", "--", "true"
+            m, "submit", "--gpus", "1", "--type", "resnet18", "--gpu-type", "v100,vv100", "--", "true"
         )
         assert code == 0 and out.strip() and "hctl: warning: unknown job type 'resnet18'" in err
-        assert (
-            "hctl: warning: no node has GPU type 'vv100' (the cluster has v100); did you mean 'v100'?" in err
-        )
+        assert "hctl: warning: unknown GPU type 'vv100' (the cluster has v100); did you mean 'v100'?" in err
+        code, out, err = await hctl(m, "submit", "--gpus", "1", "--gpu-type", "v10O", "--", "true")
+        assert code == 2 and not out and "unknown GPU type 'v10o'; did you mean 'v100'?" in err, err
+        assert "known GPU types: k80, p100, v100" in err
+        code, out, err = await hctl(m, "submit", "--gpus", "1", "--gpu-type", "v100,a100", "--", "true")
+        assert code == 0 and out.strip() and "warning" not in err, err  # (the README's own example)
+        code, out, err = await hctl(m, "submit", "--gpus", "1", "--gpu-type", "a100", "--", "true")
+        assert code == 0 and "no node has GPU type 'a100' (the cluster has v100)" in err
+        assert "the job waits until such a node joins" in err
         code, _, err = await hctl(m, "submit", "--gpus", "1", "--gpus-type", "v100", "--", "true")
         assert code == 2 and "usage: hctl submit" in err
         assert "unrecognized arguments: --gpus-type (did you mean --gpu-type?)" in err

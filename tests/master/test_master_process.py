@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import pathlib
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -90,3 +91,24 @@ async def test_bad_arguments_exit_with_usage(tmp_path: pathlib.Path) -> None:
         )
         _, err = await asyncio.wait_for(proc.communicate(), START_S)
         assert proc.returncode == 2, err
+
+
+async def test_a_busy_port_is_one_clean_line_and_changes_nothing(tmp_path: pathlib.Path) -> None:
+    """(Issue 39: gRPC's own bind failure printed a raw ``add_port.cc`` log line first, and the
+    database was opened and migrated before.)"""
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for flags in (["--listen", f"127.0.0.1:{port}"], ["--http-listen", f"127.0.0.1:{port}"]):
+            listen = ["--listen", "127.0.0.1:0"] if flags[0] != "--listen" else []
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "master.main", *listen, *flags, "--db", str(tmp_path / "h.db"),
+                cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            out, err = await asyncio.wait_for(proc.communicate(), START_S)
+            assert proc.returncode == 1 and not out, (out, err)
+            line = f"horus-master: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+            assert err.decode() == line
+            assert not (tmp_path / "h.db").exists()

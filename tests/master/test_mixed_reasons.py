@@ -70,3 +70,36 @@ async def test_a_cordoned_k80_node_is_no_reason_for_a_v100_job(tmp_path: pathlib
         assert job.reason_code == rc.RESOURCES, job.reason  # the V100s are busy, not cordoned
         await v100.close()
         await k80.close()
+
+
+async def test_idle_gpus_scattered_over_cordoned_nodes_are_no_reason_to_say_node_cordoned(
+    tmp_path: pathlib.Path,
+) -> None:
+    """(Issue 39.) Two cordoned nodes with one idle GPU each, the ready node full: a job needing
+    two GPUs on one node waits for Resources, not for the cordons (releasing them would not start
+    it); a cordoned node with both GPUs idle is a reason."""
+    async with running_master(tmp_path, policy="fifo") as m, client_for(m) as stub:
+        a, b, r = (
+            FakeWorker(m.port, "a", n_gpus=2),
+            FakeWorker(m.port, "b", n_gpus=2),
+            FakeWorker(m.port, "r"),
+        )
+        placed = {}
+        for w in (a, b):
+            await w.connect()
+            placed[w.name] = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(exclusive=True)))).job.id
+            assert (await w.run_next()).job_id == placed[w.name]
+            await stub.SetNodeService(cpb.SetNodeServiceRequest(node=w.name, action=CORDON))
+        await r.connect()
+        full = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(gpus=2, exclusive=True)))).job.id
+        assert (await r.run_next()).job_id == full
+        two = (await stub.SubmitJob(cpb.SubmitJobRequest(spec=spec(gpus=2, exclusive=True)))).job.id
+        job = await pending(m, stub, two)
+        assert job.reason_code == rc.RESOURCES, job.reason
+        await a.update(placed["a"], 1, pb.JOB_STATE_SUCCEEDED)
+        await a.barrier()
+        job = await pending(m, stub, two)
+        assert job.reason_code == rc.NODE_CORDONED, job.reason  # a's two GPUs would hold it
+        await a.close()
+        await b.close()
+        await r.close()

@@ -68,3 +68,15 @@ def test_table_and_json_show_the_tail() -> None:
     assert cell("2g") == "0.0"
     assert cell("9g+") == "-"  # no job of 9+ GPUs
     assert '"worst_queue_h_more": null' in to_json({"p": m})
+
+
+def test_unfinished_jobs_are_marked_in_the_table() -> None:
+    from horus_core.sim.report import completion_notes
+
+    records = [record(0, 1, 0.0, 2 * H, 3 * H, 1 * H), record(1, 2, 0.0, 0.0, 1 * H, 1 * H)]
+    m = summarize(result(records, 3 * H))
+    partial, none = {**m, "unfinished": 1}, {**m, "unfinished": 2}
+    lines = format_table({"a": m, "b": partial, "c": none}).splitlines()
+    assert [line.split()[0] for line in lines[2:5]] == ["a", "b*", "c"] and lines[4].split()[1] == "FAILED"
+    assert lines[5:] == completion_notes({"b": partial, "c": none})
+    assert lines[5].startswith("b*: 1 of 2 jobs did not finish; its JCT figures count the 1 finished")
