@@ -81,6 +81,10 @@ class PodEvent:
     mem_used_mib: int = 0
     cap_mib: int = 0  # 0: no cap known
     detail: str = ""
+    # For OOM containment (horus_core.containment.Ending): whether another pod shared one of its
+    # GPUs while it ran, and whether such a neighbour was seen above its own cap meanwhile.
+    shared: bool = False
+    neighbour_over_cap: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +210,8 @@ def _event_dict(e: PodEvent) -> dict[str, Any]:
         "mem_used_mib": e.mem_used_mib,
         "cap_mib": e.cap_mib,
         "detail": e.detail,
+        "shared": e.shared,
+        "neighbour_over_cap": e.neighbour_over_cap,
     }
 
 
@@ -257,6 +263,8 @@ def _event(field: str, raw: object) -> PodEvent:
         mem_used_mib=_int(f"{field}.mem_used_mib", d.get("mem_used_mib", 0), 0, MAX_MIB),
         cap_mib=_int(f"{field}.cap_mib", d.get("cap_mib", 0), 0, MAX_MIB),
         detail=_text(f"{field}.detail", d.get("detail", ""), MAX_DETAIL, empty=True),
+        shared=_bool(f"{field}.shared", d.get("shared", False)),
+        neighbour_over_cap=_bool(f"{field}.neighbour_over_cap", d.get("neighbour_over_cap", False)),
     )
 
 
@@ -295,6 +303,12 @@ def _int(field: str, raw: object, lo: int, hi: int) -> int:
         raise ValueError(f"{field}: expected an integer, got {type(raw).__name__}")
     if not lo <= raw <= hi:
         raise ValueError(f"{field}: {raw} is outside [{lo}, {hi}]")
+    return raw
+
+
+def _bool(field: str, raw: object) -> bool:
+    if not isinstance(raw, bool):
+        raise ValueError(f"{field}: expected true or false, got {type(raw).__name__}")
     return raw
 
 

@@ -80,8 +80,9 @@ def _report() -> NodeReport:
                 mem_used_mib=5000,
                 cap_mib=4096,
                 detail="x",
+                shared=True,
             ),
-            PodEvent(uid="uid-d", kind=EVENT_OOM, time=1764999999.0),
+            PodEvent(uid="uid-d", kind=EVENT_OOM, time=1764999999.0, shared=True, neighbour_over_cap=True),
         ),
     )
 
@@ -104,6 +105,7 @@ def test_the_contracts_example_parses() -> None:
     assert report.pods[0].gpus == ("GPU-a",) and report.pods[0].step == 1000
     assert report.pods[1].samples_per_s is None and report.pods[1].step is None
     assert report.events[0].kind == EVENT_OVER_CAP and report.events[0].cap_mib == 4096
+    assert not report.events[0].shared and not report.events[0].neighbour_over_cap
 
 
 def test_optional_fields_default_and_unknown_keys_are_ignored() -> None:
@@ -173,6 +175,8 @@ BAD_FIELDS = [
     ("events.0.cap_mib", "4GiB", "events[0].cap_mib"),
     ("events.0.detail", "d" * 1025, "events[0].detail"),
     ("events.1.gpu", None, "events[1].gpu"),
+    ("events.1.shared", 1, "events[1].shared"),
+    ("events.1.neighbour_over_cap", "yes", "events[1].neighbour_over_cap"),
 ]
 
 
