@@ -115,7 +115,7 @@ class NodeBook:
             how = "it had its GPUs to itself"
         detail = (
             f"{CAUSE_CUDA_OOM}: container {run.container} (run {run.run}) ran out of GPU memory "
-            f"at {format_mib(peak)} (cap {format_mib(cap)}); {how}"
+            f"at {format_mib(peak)} (cap {format_mib(cap) if cap else 'none'}); {how}"
         )
         self.events.append(PodEvent(uid, EVENT_OOM, now, "", peak, cap, detail[:1024], shared, over))
         effects: list[Effect] = [Announce(pod, CAUSE_CUDA_OOM, detail)]
