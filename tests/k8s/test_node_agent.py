@@ -13,7 +13,6 @@ line itself on simulated GPUs, and the DaemonSet manifest accepted by the apiser
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import pathlib
 import signal
@@ -21,7 +20,6 @@ import subprocess
 import sys
 import urllib.error
 from collections.abc import Callable, Iterator
-from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -29,6 +27,7 @@ import pytest
 from horus_core import progress
 from horus_core.k8sreport import EVENT_OOM, EVENT_OVER_CAP, NodeReport, parse_report
 from tests.k8s.nodeplane import NODE_TOKEN, ROOT, ControlPlane, control_plane
+from tests.worker.test_nvml import fake
 from worker.k8s import cli
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,19 +36,8 @@ MIB = 1 << 20
 NODE = "gpu-node-1"
 G0 = "GPU-00000000-aaaa-bbbb-cccc-000000000000"
 G1 = "GPU-11111111-aaaa-bbbb-cccc-111111111111"
-
-
-def _load_fake() -> ModuleType:
-    path = ROOT / "tests" / "worker" / "fake_pynvml.py"
-    spec = importlib.util.spec_from_file_location("fake_pynvml_k8s", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fake_pynvml_k8s"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fake = _load_fake()
+WORKER = [sys.executable, "-m", "worker.main", "--kubernetes"]
+ENV = os.environ | {"PYTHONPATH": str(ROOT)}
 
 
 @pytest.fixture(scope="module")
@@ -286,31 +274,10 @@ def test_the_command_line_on_simulated_gpus(plane: ControlPlane, tmp_path: pathl
         "horus.io/gpu-memory": "2GiB",
     }
     uid = _pod(plane, "sim-trainer", "sim-node", notes)
-    argv = [
-        sys.executable,
-        "-m",
-        "worker.main",
-        "--kubernetes",
-        "--fake-gpus",
-        "2xV100",
-        "--node-name",
-        "sim-node",
-        "--kubeconfig",
-        str(plane.kubeconfig(tmp_path / "kc", NODE_TOKEN)),
-        "--report-interval",
-        "1",
-        "--progress-dir",
-        str(tmp_path),
-        "--pod-logs",
-        "",
-    ]
-    agent = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=os.environ | {"PYTHONPATH": str(ROOT)},
-    )
+    kubeconfig = str(plane.kubeconfig(tmp_path / "kc", NODE_TOKEN))
+    argv = [*WORKER, "--fake-gpus", "2xV100", "--node-name", "sim-node", "--kubeconfig", kubeconfig]
+    argv += ["--report-interval", "1", "--progress-dir", str(tmp_path), "--pod-logs", ""]
+    agent = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV)
     try:
         report = asyncio.run(_until("the simulated node's report", lambda: _report(plane, "sim-node"), 30.0))
         (pod,) = report.pods
@@ -326,19 +293,6 @@ def test_the_command_line_on_simulated_gpus(plane: ControlPlane, tmp_path: pathl
 def test_a_bad_kubeconfig_exits_2(tmp_path: pathlib.Path) -> None:
     bad = tmp_path / "kc"
     bad.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
-    argv = [
-        sys.executable,
-        "-m",
-        "worker.main",
-        "--kubernetes",
-        "--fake-gpus",
-        "1",
-        "--node-name",
-        "n",
-        "--kubeconfig",
-        str(bad),
-    ]
-    done = subprocess.run(
-        argv, cwd=ROOT, capture_output=True, text=True, timeout=60, env=os.environ | {"PYTHONPATH": str(ROOT)}
-    )
+    argv = [*WORKER, "--fake-gpus", "1", "--node-name", "n", "--kubeconfig", str(bad)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, env=ENV)
     assert done.returncode == 2 and "kubeconfig: no context named ''" in done.stderr, done.stderr[-2000:]

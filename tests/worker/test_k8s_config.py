@@ -6,41 +6,21 @@ from __future__ import annotations
 import base64
 import pathlib
 import ssl
-import subprocess
 
 import pytest
 import yaml
 
+from tests.e2e.test_tls_e2e import make_pki
 from worker.k8s import cli, kubeapi
 from worker.k8s.kubeapi import in_cluster, load_kubeconfig
 
 
 @pytest.fixture(scope="module")
-def pem(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, pathlib.Path]:
-    """A self-signed certificate and its key (openssl), as a CA and as a client pair."""
-    d = tmp_path_factory.mktemp("pem")
-    cert, key = d / "c.pem", d / "k.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=horus-test",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+def pem(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, pathlib.Path, pathlib.Path]:
+    """A throwaway CA and a client certificate and key it signed (the TLS tests' PKI)."""
+    d = tmp_path_factory.mktemp("pki")
+    make_pki(d)
+    return d / "ca.pem", d / "client.pem", d / "client.key"
 
 
 def _write(
@@ -78,15 +58,22 @@ def test_a_token_and_a_ca_file_relative_to_the_kubeconfig(
 def test_inline_ca_and_client_certificate_data(
     tmp_path: pathlib.Path, pem: tuple[pathlib.Path, pathlib.Path]
 ) -> None:
-    b64 = {k: base64.b64encode(p.read_bytes()).decode() for k, p in zip(("cert", "key"), pem, strict=True)}
+    b64 = {
+        k: base64.b64encode(p.read_bytes()).decode() for k, p in zip(("ca", "cert", "key"), pem, strict=True)
+    }
     config = load_kubeconfig(
         _write(
             tmp_path,
-            {"server": "https://h:1", "certificate-authority-data": b64["cert"]},
+            {"server": "https://h:1", "certificate-authority-data": b64["ca"]},
             {"client-certificate-data": b64["cert"], "client-key-data": b64["key"]},
         )
     )
     assert isinstance(config.ssl, ssl.SSLContext) and config.bearer() == ""
+    wrong = {"client-certificate-data": b64["ca"], "client-key-data": b64["key"]}  # not the key's certificate
+    with pytest.raises(ValueError, match="TLS settings"):
+        load_kubeconfig(
+            _write(tmp_path, {"server": "https://h:1", "certificate-authority-data": b64["ca"]}, wrong)
+        )
 
 
 def test_a_token_file_is_read_again_after_a_minute(
