@@ -34,7 +34,11 @@ _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="horus-worker --kubernetes", description=__doc__.splitlines()[0])
+    about = (
+        "The Horus node agent of a Kubernetes GPU node: per-pod GPU readings and progress for "
+        "horus-k8s, GPU memory caps enforced (docs/kubernetes-node.md)."
+    )
+    p = argparse.ArgumentParser(prog="horus-worker --kubernetes", description=about)
     p.add_argument("--kubernetes", action="store_true", help="run as the Kubernetes node agent (this mode)")
     p.add_argument(
         "--node-name", default=os.environ.get("NODE_NAME", ""), help="this node (default $NODE_NAME)"
