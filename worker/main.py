@@ -5,8 +5,11 @@
                  [--join-token T] [--grace-s 30] [--metrics-listen HOST:PORT]
                  [--sharing timeslice|mps|hami] [--hami-lib PATH] [--mps-control PATH]
 
+    horus-worker --kubernetes [--node-name NAME] [--kubeconfig FILE] ...   (worker/k8s/cli.py)
+
 Without ``--fake-gpus`` the GPUs come from NVML. SIGTERM or SIGINT stops the attempts gracefully,
-sends their final updates and exits 0.
+sends their final updates and exits 0. ``--kubernetes`` runs the Kubernetes node agent instead: no
+master, its node's pods on the apiserver (docs/kubernetes-node.md).
 """
 
 from __future__ import annotations
@@ -170,6 +173,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"a job is stopped above its GPU memory cap plus this (default {DEFAULT_SLACK_MIB})",
     )
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument(
+        "--kubernetes",
+        action="store_true",
+        help="run as the Kubernetes node agent instead (no master; see horus-worker --kubernetes --help)",
+    )
     p.add_argument("--version", action="version", version=f"horus-worker {__version__}")
     args = p.parse_args(argv)
     if not args.master.strip():
@@ -217,7 +225,10 @@ def default_state_dir(name: str) -> pathlib.Path:
     return pathlib.Path(base) / "horus" / f"worker-{safe_name(name)}"
 
 
-async def open_probe(args: argparse.Namespace) -> tuple[GpuProbe, list[GpuInfo], SpeedOf | None]:
+async def open_probe(
+    args: argparse.Namespace, *, nvml: object = None, proc_root: pathlib.Path = pathlib.Path("/proc")
+) -> tuple[GpuProbe, list[GpuInfo], SpeedOf | None]:
+    """``--fake-gpus`` (and its simulation options) or NVML (``nvml``: a pynvml module, for tests)."""
     if args.fake_gpus:
         try:
             models = parse_fake_gpus(args.fake_gpus)
@@ -234,7 +245,7 @@ async def open_probe(args: argparse.Namespace) -> tuple[GpuProbe, list[GpuInfo],
     try:
         from worker.gpu.nvml import NvmlProbe
 
-        probe = await NvmlProbe.open()
+        probe = await NvmlProbe.open(nvml=nvml, proc_root=proc_root)
         gpus = await probe.gpus()
     except Exception as exc:
         raise StartupError(f"no NVIDIA GPU found (NVML: {exc}); use --fake-gpus N") from None
@@ -351,6 +362,11 @@ def _on_signal(agent: Agent, sig: signal.Signals) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--kubernetes" in argv:
+        from worker.k8s.cli import main as node_agent
+
+        return node_agent(argv)
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("grpc").setLevel(logging.WARNING)

@@ -1,0 +1,1 @@
+"""The Kubernetes node agent (``horus-worker --kubernetes``): pods, cgroups, caps and the node report."""
