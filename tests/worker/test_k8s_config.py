@@ -1,4 +1,4 @@
-"""Where the node agent's credentials come from (worker/k8s/kubeapi.py: kubeconfig, in-cluster)
+"""Where the node agent's credentials come from (horus_core/kubeapi.py: kubeconfig, in-cluster)
 and what its command line refuses (worker/k8s/cli.py)."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import ssl
 import pytest
 import yaml
 
+from horus_core import kubeapi
+from horus_core.kubeapi import in_cluster, load_kubeconfig
 from tests.e2e.test_tls_e2e import make_pki
-from worker.k8s import cli, kubeapi
-from worker.k8s.kubeapi import in_cluster, load_kubeconfig
+from worker.k8s import cli
 
 
 @pytest.fixture(scope="module")

@@ -22,11 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from horus_core.k8sreport import NodeReport, render_report
+from horus_core.kubeapi import JsonObj, KubeError, sleep_or
 from horus_core.model import JobSpec
 from worker.gpu.base import GpuInfo, GpuProbe, ProbeTarget, ProcessReading
 from worker.k8s.book import Announce, Effect, Evict, NodeBook, Progress
 from worker.k8s.cgroup import PodResolver
-from worker.k8s.kubeapi import JsonObj, KubeError, sleep_or
 from worker.k8s.nodeapi import NodeApi
 from worker.k8s.pods import NodePod, Termination, node_pod
 from worker.sharing.oom import is_oom, read_tail

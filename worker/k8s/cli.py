@@ -23,8 +23,8 @@ import sys
 
 from horus_core import __version__
 from horus_core.k8sreport import MAX_INTERVAL_S, configmap_name
+from horus_core.kubeapi import Kube, KubeConfig, in_cluster, load_kubeconfig
 from worker.k8s.agent import NodeAgent, NodeAgentConfig
-from worker.k8s.kubeapi import Kube, KubeConfig, in_cluster, load_kubeconfig
 from worker.k8s.nodeapi import NodeApi
 from worker.sharing.watchdog import DEFAULT_SLACK_MIB
 
@@ -124,7 +124,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event, *, nvml: object =
     config = kube_config(args)
     probe, gpus, _ = await open_probe(args, nvml=nvml, proc_root=args.proc_root)
     try:
-        async with Kube(config) as kube:
+        async with Kube(config, "horus-worker/kubernetes") as kube:
             agent = NodeAgent(agent_config(args), NodeApi(kube, args.node_name, args.namespace), probe, gpus)
             kind = "simulated" if args.fake_gpus else "NVML"
             log.info(

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 from horus_core.k8sreport import DATA_KEY, LABEL_NODE_REPORT, LABEL_PART_OF, configmap_name
-from worker.k8s.kubeapi import JsonObj, Kube, KubeError
+from horus_core.kubeapi import JsonObj, Kube, KubeError
 from worker.k8s.pods import NodePod
 
 log = logging.getLogger(__name__)

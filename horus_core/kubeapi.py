@@ -1,5 +1,6 @@
-"""The few Kubernetes API calls the node agent makes, over aiohttp: JSON requests, a watch stream,
-and where the credentials come from (a kubeconfig file, or the pod's service account).
+"""The few Kubernetes API calls Horus makes (the node agent, horus-k8s), over aiohttp: JSON
+requests, a watch stream, and where the credentials come from (a kubeconfig file, or the pod's
+service account).
 
 Credentials: a kubeconfig's current context (server; ``certificate-authority[-data]`` or
 ``insecure-skip-tls-verify``; ``token``, ``tokenFile`` or ``client-certificate[-data]`` +
@@ -128,8 +129,9 @@ def _pem(user: Mapping[str, Any], key: str, base: pathlib.Path) -> bytes:
 class Kube:
     """One HTTP session to the apiserver; ``async with Kube(config) as kube``."""
 
-    def __init__(self, config: KubeConfig) -> None:
+    def __init__(self, config: KubeConfig, agent: str = "horus") -> None:
         self.config = config
+        self.agent = agent
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Kube:
@@ -142,7 +144,7 @@ class Kube:
 
     def _headers(self) -> dict[str, str]:
         token = self.config.bearer()
-        head = {"Accept": "application/json", "User-Agent": "horus-worker/kubernetes"}
+        head = {"Accept": "application/json", "User-Agent": self.agent}
         return head | ({"Authorization": f"Bearer {token}"} if token else {})
 
     async def request(
