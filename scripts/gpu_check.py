@@ -18,6 +18,13 @@ Checks, in order of value, each bounded so the whole run fits ``--budget-s`` (de
    neighbour SUCCEEDS, it runs again alone with a raised cap; the MPS daemon's life;
 7. pytest: the ``gpu``-marked tests; 8. synthetic: two driver-only spin loads time-sliced.
 
+With ``--zoo`` it measures the model zoo instead (after the host line, the same budget):
+zoo-solo, every model of ``horus_core.describe.zoo`` alone at two batch sizes
+(``scripts/gpu_zoo.py``: utilisation, memory, step rate, the card; ``DIR/zoo.jsonl``); zoo-pairs,
+six of them spread over the measured utilisation, alone and in every pair
+(``DIR/<gpu>_zoo.json``, Gavel's format); zoo-train, the card predictor retrained on the profiles
+(``DIR/predictor-zoo.json``) and its leave-one-family-out utilisation RMSLE.
+
 Every result is one JSON line on stdout and in ``DIR/gpu-check.jsonl``; the table is
 ``DIR/<gpu>_throughputs.json``. No downloads; nothing is left running.
 """
@@ -351,7 +358,9 @@ async def start_all(
 # ---------------------------------------------------------------------------------------- pairs
 
 
-async def check_pairs(rep: Report, probe: NvmlProbe, gpu: GpuInfo, job_types: Sequence[str]) -> None:
+async def check_pairs(
+    rep: Report, probe: NvmlProbe, gpu: GpuInfo, job_types: Sequence[str], table_name: str = "throughputs"
+) -> None:
     logdir = pathlib.Path(tempfile.mkdtemp(prefix="horus-pairs-"))
     wanted = [(f"{n}.{k}", jt) for n, jt in enumerate(job_types) for k in (0, 1)]
     insts = await start_all(wanted, gpu_env(gpu.uuid), logdir, limit_s=150)
@@ -383,7 +392,7 @@ async def check_pairs(rep: Report, probe: NvmlProbe, gpu: GpuInfo, job_types: Se
         await asyncio.gather(*(i.stop() for i in insts.values()))
     table = pair_table(solo, pairs)
     name = short_type(gpu.model)
-    path = rep.out / f"{name}_throughputs.json"
+    path = rep.out / f"{name}_{table_name}.json"
     path.write_text(json.dumps({name: table}, indent=1, sort_keys=True))
     for jt in types:
         s = [r["steps_per_s"] for r in solo[jt]]
@@ -414,6 +423,50 @@ def pair_table(
         table[repr((a, 1))][repr((b, 1))] = [ra["steps_per_s"], rb["steps_per_s"]]
         table[repr((b, 1))][repr((a, 1))] = [rb["steps_per_s"], ra["steps_per_s"]]
     return table
+
+
+# ---------------------------------------------------------------------------------------- zoo
+
+ZOO_PAIR_TYPES = 6  # the zoo's subset measured in pairs (21 pairs with the self-pairs)
+
+
+async def check_zoo_solo(rep: Report, gpu: GpuInfo, budget_s: float) -> None:
+    """scripts/gpu_zoo.py on this GPU: every zoo model alone at two batch sizes (DIR/zoo.jsonl)."""
+    argv = [str(ROOT / "scripts" / "gpu_zoo.py"), "--out", str(rep.out), "--gpu-uuid", gpu.uuid]
+    code, out = await run_cmd(sys.executable, *argv, "--budget-s", f"{budget_s:.0f}", limit_s=budget_s + 90,
+                              env=gpu_env(gpu.uuid))  # fmt: skip
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    rep.emit(
+        "zoo-solo",
+        exit=code,
+        profiled=sum(1 for x in lines if "util_avg" in x),
+        failed=[x["job_type"] for x in lines if "error" in x],
+        skipped=sum(1 for x in lines if "skipped" in x),
+        families=len({x["family"] for x in lines if "util_avg" in x}),
+        path=str(rep.out / "zoo.jsonl"),
+    )
+
+
+def zoo_pair_types(path: pathlib.Path, count: int = ZOO_PAIR_TYPES) -> list[str]:
+    """``count`` profiled zoo job types spread evenly over the measured utilisation."""
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    done = sorted((r for r in rows if r.get("util_avg") is not None), key=lambda r: float(r["util_avg"]))
+    if len(done) <= count:
+        return [r["job_type"] for r in done]
+    return [done[round(i * (len(done) - 1) / (count - 1))]["job_type"] for i in range(count)]
+
+
+async def check_zoo_train(rep: Report) -> None:
+    """The predictor retrained on the zoo (DIR/predictor-zoo.json) and its held-out error."""
+    zoo = str(rep.out / "zoo.jsonl")
+    module = "horus_core.interference.train"
+    code, out = await run_cmd(sys.executable, "-m", module, "--zoo", zoo, "--report", limit_s=120)
+    for line in out.splitlines():
+        if line.startswith("{"):
+            rep.emit("zoo-predictor", **json.loads(line))
+    target = str(rep.out / "predictor-zoo.json")
+    code2, out2 = await run_cmd(sys.executable, "-m", module, "--zoo", zoo, "--out", target, limit_s=120)
+    rep.emit("zoo-retrained", exit=[code, code2], path=target, said=out2.strip()[-300:])
 
 
 # ---------------------------------------------------------------------------------------- watchdog
@@ -598,6 +651,11 @@ async def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--budget-s", type=float, default=470.0)
     ap.add_argument("--only", default="", help="comma-separated checks to run (default: all)")
+    ap.add_argument(
+        "--zoo",
+        action="store_true",
+        help="measure the model zoo instead: solo profiles, pairs of a subset, the retrained predictor",
+    )
     args = ap.parse_args(argv)
     rep = Report(args.out)
     deadline = time.monotonic() + args.budget_s
@@ -617,14 +675,24 @@ async def main(argv: list[str] | None = None) -> int:
     from horus_core.describe.reference import GPU_CHECK
 
     sections: list[tuple[str, float, Callable[[], Awaitable[None]]]] = [
-        ("nvml", 20, lambda: check_nvml(rep, probe, gpu)),
-        ("watchdog", 60, lambda: check_watchdog(rep, probe, gpu)),
-        ("pairs", 170, lambda: check_pairs(rep, probe, gpu, list(GPU_CHECK))),
-        ("mps", 60, lambda: check_mps(rep, probe, gpu)),
-        ("product", 130, lambda: _product(rep)),
-        ("pytest", 45, lambda: check_pytest(rep)),
-        ("synthetic", 12, lambda: check_synthetic(rep, gpu)),
+        ("zoo-solo", 200, lambda: check_zoo_solo(rep, gpu, deadline - time.monotonic() - 190)),
+        (
+            "zoo-pairs",
+            150,
+            lambda: check_pairs(rep, probe, gpu, zoo_pair_types(rep.out / "zoo.jsonl"), "zoo"),
+        ),
+        ("zoo-train", 20, lambda: check_zoo_train(rep)),
     ]
+    if not args.zoo:
+        sections = [
+            ("nvml", 20, lambda: check_nvml(rep, probe, gpu)),
+            ("watchdog", 60, lambda: check_watchdog(rep, probe, gpu)),
+            ("pairs", 170, lambda: check_pairs(rep, probe, gpu, list(GPU_CHECK))),
+            ("mps", 60, lambda: check_mps(rep, probe, gpu)),
+            ("product", 130, lambda: _product(rep)),
+            ("pytest", 45, lambda: check_pytest(rep)),
+            ("synthetic", 12, lambda: check_synthetic(rep, gpu)),
+        ]
     only = {s for s in args.only.split(",") if s}
     failed = 0
     for name, estimate, section in sections:

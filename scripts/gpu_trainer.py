@@ -23,6 +23,9 @@ from typing import Any
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from horus_core.describe.reference import REFERENCES, Reference, loss_of, synthetic_batch
+from horus_core.describe.zoo import ZOO
+
+KNOWN = REFERENCES | ZOO  # the table's job types, the newer ones and the zoo's (gpu-check --zoo)
 
 _MIB = 1 << 20
 
@@ -110,7 +113,7 @@ def batch_job(trainer: Trainer, steps: int, grow_to_mib: int, grow_rate: float) 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--job-type", required=True, choices=sorted(REFERENCES))
+    ap.add_argument("--job-type", required=True, choices=sorted(KNOWN), metavar="JOB_TYPE")
     ap.add_argument("--device", default=os.environ.get("HORUS_TRAINER_DEVICE", "cuda"))
     ap.add_argument("--serve", action="store_true")
     ap.add_argument("--warmup", type=int, default=20)
@@ -118,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grow-to-mib", type=int, default=0)
     ap.add_argument("--grow-mib-per-s", type=float, default=2048.0)
     args = ap.parse_args(argv)
-    trainer = Trainer(REFERENCES[args.job_type], args.device)
+    trainer = Trainer(KNOWN[args.job_type], args.device)
     if args.serve:
         serve(trainer, args.warmup)
     else:

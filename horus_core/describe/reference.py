@@ -77,7 +77,7 @@ def _cifar_resnet18() -> Any:
     return model
 
 
-def _torchvision(name: str, classes: int) -> Callable[[], Any]:
+def torchvision_builder(name: str, classes: int) -> Callable[[], Any]:
     def build() -> Any:
         return torchvision().models.get_model(name, weights=None, num_classes=classes)
 
@@ -210,7 +210,7 @@ def _cyclegan() -> Any:
     return CycleGAN()
 
 
-def _image(
+def image_reference(
     job_type: str, family: str, batch: int, size: int, classes: int, build: Callable[[], Any]
 ) -> Reference:
     return Reference(job_type, family, batch, (3, size, size), classes, build)
@@ -218,11 +218,13 @@ def _image(
 
 def _table_references() -> list[Reference]:
     out = [
-        _image(f"ResNet-18 (batch size {b})", "resnet", b, 32, 10, _cifar_resnet18)
+        image_reference(f"ResNet-18 (batch size {b})", "resnet", b, 32, 10, _cifar_resnet18)
         for b in (16, 32, 64, 128, 256)
     ]
     out += [
-        _image(f"ResNet-50 (batch size {b})", "resnet", b, 224, 1000, _torchvision("resnet50", 1000))
+        image_reference(
+            f"ResNet-50 (batch size {b})", "resnet", b, 224, 1000, torchvision_builder("resnet50", 1000)
+        )
         for b in (16, 32, 64, 128)
     ]
     out += [
@@ -248,16 +250,18 @@ REFERENCES: dict[str, Reference] = {
     r.job_type: r
     for r in (
         *_table_references(),
-        _image(
+        image_reference(
             "MobileNetV3-Large (batch size 64)",
             "mobilenet",
             64,
             224,
             1000,
-            _torchvision("mobilenet_v3_large", 1000),
+            torchvision_builder("mobilenet_v3_large", 1000),
         ),
-        _image("ViT-B/16 (batch size 32)", "vit", 32, 224, 1000, _torchvision("vit_b_16", 1000)),
-        _image("VGG-16 (batch size 32)", "vgg", 32, 224, 1000, _torchvision("vgg16", 1000)),
+        image_reference(
+            "ViT-B/16 (batch size 32)", "vit", 32, 224, 1000, torchvision_builder("vit_b_16", 1000)
+        ),
+        image_reference("VGG-16 (batch size 32)", "vgg", 32, 224, 1000, torchvision_builder("vgg16", 1000)),
     )
 }
 

@@ -2,6 +2,10 @@
 
     python -m horus_core.interference.train            # writes horus_core/data/predictor.json
     python -m horus_core.interference.train --report   # leave-one-family-out errors, JSON lines
+    python -m horus_core.interference.train --zoo docs/gpu-runs/DAY-GPU/zoo.jsonl [--report]
+        # with the solo profiles scripts/gpu-check --zoo measured: the utilisation and memory
+        # models retrained on the table and the zoo (--out), or the zoo's leave-one-family-out
+        # utilisation RMSLE (--report) against the Horus paper's 0.154
 
 Data, all in the repository: the cards of the packaged table's 26 job types
 (``horus_core/data/reference_cards.json``, :mod:`horus_core.describe.cards`) and, as labels, what
@@ -34,10 +38,16 @@ from numpy.typing import NDArray
 from horus_core.interference.completion import Fit, fit_terms
 from horus_core.interference.derive import fit_utilisation, speed_matrix
 from horus_core.interference.gpus import GPUS, REFERENCE_GPU
-from horus_core.interference.predictor import CardPrediction, Linear, Predictor, predictor_text
+from horus_core.interference.predictor import (
+    CardPrediction,
+    Linear,
+    Predictor,
+    packaged_predictor,
+    predictor_text,
+)
 from horus_core.interference.profiles import DEFAULT_PROFILE, GAVEL_PROFILES, analytic_speed
 from horus_core.interference.table import packaged_table
-from horus_core.modelcard import ModelCard, packaged_cards
+from horus_core.modelcard import ModelCard, card_from_dict, packaged_cards
 
 Vector = NDArray[np.float64]
 PACKAGED = Path(__file__).resolve().parents[1] / "data" / "predictor.json"
@@ -59,6 +69,46 @@ class Labels:
     sensitivity: Vector
     intensity: Vector
     mean_speed: float  # the mean of the known V100 pair speeds (the completion's mean)
+
+
+@dataclass(frozen=True)
+class Zoo:
+    """The solo profiles ``scripts/gpu-check --zoo`` measured (``zoo.jsonl`` lines with a card
+    and readings; failed and skipped models left out), each on its own GPU type."""
+
+    names: tuple[str, ...]
+    families: tuple[str, ...]
+    cards: tuple[ModelCard, ...]
+    gpus: tuple[str, ...]
+    util_avg: Vector
+    util_peak: Vector
+    memory: Vector
+
+    def features(self) -> NDArray[np.float64]:
+        return np.vstack([raw_features([c], g) for c, g in zip(self.cards, self.gpus, strict=True)])
+
+
+def load_zoo(paths: Sequence[Path]) -> Zoo:
+    """The profiles of the zoo files; ValueError naming the file and line of a bad record."""
+    rows: list[tuple[str, str, ModelCard, str, float, float, float]] = []
+    for path in paths:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            rec = json.loads(line) if line.strip() else {}
+            if not isinstance(rec, dict) or "card" not in rec or rec.get("util_avg") is None:
+                continue
+            try:
+                gpu = str(rec["gpu"])
+                if gpu not in GPUS:
+                    raise ValueError(f"unknown GPU type {gpu!r}")
+                util = (float(rec["util_avg"]), float(rec["util_peak"]), float(rec["mem_mib"]))
+                card = card_from_dict(rec["card"])
+                rows.append((str(rec["job_type"]), str(rec["family"]), card, gpu, *util))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"{path}:{n}: {exc}") from None
+    if len({r[1] for r in rows}) < 2:
+        raise ValueError(f"{', '.join(map(str, paths))}: profiles of at least two families are needed")
+    names, fams, cards, gpus, avg, peak, mem = zip(*rows, strict=True)
+    return Zoo(names, fams, cards, gpus, np.array(avg), np.array(peak), np.array(mem))
 
 
 def family(job_type: str) -> str:
@@ -131,24 +181,35 @@ def _choose(z: NDArray[np.float64], y: Vector, families: Sequence[str]) -> float
     return best
 
 
-def fit_predictor(labels: Labels) -> Predictor:
-    raw = raw_features(labels.cards)
+def fit_predictor(labels: Labels, zoo: Zoo | None = None) -> Predictor:
+    """The predictor of the table's labels; with ``zoo``, its utilisation and memory models are
+    fitted on the table's job types and the zoo's together (the zoo has no pair speeds: the
+    sensitivity and intensity models stay the table's)."""
+    raw_t = raw_features(labels.cards)
+    raw_z = zoo.features() if zoo is not None else np.zeros((0, raw_t.shape[1]))
+    raw = np.vstack([raw_t, raw_z])
     mean, scale = raw.mean(axis=0), raw.std(axis=0)
     z = (raw - mean) / scale
-    fams = labels.families
+    n = len(labels.cards)
+    fams = (*labels.families, *(zoo.families if zoo is not None else ()))
 
-    def model(y: Vector) -> Linear:
-        return _ridge(z, y, _choose(z, y, fams))
+    def model(y: Vector, rows: slice = slice(None)) -> Linear:
+        return _rounded(_ridge(z[rows], y, _choose(z[rows], y, fams[rows])))
 
-    counted = np.array([(c.static_bytes + c.activation_bytes) / _MIB for c in labels.cards])
+    def both(table: Vector, measured: Vector | None) -> Vector:
+        return table if measured is None else np.concatenate([table, measured])
+
+    cards = (*labels.cards, *(zoo.cards if zoo is not None else ()))
+    counted = np.array([(c.static_bytes + c.activation_bytes) / _MIB for c in cards])
+    memory = both(labels.memory, zoo.memory if zoo is not None else None)
     return Predictor(
         mean=tuple(float(_round(m)) for m in mean),
         scale=tuple(float(_round(s)) for s in scale),
-        util_avg=_rounded(model(_logit(labels.util_avg))),
-        util_peak=_rounded(model(_logit(labels.util_peak))),
-        sensitivity=_rounded(model(labels.sensitivity)),
-        intensity=_rounded(model(labels.intensity)),
-        mem_base_mib=float(round(float(np.median(labels.memory - counted)))),
+        util_avg=model(_logit(both(labels.util_avg, zoo.util_avg if zoo is not None else None))),
+        util_peak=model(_logit(both(labels.util_peak, zoo.util_peak if zoo is not None else None))),
+        sensitivity=model(labels.sensitivity, slice(0, n)),
+        intensity=model(labels.intensity, slice(0, n)),
+        mem_base_mib=float(round(float(np.median(memory - counted)))),
         mem_per_mib=1.0,
     )
 
@@ -254,18 +315,65 @@ def summary(folds: Sequence[dict[str, object]]) -> dict[str, object]:
     return out
 
 
+def zoo_leave_one_family_out(zoo: Zoo) -> list[dict[str, object]]:
+    """Per family of the zoo: the utilisation model trained on the zoo's other families (its
+    penalty chosen by leave-one-family-out among them), its RMSLE on the held-out family's
+    models, against predicting the training mean and against the packaged predictor."""
+    raw = zoo.features()
+    packaged = packaged_predictor()
+    out: list[dict[str, object]] = []
+    for held_family in sorted(set(zoo.families)):
+        held = np.array([f == held_family for f in zoo.families])
+        mean, scale = raw[~held].mean(axis=0), raw[~held].std(axis=0)
+        z = (raw - mean) / np.where(scale > 0, scale, 1.0)
+        y = _logit(zoo.util_avg[~held])
+        fams = [f for f, h in zip(zoo.families, held, strict=True) if not h]
+        fit = _ridge(z[~held], y, _choose(z[~held], y, fams))
+        pred = np.array([100.0 / (1.0 + math.exp(-fit(tuple(row)))) for row in z[held]])
+        today = np.array(
+            [packaged.predict(c, g).util_avg for c, g, h in zip(zoo.cards, zoo.gpus, held, strict=True) if h]
+        )
+        truth = zoo.util_avg[held]
+        out.append(
+            {
+                "family": held_family,
+                "models": int(held.sum()),
+                "util_rmsle": round(_rmsle(pred, truth), 3),
+                "util_rmsle_mean": round(_rmsle(np.full(len(truth), zoo.util_avg[~held].mean()), truth), 3),
+                "util_rmsle_packaged": round(_rmsle(today, truth), 3),
+            }
+        )
+    return out
+
+
+def zoo_summary(folds: Sequence[dict[str, object]]) -> dict[str, object]:
+    w = np.array([float(f["models"]) for f in folds])  # type: ignore[arg-type]
+    out: dict[str, object] = {"family": "all", "models": int(w.sum()), "paper_util_rmsle": 0.154}
+    for key in ("util_rmsle", "util_rmsle_mean", "util_rmsle_packaged"):
+        v = np.array([float(f[key]) for f in folds])  # type: ignore[arg-type]
+        out[key] = round(float(np.sqrt(np.sum(w * v**2) / w.sum())), 3)
+    return out
+
+
 def main(argv: Sequence[str] | None = None, emit: Callable[[str], None] = print) -> None:
     parser = argparse.ArgumentParser(description="Train the card predictor (docs/prediction.md).")
     parser.add_argument("--report", action="store_true", help="print leave-one-family-out errors")
+    parser.add_argument(
+        "--zoo", type=Path, action="append", default=[], help="a zoo.jsonl of gpu-check --zoo"
+    )
     parser.add_argument("--out", type=Path, default=PACKAGED)
     args = parser.parse_args(argv)
+    try:
+        zoo = load_zoo(args.zoo) if args.zoo else None
+    except (OSError, ValueError) as exc:
+        parser.error(f"--zoo: {exc}")
     if args.report:
-        folds = leave_one_family_out()
-        for fold in [*folds, summary(folds)]:
+        folds = zoo_leave_one_family_out(zoo) if zoo is not None else leave_one_family_out()
+        for fold in [*folds, zoo_summary(folds) if zoo is not None else summary(folds)]:
             emit(json.dumps(fold))
         return
-    args.out.write_text(predictor_text(build()), encoding="utf-8")
-    emit(f"wrote {args.out}")
+    args.out.write_text(predictor_text(fit_predictor(table_labels(), zoo)), encoding="utf-8")
+    emit(f"wrote {args.out}" + (f" (the table and {len(zoo.names)} zoo profiles)" if zoo is not None else ""))
 
 
 if __name__ == "__main__":
