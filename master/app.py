@@ -248,12 +248,13 @@ class Master:
         self._server = server
         return port
 
-    def reload_queues(self) -> bool:
-        """SIGHUP: read the queue file again (a bad one is logged and the old config kept)."""
+    async def reload_queues(self) -> bool:
+        """SIGHUP: read the queue file again (a bad one is logged and the old config kept); the
+        new one takes over between two scheduling passes."""
         if self.queues is None:
             log.info("SIGHUP: no --queues file to reload")
             return False
-        return self.queues.reload()
+        return await self.queues.reload(self.scheduler.pass_lock)
 
     async def stop(self) -> None:
         """Stop accepting, end the streams, let the writer finish its batch, close the db."""
