@@ -81,6 +81,7 @@ class HaMaster:
         self._standby: grpc.aio.Server | None = None
         self._conn: asyncpg.Connection | None = None
         self._migrated = False
+        self._followed: str | None = None  # the leader a standby last logged it follows
         self.ready = asyncio.Event()  # the port is known (tests, the start-up line)
 
     @property
@@ -122,6 +123,9 @@ class HaMaster:
             raise OSError(f"cannot listen on {listen}")
         await server.start()
         self._standby, self.port = server, port
+        self._followed = None
+        log.info("standing by at %s as %s: the leader's lease (%g s) is polled", self.address, self.holder,
+                 self.lease_s)  # fmt: skip
         self.ready.set()
 
     async def _stop_standby(self) -> None:
@@ -153,6 +157,7 @@ class HaMaster:
                 conn = await self._db()
                 row = await leases.read_lease(conn)
                 self._redirect.leader = row.address if row.remaining_s > 0 else ""
+                self._note_leader(row)
                 if row.remaining_s <= 0 or not row.holder:
                     term = await leases.try_acquire(conn, self.holder, self.address, self.lease_s)
                     if term is not None:
@@ -167,6 +172,17 @@ class HaMaster:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
         return None
+
+    def _note_leader(self, row: leases.LeaseRow) -> None:
+        """Log whom this standby follows, when that changes (at start: the first one seen)."""
+        leader = row.address if row.remaining_s > 0 and row.holder else ""
+        if leader == self._followed:
+            return
+        self._followed = leader
+        if leader:
+            log.info("standby: following the leader at %s (epoch %d, %s)", leader, row.epoch, row.holder)
+        else:
+            log.info("standby: no leader holds the lease; taking it")
 
     # ------------------------------------------------------------------ leading
 
