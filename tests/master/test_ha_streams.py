@@ -62,7 +62,8 @@ async def test_logs_and_watch_follow_the_leader_and_a_watch_survives_a_failover(
     tmp_path: pathlib.Path,
 ) -> None:
     """(Issue 39 defect 3: ``cannot reach the Horus master at A: standby master; the leader is at
-    A``, and a watch ended at a failover.)"""
+    A``, and a watch ended at a failover; defect 4: the new leader had none of the logs the old
+    one received, and dropped the chunks that continued them.)"""
     async with fresh_database() as url:
         a = HaMaster(config(url, tmp_path, "a"), holder="a")
         b = HaMaster(config(url, tmp_path, "b"), holder="b")
@@ -88,6 +89,14 @@ async def test_logs_and_watch_follow_the_leader_and_a_watch_survives_a_failover(
                     await until(lambda: b.master is not None, 10.0)
                     seen = await _an_event_after_the_failover(c, ev)
                     assert seen, "the watch did not resume at the new leader"
+                    # (defect 4) the log a stored is b's to serve, and b appends the rest to it
+                    w2 = FakeWorker(b.port, "n1", n_gpus=1, resume_epoch=w.epoch)
+                    await w2.connect(running=((job.id, a_.attempt),))
+                    await w2.log(job.id, a_.attempt, 6, b"world\n")
+                    await w2.barrier()
+                    async with HorusClient.connect(masters, timeout=5) as fresh:
+                        assert b"".join([d async for d in fresh.logs(job.id)]) == b"hello\nworld\n"
+                    await w2.close()
 
 
 async def _an_event_after_the_failover(c: HorusClient, ev: object) -> bool:
