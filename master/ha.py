@@ -38,6 +38,10 @@ from master.store.lease import Fence, Term
 from master.store.pgstore import CONNECTION_ERRORS, connect, migrate
 
 log = logging.getLogger(__name__)
+# A standby that just failed to take a free lease reads it again this soon: another master took
+# it (then the standby names it to clients and workers within this, not a third of a lease later),
+# or a write of a frozen leader held the row (issue 39).
+RECHECK_S = 0.25
 
 
 class _Redirect(grpc.GenericRpcHandler):  # type: ignore[type-arg]
@@ -162,6 +166,7 @@ class HaMaster:
                     term = await leases.try_acquire(conn, self.holder, self.address, self.lease_s)
                     if term is not None:
                         return term
+                    wait = RECHECK_S  # (another master took it: name it to clients at once)
                 else:
                     wait = min(wait, max(row.remaining_s, 0.05))
             except CONNECTION_ERRORS as exc:
@@ -169,6 +174,7 @@ class HaMaster:
                 self._drop_db()
             except asyncpg.PostgresError as exc:  # (e.g. the lease row was locked past lock_timeout)
                 log.info("standby: could not take the lease this time (%s)", exc)
+                wait = RECHECK_S
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
         return None
