@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import pytest
 
+from horus_core.errors import Unavailable
 from master.store import Store
 from master.store.pg import PgConn
+from master.store.pgstore import PgSession
 from master.store.writer import Conn, WriteOp
 from tests.pgtest import fresh_database
 
@@ -64,6 +67,7 @@ async def test_a_batch_whose_commit_answer_is_lost_applies_once() -> None:
             await raw.execute("INSERT INTO bumps SELECT g, 0 FROM generate_series(1, 3) g")
             conn = store.writer._conn
             assert isinstance(conn, PgConn)
+            applied.clear()
             lose_the_answer_of_the_first_commit_after_a_bump(conn)
             slow = asyncio.ensure_future(store.write(Slow()))
             await asyncio.sleep(0.1)
@@ -73,6 +77,28 @@ async def test_a_batch_whose_commit_answer_is_lost_applies_once() -> None:
             counts = [r["n"] for r in await raw.fetch("SELECT n FROM bumps ORDER BY id")]
             assert counts == [1, 1, 1], f"applied twice: {counts}"
             assert results == [1, 2, 3]  # acknowledged: it did land
+        finally:
+            await raw.close()
+            await store.close()
+
+
+async def test_a_commit_whose_outcome_cannot_be_told_is_not_retried() -> None:
+    """The server unreachable when the writer asks: the writes fail UNAVAILABLE, none is retried
+    (a retry could apply them twice); they did land once."""
+    async with fresh_database() as url:
+        store = await Store.open(url)
+        raw = await asyncpg.connect(url)
+        try:
+            await raw.execute("CREATE TABLE bumps (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)")
+            await raw.execute("INSERT INTO bumps VALUES (1, 0)")
+            conn, session = store.writer._conn, store.writer._session
+            assert isinstance(conn, PgConn) and isinstance(session, PgSession)
+            applied.clear()
+            lose_the_answer_of_the_first_commit_after_a_bump(conn)
+            session._url = "postgresql://postgres@127.0.0.1:1/none"  # (nowhere to ask)
+            with pytest.raises(Unavailable, match="may have landed"):
+                await store.write(Bump(1))
+            assert await raw.fetchval("SELECT n FROM bumps WHERE id = 1") == 1
         finally:
             await raw.close()
             await store.close()
