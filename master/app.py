@@ -32,7 +32,7 @@ from master.services.events import EventBus, JobEvent
 from master.services.floor import FloorEnforcer
 from master.services.joblogs import LogReader
 from master.services.jobs import JobService
-from master.services.logs import LogStore
+from master.services.logs import DbLogStore, LogStore
 from master.services.nodes import NodeRegistry
 from master.services.progress import ProgressKeeper
 from master.services.queues import QueueService
@@ -149,7 +149,11 @@ class Master:
     async def _build(self, policy: Policy, model: InterferenceModel) -> None:
         cfg = self.config
         events = EventBus(max_subscribers=cfg.max_watchers, queue_size=cfg.watch_queue)
-        logs = LogStore(cfg.logs_dir, cfg.max_log_bytes)
+        logs = (  # (PostgreSQL: in the database, where every master reads them; issue 39)
+            DbLogStore(self.store, cfg.max_log_bytes)
+            if self.store.read.pg
+            else LogStore(cfg.logs_dir, cfg.max_log_bytes)
+        )
         events.add_listener(lambda ev: _wake_logs(logs, ev))
         events.add_listener(lambda ev: _note_card(self.core.learner, ev))  # (cards: to the model)
         # A progress report counts once two heartbeats have shown who shares the job's GPUs.
@@ -248,12 +252,13 @@ class Master:
         self._server = server
         return port
 
-    def reload_queues(self) -> bool:
-        """SIGHUP: read the queue file again (a bad one is logged and the old config kept)."""
+    async def reload_queues(self) -> bool:
+        """SIGHUP: read the queue file again (a bad one is logged and the old config kept); the
+        new one takes over between two scheduling passes."""
         if self.queues is None:
             log.info("SIGHUP: no --queues file to reload")
             return False
-        return self.queues.reload()
+        return await self.queues.reload(self.scheduler.pass_lock)
 
     async def stop(self) -> None:
         """Stop accepting, end the streams, let the writer finish its batch, close the db."""

@@ -38,6 +38,10 @@ from master.store.lease import Fence, Term
 from master.store.pgstore import CONNECTION_ERRORS, connect, migrate
 
 log = logging.getLogger(__name__)
+# A standby that just failed to take a free lease reads it again this soon: another master took
+# it (then the standby names it to clients and workers within this, not a third of a lease later),
+# or a write of a frozen leader held the row (issue 39).
+RECHECK_S = 0.25
 
 
 class _Redirect(grpc.GenericRpcHandler):  # type: ignore[type-arg]
@@ -81,6 +85,7 @@ class HaMaster:
         self._standby: grpc.aio.Server | None = None
         self._conn: asyncpg.Connection | None = None
         self._migrated = False
+        self._followed: str | None = None  # the leader a standby last logged it follows
         self.ready = asyncio.Event()  # the port is known (tests, the start-up line)
 
     @property
@@ -122,6 +127,9 @@ class HaMaster:
             raise OSError(f"cannot listen on {listen}")
         await server.start()
         self._standby, self.port = server, port
+        self._followed = None
+        log.info("standing by at %s as %s: the leader's lease (%g s) is polled", self.address, self.holder,
+                 self.lease_s)  # fmt: skip
         self.ready.set()
 
     async def _stop_standby(self) -> None:
@@ -153,10 +161,12 @@ class HaMaster:
                 conn = await self._db()
                 row = await leases.read_lease(conn)
                 self._redirect.leader = row.address if row.remaining_s > 0 else ""
+                self._note_leader(row)
                 if row.remaining_s <= 0 or not row.holder:
                     term = await leases.try_acquire(conn, self.holder, self.address, self.lease_s)
                     if term is not None:
                         return term
+                    wait = RECHECK_S  # (another master took it: name it to clients at once)
                 else:
                     wait = min(wait, max(row.remaining_s, 0.05))
             except CONNECTION_ERRORS as exc:
@@ -164,9 +174,21 @@ class HaMaster:
                 self._drop_db()
             except asyncpg.PostgresError as exc:  # (e.g. the lease row was locked past lock_timeout)
                 log.info("standby: could not take the lease this time (%s)", exc)
+                wait = RECHECK_S
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
         return None
+
+    def _note_leader(self, row: leases.LeaseRow) -> None:
+        """Log whom this standby follows, when that changes (at start: the first one seen)."""
+        leader = row.address if row.remaining_s > 0 and row.holder else ""
+        if leader == self._followed:
+            return
+        self._followed = leader
+        if leader:
+            log.info("standby: following the leader at %s (epoch %d, %s)", leader, row.epoch, row.holder)
+        else:
+            log.info("standby: no leader holds the lease; taking it")
 
     # ------------------------------------------------------------------ leading
 

@@ -9,6 +9,7 @@ import math
 import os
 import pathlib
 import signal
+import sqlite3
 import sys
 
 from horus_core.errors import InvalidArgument
@@ -22,7 +23,7 @@ from master.auth import TokenTable
 from master.config import OPEN_WORKER_PLANE, MasterConfig, leader_lease_problem, timeout_problem
 from master.ha import HaMaster
 from master.ports import check_free, listen_addresses
-from master.store.target import parse_db
+from master.store.target import parse_db, sqlite_file_problem
 
 log = logging.getLogger("master")
 
@@ -184,6 +185,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.target = parse_db(args.db)
     except ValueError as exc:
         p.error(str(exc))
+    if args.target.path is not None and (why := sqlite_file_problem(args.target.path)) is not None:
+        p.exit(2, f"horus-master: {why}\n")  # (one line, no usage: the flag was given, its file is bad)
     if not (math.isfinite(args.leader_lease_s) and args.leader_lease_s >= 1.0):
         p.error(f"--leader-lease-s must be at least 1 s, got {args.leader_lease_s}")
     problem = leader_lease_problem(
@@ -273,6 +276,18 @@ def _port_range(text: str) -> tuple[int, int]:
     return out
 
 
+_reloads: set[asyncio.Task[bool]] = set()  # (referenced until done: the loop keeps weak ones)
+
+
+def _reload(master: Master | None) -> None:
+    """SIGHUP: reload the queue file between two passes (a task: the handler must not block)."""
+    if master is None:  # (a standby: it reads the file when it leads)
+        return
+    task = asyncio.ensure_future(master.reload_queues())
+    _reloads.add(task)
+    task.add_done_callback(_reloads.discard)
+
+
 async def serve_ha(
     config: MasterConfig, tokens: TokenTable | None, http: str | None = None, metrics: str | None = None
 ) -> None:
@@ -282,7 +297,7 @@ async def serve_ha(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, lambda: ha.master.reload_queues() if ha.master else None)
+    loop.add_signal_handler(signal.SIGHUP, lambda: _reload(ha.master))
     runner = asyncio.create_task(ha.run(stop), name="horus-ha")
     ready = asyncio.ensure_future(ha.ready.wait())
     await asyncio.wait([runner, ready], return_when=asyncio.FIRST_COMPLETED)
@@ -328,7 +343,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, master.reload_queues)
+    loop.add_signal_handler(signal.SIGHUP, lambda: _reload(master))
     await stop.wait()
     log.info("stopping")
     await master.stop()
@@ -349,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"horus-master: {exc}", file=sys.stderr)
         return 1
+    except sqlite3.DatabaseError as exc:  # (a file with SQLite's header but damaged past it)
+        print(f"horus-master: --db {args.db}: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

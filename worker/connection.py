@@ -43,6 +43,12 @@ class StreamHandler(Protocol):
 
 SILENT_HEARTBEATS, SILENCE_SLACK_S = 3, 2.0  # several masters: a master this silent is left
 STANDBY_HOP_S = 0.1  # pause before dialling the master a standby named (or the next one listed)
+# Several masters: a Register unanswered this long leaves the master (a frozen one accepts TCP
+# connections and answers nothing); one left so is not dialled again for SHUN_SILENCES silence
+# periods, even when a standby still names it (its lease has not run out yet): the worker asks
+# the standby again every STANDBY_WAIT_S instead, and goes to the new leader once it is named
+# (issue 39: a worker bouncing back to a frozen leader cost up to 10 s a time).
+HA_REGISTER_TIMEOUT_S, SHUN_SILENCES, STANDBY_WAIT_S = 5.0, 2.0, 0.5
 
 
 class Backoff:
@@ -103,6 +109,8 @@ class Connection:
         self._closing = False
         self._wake = asyncio.Event()
         self._call: _Call | None = None
+        self._silent: dict[str, float] = {}  # masters left for silence: when (monotonic)
+        self._held = False  # the last session ended at a standby that named a master left so
 
     @property
     def target(self) -> str:
@@ -148,6 +156,8 @@ class Connection:
                 since = now
             # A standby named the leader (or another master is next): go there without the backoff.
             delay = STANDBY_HOP_S if self.target != before else self._backoff.next()
+            if self._held:  # (a standby naming a master this worker left: ask it again soon)
+                delay = STANDBY_WAIT_S
             quiet = failures > 1 and now - last_warned < REPEAT_WARNING_S
             if not quiet:
                 last_warned = now
@@ -171,10 +181,12 @@ class Connection:
         """One stream: (why it ended, whether it got registered)."""
         channel = self._channel()
         self._call = call = worker_pb2_grpc.WorkerServiceStub(channel).Connect()  # type: ignore[call-arg]
-        why = "closed"
+        why, self._held = "closed", False
+        several = len(self._masters.known) > 1
+        wait_s = min(self._register_timeout_s, HA_REGISTER_TIMEOUT_S) if several else self._register_timeout_s
         try:
-            await asyncio.wait_for(call.write(self._handler.register_message()), self._register_timeout_s)
-            first = await asyncio.wait_for(call.read(), self._register_timeout_s)
+            await asyncio.wait_for(call.write(self._handler.register_message()), wait_s)
+            first = await asyncio.wait_for(call.read(), wait_s)
             if not isinstance(first, worker_pb2.MasterMessage) or not first.HasField("registered"):
                 raise ProtocolError("the master did not answer Register with Registered")
             self._queue = queue = asyncio.Queue[worker_pb2.WorkerMessage]()
@@ -188,14 +200,19 @@ class Connection:
             why = await self._pump(call, queue)
         except aio.AioRpcError as exc:
             why = f"{exc.code().name}: {exc.details()}"
+            at = self.target
             self._masters.after(exc)
+            self._avoid_silent(at)
             if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                 log.error("the master refused this worker: %s (check --join-token / TLS)", why)
         except asyncio.InvalidStateError:  # "RPC already finished": the call ended under us
             why = await _ended_why(call)
         except (TimeoutError, ProtocolError, OSError) as exc:
             why = str(exc) or type(exc).__name__
+            if several and isinstance(exc, TimeoutError):
+                self._silent[self.target] = time.monotonic()  # (answers nothing: maybe frozen)
             self._masters.rotate()
+            self._avoid_silent(None)
         except Exception as exc:  # never let one bad session end the worker's reconnect loop
             log.exception("stream to %s failed", self.target)
             why = f"{type(exc).__name__}: {exc}"
@@ -230,7 +247,9 @@ class Connection:
             try:
                 msg = await asyncio.wait_for(call.read(), silence)
             except TimeoutError:
+                self._silent[self.target] = time.monotonic()
                 self._masters.rotate()
+                self._avoid_silent(None)
                 return f"the master sent nothing for {silence:.0f} s"
             if not isinstance(msg, worker_pb2.MasterMessage):  # grpc.aio.EOF
                 return "the master ended the stream"
@@ -255,6 +274,22 @@ class Connection:
                 return await _ended_why(call)
             finally:
                 queue.task_done()
+
+    def _avoid_silent(self, at: str | None) -> None:
+        """After a move to another master: if that one is a master left for silence lately, stay
+        at ``at`` (the standby that named it) or move on to the next one that is not."""
+        window = SHUN_SILENCES * self._silence_s
+        now = time.monotonic()
+        self._silent = {m: t for m, t in self._silent.items() if now - t < window}
+        if self.target not in self._silent:
+            return
+        if at is not None and at not in self._silent:
+            self._masters.current, self._held = at, True
+            return
+        for _ in range(len(self._masters.known) - 1):
+            self._masters.rotate()
+            if self.target not in self._silent:
+                return
 
     def _channel(self) -> aio.Channel:
         options: Sequence[tuple[str, int]] = (

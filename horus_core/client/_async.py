@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import builtins
+import time
 import uuid
 import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Self, TypedDict, TypeVar
+from typing import Self, TypedDict, TypeVar
 
 import grpc
 import grpc.aio
@@ -15,7 +16,8 @@ import grpc.aio
 from horus_core import __version__, errors, wire
 from horus_core.client import _convert
 from horus_core.client._masters import Masters, leader_hint
-from horus_core.client._rpc import FAILOVER_RETRY, NO_RETRY, RetryPolicy, call_with_retry, map_rpc_error
+from horus_core.client._rpc import FAILOVER_RETRY, NO_RETRY, RetryPolicy, call_with_retry
+from horus_core.client._streams import Hops, LogResume, Resumed, resumable
 from horus_core.client._views import (
     ClusterInfo,
     GpuStatus,
@@ -86,6 +88,7 @@ class HorusClient:
         self._timeout = timeout
         several = len(self._masters.known) > 1
         self._retry = retry if retry is not None else FAILOVER_RETRY if several else RetryPolicy()
+        self._fail_fast = several and retry is None  # (every master down: say so in seconds)
         self._metadata = _auth_metadata(token)
 
     @classmethod
@@ -242,17 +245,35 @@ class HorusClient:
         The stream stays open until the generator is closed: leave it early through
         ``contextlib.aclosing(client.watch())`` (or ``await gen.aclose()``).
         """
-        async for msg in self._stream(self._watch_call(job_id)):
-            yield _convert.job_event_from_pb(msg)
+        last: JobEvent | None = None
+        several = len(self._masters.known) > 1  # (one master's stream ends when it stops)
+        async for msg in resumable(lambda: self._watch_call(job_id), self._hops(), again_on_end=several):
+            if isinstance(msg, Resumed):
+                if job_id and last is not None:  # what the cut hid: the job's state now
+                    job = await self.get(job_id)
+                    if job.state != last.job.state:
+                        last = JobEvent(job, last.job.state, time.time(), "seen when the watch resumed")
+                        yield last
+                continue
+            last = _convert.job_event_from_pb(msg)
+            yield last
 
     async def log_chunks(
         self, job_id: str, attempt: int = 0, follow: bool = False, offset: int = 0, node: str = ""
     ) -> AsyncGenerator[LogChunk, None]:
         """Output of an attempt (0 = latest) as chunks with their offsets. A multi-node gang's
         chunks name their node (``node``: only that node's part; offsets count per part)."""
-        req = cpb.GetLogsRequest(job_id=job_id, attempt=attempt, follow=follow, offset=offset, node=node)
-        async for msg in self._stream(self._stub.GetLogs(req, metadata=self._metadata)):
-            yield _convert.log_chunk_from_pb(msg)
+        at = LogResume(attempt, offset, node)
+
+        def open_call() -> grpc.aio.UnaryStreamCall[cpb.GetLogsRequest, cpb.LogChunk]:
+            req = cpb.GetLogsRequest(
+                job_id=job_id, attempt=at.attempt, follow=follow, offset=at.offset(), node=node
+            )
+            return self._stub.GetLogs(req, metadata=self._metadata)
+
+        async for msg in resumable(open_call, self._hops()):
+            if not isinstance(msg, Resumed) and (chunk := at.fresh(_convert.log_chunk_from_pb(msg))):
+                yield chunk
 
     async def logs(
         self, job_id: str, attempt: int = 0, follow: bool = False, offset: int = 0
@@ -385,20 +406,18 @@ class HorusClient:
 
     async def _unary(self, attempt: Callable[[], Awaitable[T]], retry: RetryPolicy | None = None) -> T:
         policy = retry if retry is not None else self._retry
+        self._masters.begin()
         return await call_with_retry(
             attempt, policy=policy, target=self.target, rpc_timeout=self._timeout, follow=self._follow,
             where=lambda: self._masters.current,
+            give_up=self._masters.all_down if self._fail_fast else None,
         )  # fmt: skip
 
-    async def _stream(self, call: grpc.aio.UnaryStreamCall[Any, T]) -> AsyncGenerator[T, None]:
-        try:
-            async for msg in call:
-                yield msg
-        except grpc.aio.AioRpcError as exc:
-            self._follow(exc)  # (the next call goes to the leader)
-            raise map_rpc_error(exc, self.target, None) from exc
-        finally:
-            call.cancel()
+    def _hops(self) -> Hops:
+        """How a stream follows the leader (:func:`horus_core.client._streams.resumable`)."""
+        self._masters.begin()
+        give_up = self._masters.all_down if self._fail_fast else lambda: None
+        return Hops(self._retry, self._follow, lambda: self._masters.current, give_up)
 
 
 def _auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:

@@ -77,22 +77,28 @@ async def call_with_retry(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     follow: Callable[[grpc.aio.AioRpcError], bool] | None = None,
     where: Callable[[], str] | None = None,
+    give_up: Callable[[], str | None] | None = None,
 ) -> T:
     """Run ``attempt`` until it succeeds, fails for good, or ``policy`` runs out of attempts.
 
     ``follow``: told of each failure before the next try (it may switch masters); True when a
     standby answered, which did nothing, so even a call not otherwise retried is sent again
-    (within :data:`STANDBY_HOPS`). ``where``: the master talked to now (for the error)."""
+    (within :data:`STANDBY_HOPS`). ``where``: the master talked to now (for the error).
+    ``give_up``: after each failure, the error to stop with at once (every master is down)."""
     delays = policy.delays()
     hops = STANDBY_HOPS.delays()
     while True:
         try:
             return await attempt()
         except grpc.aio.AioRpcError as exc:
+            failed_at = where() if where else target  # (before ``follow`` moves on)
             standby = follow(exc) if follow is not None else False
+            why = give_up() if give_up is not None else None
+            if why is not None:
+                raise errors.Unavailable(why) from exc
             delay = next(delays, None) if exc.code() in RETRYABLE_CODES else None
             if delay is None and standby:
                 delay = next(hops, None)
             if delay is None:
-                raise map_rpc_error(exc, where() if where else target, rpc_timeout) from exc
+                raise map_rpc_error(exc, failed_at, rpc_timeout) from exc
         await sleep(delay)

@@ -15,7 +15,7 @@ import grpc
 
 from horus_core import wire
 from horus_core.containment import Ending
-from horus_core.errors import HorusError, InvalidArgument
+from horus_core.errors import HorusError, InvalidArgument, Unavailable
 from horus_core.gen import worker_pb2 as wpb
 from horus_core.gen import worker_pb2_grpc as wgrpc
 from horus_core.model import gpu_type_of
@@ -146,6 +146,13 @@ class WorkerServicer(wgrpc.WorkerServiceServicer):
                     return
                 try:
                     await self._handle(session, msg)
+                except Unavailable as exc:  # not stored (the database restarting, or deposed)
+                    # Never dropped: the stream is reset, and the worker registers again with what
+                    # matters (its running attempts, its finals), which is stored then (issue 39).
+                    session.close(
+                        f"the master could not store its message ({exc}); reconnect and send it again"
+                    )
+                    return
                 except Exception:
                     log.exception("handling a message from node %s failed; ignored", session.node)
         except asyncio.CancelledError:

@@ -128,32 +128,35 @@ class Dashboard:
         except PermissionDenied as exc:
             return _html(pages.page("Forbidden", f"<p>{pages.e(exc)}</p>", who), status=403)
         view = await gather(self.sources)
-        parts = self._part_tails(row.job)
-        tail = "" if parts else self._tail(row.job)
+        parts = await self._part_tails(row.job)
+        tail = "" if parts else await self._tail(row.job)
         text = pages.job_page(row.job, view, self.history.of(job_id), tail, self.visible_to(who), who, parts)
         return _html(text)
 
-    def _tail(self, job: Job, node: str = "", limit: int = LOG_TAIL_BYTES) -> str:
+    async def _tail(self, job: Job, node: str = "", limit: int = LOG_TAIL_BYTES) -> str:
         """The last ``limit`` bytes of the current attempt's log (``node``: a gang's part but rank 0)."""
         if job.attempt == 0:
             return ""
         logs = self.logs
-        size = logs.size(job.id, job.attempt, node)
+        size = await logs.size(job.id, job.attempt, node)
         start = max(0, size - limit)
-        data = logs.read(job.id, job.attempt, start, limit, node=node)
+        data = await logs.read(job.id, job.attempt, start, limit, node=node)
         cut = data.find(b"\n") if start > 0 else -1
         if 0 <= cut < len(data) - 1:
             data = data[cut + 1 :]  # (cut inside the log: from its first whole line)
         return data.decode("utf-8", "replace")
 
-    def _part_tails(self, job: Job) -> list[tuple[str, str]]:
+    async def _part_tails(self, job: Job) -> list[tuple[str, str]]:
         """A gang's ``(node, tail)`` per part in rank order (rank 0's log is the plain one); none for
         a job on one node. The parts share the page's budget, each keeping at least 2 KiB."""
         if job.attempt == 0 or len(job.nodes) < 2:
             return []
         limit = max(MIN_PART_TAIL_BYTES, LOG_TAIL_BYTES // len(job.nodes))
         rank0, *others = job.nodes  # the nodes of the current attempt, in rank order
-        return [(rank0, self._tail(job, "", limit)), *((n, self._tail(job, n, limit)) for n in others)]
+        return [
+            (rank0, await self._tail(job, "", limit)),
+            *[(n, await self._tail(job, n, limit)) for n in others],
+        ]
 
     async def pairs(self, request: web.Request) -> web.Response:
         who = request[WHO]

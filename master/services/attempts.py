@@ -152,7 +152,7 @@ class AttemptHandler:
         if part and not await self._gang_part(msg.job_id, msg.attempt, entry.name):
             log.debug("node %s sent logs of %s/%d, not its attempt", entry.name, msg.job_id, msg.attempt)
             return
-        self.logs.append(msg.job_id, msg.attempt, msg.offset, msg.data, node=part)
+        await self.logs.append(msg.job_id, msg.attempt, msg.offset, msg.data, node=part)
 
     async def _gang_part(self, job_id: str, attempt: int, node: str) -> bool:
         """Whether ``node`` runs a part of the gang attempt (the live index, else the store)."""

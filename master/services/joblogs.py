@@ -44,7 +44,7 @@ class LogReader:
     async def _parts(self, job: Job, attempt: int) -> list[tuple[str, str]]:
         """``(file key, node name)`` of each part of the attempt: ``("", "")`` alone for an
         attempt on one node; a gang's rank 0 is ``("", its name)``."""
-        others = self.logs.parts(job.id, attempt)
+        others = await self.logs.parts(job.id, attempt)
         current = job.nodes if job.attempt == attempt else ()
         if not others and len(current) < 2:
             return [("", "")]
@@ -101,7 +101,7 @@ class LogReader:
         while True:
             read = False
             for key, name in parts:
-                data = logs.read(job.id, attempt, offsets[key], CHUNK, node=key)
+                data = await logs.read(job.id, attempt, offsets[key], CHUNK, node=key)
                 if data:
                     yield LogPiece(job.id, attempt, offsets[key], data, name)
                     offsets[key] += len(data)
@@ -111,7 +111,7 @@ class LogReader:
             if not follow:
                 return
             if _attempt_over(job, attempt) and all(
-                logs.size(job.id, attempt, k) <= offsets[k] for k in offsets
+                [await logs.size(job.id, attempt, k) <= offsets[k] for k in offsets]
             ):
                 return
             await logs.wait(job.id, POLL_S)

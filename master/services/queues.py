@@ -3,6 +3,7 @@ and the usage ``hctl queues`` shows. The decisions are :class:`horus_core.queues
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import pathlib
@@ -34,14 +35,17 @@ class QueueService:
         self.path = path
         self._warned: set[str] = set()
 
-    def reload(self) -> bool:
-        """Read the file again; a bad file is logged and the config in force is kept."""
+    async def reload(self, pass_lock: asyncio.Lock) -> bool:
+        """Read the file again; a bad file is logged and the config in force is kept. The new one
+        takes over between two passes (under ``pass_lock``, which a pass holds from its snapshot
+        to its commit): no pass decides with parts of two configurations (issue 39)."""
         try:
             config = load_config(str(self.path))
         except InvalidArgument as exc:
             log.error("queues: %s; keeping the configuration in force", exc)
             return False
-        self.policy.reload(config)
+        async with pass_lock:
+            self.policy.reload(config)
         log.info("queues: reloaded %s (%d queues)", self.path, len(config.queues))
         self.wakeup.poke()
         return True

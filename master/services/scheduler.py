@@ -115,6 +115,11 @@ class Scheduler:
         # Each pass's queue positions go here (what ``hctl queue`` shows).
         self.positions = positions or (lambda _p: None)
 
+    @property
+    def pass_lock(self) -> asyncio.Lock:
+        """Held by a pass from its snapshot to its commit (a queue reload waits for it)."""
+        return self._pass_lock
+
     async def run(self) -> None:
         """Forever (until cancelled): wait for a poke or the tick, then liveness + a pass."""
         while True:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,13 +14,14 @@ import asyncpg
 
 from horus_core.errors import HorusError, Unavailable
 from master.store.db import Migration, packaged_migrations
-from master.store.lease import Fence
+from master.store.lease import NOW, Fence
 from master.store.pg import PgConn, await_, to_pg
 from master.store.writer import Conn
 
 log = logging.getLogger(__name__)
 _MIGRATE_LOCK = 0x486F727573  # pg_advisory_xact_lock key: one master migrates at a time ("Horus")
 CONNECT_TIMEOUT_S = 5.0
+PRUNE_EVERY, MARK_KEEP_S = 1000, 3600  # commit marks: pruned every 1000 transactions, kept an hour
 # What a lost or refused connection raises (the server restarting, a network cut).
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
@@ -129,6 +131,7 @@ class PgSession:
     def __init__(self, url: str, fence: Fence | None) -> None:
         self._url = url
         self.fence = fence
+        self._sealed = 0
 
     def begin(self, conn: Conn) -> None:
         assert isinstance(conn, PgConn)
@@ -137,6 +140,24 @@ class PgSession:
         conn.execute("BEGIN")
         if self.fence is not None:
             self.fence.check(conn)
+
+    def seal(self, conn: Conn) -> str | None:
+        token = uuid.uuid4().hex
+        conn.execute(f"INSERT INTO commit_marks (token, at) VALUES (?, {NOW})", (token,))
+        self._sealed += 1
+        if self._sealed % PRUNE_EVERY == 1:  # (marks are looked up within seconds; an hour is ample)
+            conn.execute(f"DELETE FROM commit_marks WHERE at < {NOW} - {MARK_KEEP_S}")
+        return token
+
+    def landed(self, conn: Conn, token: str) -> bool | None:
+        assert isinstance(conn, PgConn)
+        try:
+            if conn.raw.is_closed():
+                conn.raw = await_(connect(self._url))
+            return conn.execute("SELECT 1 FROM commit_marks WHERE token = ?", (token,)).fetchone() is not None
+        except (*CONNECTION_ERRORS, asyncpg.PostgresError) as exc:
+            log.warning("cannot tell whether a write landed (%s)", exc)
+            return None
 
     def error(self, exc: BaseException) -> BaseException:
         return unavailable(exc)

@@ -55,6 +55,14 @@ class Session(Protocol):
 
     def begin(self, conn: Conn) -> None: ...
 
+    def seal(self, conn: Conn) -> str | None:
+        """Last statement before COMMIT: write a commit mark, return its token (None: no marks)."""
+        ...
+
+    def landed(self, conn: Conn, token: str) -> bool | None:
+        """After a COMMIT whose answer was lost: whether its mark is there (None: cannot tell)."""
+        ...
+
     def error(self, exc: BaseException) -> BaseException:
         """What a caller whose write failed with ``exc`` is told (a lost connection: Unavailable)."""
         ...
@@ -63,6 +71,12 @@ class Session(Protocol):
 class SqliteSession:
     def begin(self, conn: Conn) -> None:
         conn.execute("BEGIN IMMEDIATE")
+
+    def seal(self, conn: Conn) -> str | None:
+        return None  # (a local file: a COMMIT's outcome is never unknown)
+
+    def landed(self, conn: Conn, token: str) -> bool | None:
+        return None
 
     def error(self, exc: BaseException) -> BaseException:
         return exc
@@ -91,6 +105,14 @@ class WriteOp(Generic[T]):
     @classmethod
     def apply_many(cls, conn: Conn, ops: Sequence[WriteOp[Any]]) -> list[Any]:
         return [op.apply(conn) for op in ops]
+
+
+class CommitUnknown(Exception):
+    """The COMMIT of a sealed transaction failed: it may have landed (its answer lost)."""
+
+    def __init__(self, token: str, results: list[Any]) -> None:
+        super().__init__(token)
+        self.token, self.results = token, results
 
 
 @dataclass
@@ -197,7 +219,7 @@ class Writer:
 
     async def _commit(self, batch: list[_Item]) -> None:
         try:
-            results = await self.call(self._transaction, [item.op for item in batch])
+            results = await self._attempt(batch)
         except Exception as exc:
             if len(batch) == 1:
                 log.warning("write failed: %s: %s", type(exc).__name__, exc)
@@ -208,10 +230,32 @@ class Writer:
             for item in batch:
                 await self._commit([item])
             return
+        if not results and batch:  # (failed as a whole: the outcome was unknown)
+            return
         self._count(len(batch))
         for item, result in zip(batch, results, strict=True):
             if not item.fut.done():
                 item.fut.set_result(result)
+
+    async def _attempt(self, batch: list[_Item]) -> list[Any]:
+        """The batch's results once committed. A COMMIT whose answer was lost is looked up by its
+        mark: landed, the results stand; not landed, it failed (and may be retried); unknown (the
+        server still away), Unavailable, never retried: a retry could apply it twice."""
+        try:
+            return list(await self.call(self._transaction, [item.op for item in batch]))
+        except CommitUnknown as unk:
+            landed = await self.call(self._session.landed, self._conn, unk.token)
+            if landed:
+                log.warning("the answer to a COMMIT was lost; its mark shows it landed")
+                return unk.results
+            cause = unk.__cause__ or unk
+            if landed is None:
+                for item in batch:
+                    _fail(
+                        item, Unavailable(f"the store did not confirm a write ({cause}); it may have landed")
+                    )
+                return []  # (the futures are failed: nothing to set)
+            raise cause from None
 
     def _transaction(self, ops: list[WriteOp[Any]]) -> list[Any]:
         """On the writer thread: BEGIN (IMMEDIATE), every op, COMMIT (or ROLLBACK and raise)."""
@@ -231,7 +275,13 @@ class Writer:
                 else:
                     results.extend(cls.apply_many(conn, ops[i:j]))
                 i = j
-            conn.execute("COMMIT")
+            token = self._session.seal(conn)
+            try:
+                conn.execute("COMMIT")
+            except Exception as exc:
+                if token is None:
+                    raise
+                raise CommitUnknown(token, results) from exc
         except BaseException:
             with contextlib.suppress(Exception):  # (a connection that broke has nothing to undo)
                 if conn.in_transaction:

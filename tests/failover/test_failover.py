@@ -24,7 +24,7 @@ from horus_core.model import JobState
 from tests.failover.checks import check_runs, check_terms, check_write_epochs, failover_s, wait_all_done
 from tests.failover.harness import HaCluster, ha_cluster
 
-TAKEOVER_S = 15.0  # with the default lease (10 s)
+TAKEOVER_S = 15.0  # with the default lease (10 s): every fault below, to the first new placement
 KILLS = int(os.environ.get("HORUS_FAILOVER_KILLS", "20"))
 
 
@@ -63,7 +63,8 @@ def test_failover_faults(tmp_path: pathlib.Path) -> None:
         # steps down (the terms' check below: no overlap; the fence: its writes fail).
         old = cluster.leader()
         death = cluster.kill(old, signal.SIGSTOP)
-        figures["sigstop_s"] = failover_s(cluster, death)
+        figures["sigstop_s"] = took = failover_s(cluster, death)
+        assert took <= TAKEOVER_S, f"failover after SIGSTOP took {took:.1f} s"
         time.sleep(2.0)
         cluster.kill(old, signal.SIGCONT)
         deadline = time.monotonic() + 20
@@ -77,7 +78,8 @@ def test_failover_faults(tmp_path: pathlib.Path) -> None:
         # 3. PostgreSQL restarted under everyone.
         restarted = time.time()
         cluster.pg.restart()
-        figures["pg_restart_s"] = failover_s(cluster, restarted)
+        figures["pg_restart_s"] = took = failover_s(cluster, restarted)
+        assert took <= TAKEOVER_S, f"placing again after the PostgreSQL restart took {took:.1f} s"
         settle(cluster)
 
         # 4. The leader cut off the database: another leads; healed, it stands by.
@@ -85,6 +87,7 @@ def test_failover_faults(tmp_path: pathlib.Path) -> None:
         cut = time.time()
         cluster.cut(old)
         figures["cut_s"] = took = failover_s(cluster, cut)
+        assert took <= TAKEOVER_S, f"failover after the cut took {took:.1f} s"
         assert cluster.leader() != old
         cluster.heal(old)
         settle(cluster)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import pathlib
 from collections.abc import AsyncIterator, Callable
 
@@ -139,7 +140,10 @@ async def until(cond: Callable[[], bool], within_s: float = WAIT_S) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_standby_redirects_and_takes_over(tmp_path: pathlib.Path) -> None:
+async def test_standby_redirects_and_takes_over(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="master.ha")
     async with fresh_database() as url:
         a, b = (
             HaMaster(config(url, tmp_path, "a"), holder="a"),
@@ -150,6 +154,10 @@ async def test_standby_redirects_and_takes_over(tmp_path: pathlib.Path) -> None:
             async with running(b):
                 await asyncio.sleep(0.6)
                 assert b.master is None  # a standby: it leads nothing
+                # (issue 39: a standby says that it stands by, and whom it follows)
+                said = [r.getMessage() for r in caplog.records if r.name == "master.ha"]
+                assert f"standing by at 127.0.0.1:{b.port} as b" in " ".join(said)
+                assert f"standby: following the leader at 127.0.0.1:{a.port} (epoch 1, a)" in said
                 # One address, the standby's: the client follows it to the leader.
                 async with HorusClient.connect(f"127.0.0.1:{b.port}", timeout=5) as c:
                     made = await c.submit(JobSpec(command=("true",), gpus=1), request_id="r1")
@@ -159,6 +167,8 @@ async def test_standby_redirects_and_takes_over(tmp_path: pathlib.Path) -> None:
                 stop_a.set()  # a clean stop gives the lease up: b leads at once
                 await until(lambda: b.master is not None, 5.0)
                 assert b.term is not None and b.term.epoch == 2
+                said = [r.getMessage() for r in caplog.records if r.name == "master.ha"]
+                assert "standby: no leader holds the lease; taking it" in said
                 masters = f"127.0.0.1:{a.port},127.0.0.1:{b.port}"
                 async with HorusClient.connect(masters, timeout=5) as c:
                     again = await c.submit(JobSpec(command=("true",), gpus=1), request_id="r1")

@@ -4,6 +4,7 @@ SIGTERM stops it cleanly."""
 from __future__ import annotations
 
 import asyncio
+import os
 import pathlib
 import signal
 import socket
@@ -112,3 +113,33 @@ async def test_a_busy_port_is_one_clean_line_and_changes_nothing(tmp_path: pathl
             line = f"horus-master: cannot listen on 127.0.0.1:{port}: Address already in use\n"
             assert err.decode() == line
             assert not (tmp_path / "h.db").exists()
+
+
+async def test_a_bad_db_is_one_clean_line_and_exit_2(tmp_path: pathlib.Path) -> None:
+    """(Issue 39 defect 7: ``--db /proc/h.db``, a folder, a file that is not a database printed a
+    traceback.) Each: one line naming the file and why, exit 2, nothing created."""
+    junk = tmp_path / "notes.txt"
+    junk.write_bytes(b"not a database, just some text\n" * 40)
+    cases = {
+        "/proc/h.db": "cannot create",
+        str(tmp_path): "is a folder",
+        str(junk): "not a SQLite database",
+        str(tmp_path / "missing" / "h.db"): "no such folder",
+    }
+
+    async def run(db: str) -> tuple[int | None, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "master.main", "--listen", "127.0.0.1:0", "--db", db,
+            cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(proc.communicate(), START_S)
+        return proc.returncode, err.decode()
+
+    results = await asyncio.gather(*(run(db) for db in cases))
+    for (db, why), (code, err) in zip(cases.items(), results, strict=True):
+        assert code == 2, (db, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and db in lines[0] and why in lines[0], (db, err)
+        assert "Traceback" not in err
+    assert junk.read_bytes().startswith(b"not a database")  # (untouched)
+    assert not (tmp_path / "missing").exists() and "h.db" not in os.listdir("/proc")

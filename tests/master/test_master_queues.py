@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import pathlib
+import threading
 
 import grpc
 import pytest
@@ -11,6 +13,8 @@ from master_fakes import FakeWorker, client_for, running_master, spec
 
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
+from horus_core.model import Action, ClusterSnapshot
+from horus_core.queues import QueuedPolicy
 from horus_core.testing import queue_file, queue_table, queues_toml
 from tests.pgtest import Db
 
@@ -77,19 +81,54 @@ async def test_reload_keeps_the_old_config_when_the_file_is_bad(tmp_path: pathli
     path = queue_file(tmp_path, QUEUES)
     async with running_master(tmp_path, queues=path) as m, client_for(m) as stub:
         path.write_text("[queues.a\n")
-        assert m.reload_queues() is False
+        assert await m.reload_queues() is False
         assert [q.name for q in (await stub.ListQueueUsage(cpb.ListQueueUsageRequest())).queues] == ["a", "b"]
         path.write_text(QUEUES + queue_table("c", {"*": 2}))
-        assert m.reload_queues() is True
+        assert await m.reload_queues() is True
         names = [q.name for q in (await stub.ListQueueUsage(cpb.ListQueueUsageRequest())).queues]
         assert names == ["a", "b", "c"]
+
+
+async def test_a_reload_waits_for_the_pass_in_progress(tmp_path: pathlib.Path) -> None:
+    """(Issue 39 defect 5: SIGHUP swapped the config while ``decide`` ran in its thread, so one
+    pass could mix two.) A pass that started with the old file ends with it; the new one is in
+    force right after."""
+    path = queue_file(tmp_path, QUEUES)
+    async with running_master(tmp_path, queues=path) as m:
+        w = FakeWorker(m.port, "n1", n_gpus=1)
+        await w.connect()
+        policy = m.policy
+        assert isinstance(policy, QueuedPolicy)
+        started, release = threading.Event(), threading.Event()
+        seen: list[object] = []
+        decide = policy.decide
+
+        def slow(snapshot: ClusterSnapshot, now: float) -> list[Action]:
+            seen.append(policy.config)
+            started.set()
+            release.wait(10.0)
+            seen.append(policy.config)
+            return decide(snapshot, now)
+
+        policy.decide = slow  # type: ignore[method-assign]
+        one_pass = asyncio.create_task(m.scheduler.run_once())
+        assert await asyncio.to_thread(started.wait, 10.0)
+        path.write_text(QUEUES + queue_table("c", {"*": 2}))
+        reload = asyncio.ensure_future(m.reload_queues())
+        await asyncio.sleep(0.1)  # (the reload had every chance to swap the config now)
+        release.set()
+        await one_pass
+        assert await reload is True
+        assert seen[0] is seen[1], "a pass decided with two configurations"
+        assert sorted(policy.config.queues) == ["a", "b", "c"]
+        await w.close()
 
 
 async def test_without_queues_the_rpc_says_so(tmp_path: pathlib.Path) -> None:
     async with running_master(tmp_path) as m, client_for(m) as stub:
         answer = await stub.ListQueueUsage(cpb.ListQueueUsageRequest())
         assert not answer.configured and not answer.queues
-        assert m.reload_queues() is False
+        assert await m.reload_queues() is False
 
 
 async def test_job_metrics_carry_the_jobs_queue(tmp_path: pathlib.Path) -> None:
