@@ -2,7 +2,8 @@
 GPUs, submitters running, and a bounded chaos loop against real processes on 127.0.0.1.
 
     pytest tests/failover -q            # each fault once (kill -9, SIGSTOP past the lease,
-                                        # PostgreSQL restarted, the leader cut off the database)
+                                        # PostgreSQL down while attempts end, the leader cut off
+                                        # the database)
     pytest tests/failover -q -m slow    # 20 kills of the leader: failover median and max
 
 Needs PostgreSQL's server binaries (bash scripts/pg-dev.sh installs them); each run makes its own
@@ -20,12 +21,34 @@ import time
 
 import pytest
 
+from horus_core.errors import HorusError
 from horus_core.model import JobState
 from tests.failover.checks import check_runs, check_terms, check_write_epochs, failover_s, wait_all_done
 from tests.failover.harness import HaCluster, ha_cluster
 
 TAKEOVER_S = 15.0  # with the default lease (10 s): every fault below, to the first new placement
 KILLS = int(os.environ.get("HORUS_FAILOVER_KILLS", "20"))
+PG_DOWN_S = 3.0
+FINALS_S = 10.0  # from the store's return to the last running attempt's final stored
+
+
+def running_ids(cluster: HaCluster) -> list[str]:
+    with cluster.client() as c:
+        return [i for i in list(cluster.submitted.ids) if c.get(i).state is JobState.RUNNING]
+
+
+def finals_s(cluster: HaCluster, ids: list[str], since: float, within_s: float = 60.0) -> float:
+    """Seconds from ``since`` until every job of ``ids`` is in a terminal state in the store."""
+    deadline = time.monotonic() + within_s
+    with cluster.client() as c:
+        while time.monotonic() < deadline:
+            try:
+                if all(c.get(i).state.terminal for i in ids):
+                    return time.monotonic() - since
+            except HorusError:  # (the masters reconnecting to the store)
+                pass
+            time.sleep(0.25)
+    return within_s
 
 
 def settle(cluster: HaCluster, s: float = 3.0) -> None:
@@ -75,11 +98,21 @@ def test_failover_faults(tmp_path: pathlib.Path) -> None:
         assert cluster.leader() != old
         settle(cluster)
 
-        # 3. PostgreSQL restarted under everyone.
+        # 3. PostgreSQL down for a few seconds under everyone while attempts end (their final
+        # updates' writes fail): the master places again, and every attempt that was running
+        # reaches its terminal state soon after the server is back (issue 39 defect 1).
+        running = running_ids(cluster)
         restarted = time.time()
-        cluster.pg.restart()
+        cluster.pg.stop()
+        time.sleep(PG_DOWN_S)  # (longer than a job: the running attempts all end meanwhile)
+        cluster.pg.start()
+        back = time.monotonic()
         figures["pg_restart_s"] = took = failover_s(cluster, restarted)
         assert took <= TAKEOVER_S, f"placing again after the PostgreSQL restart took {took:.1f} s"
+        figures["pg_finals_s"] = took = finals_s(cluster, running, back)
+        assert running and took <= FINALS_S, (
+            f"{len(running)} finals stored {took:.1f} s after the store was back"
+        )
         settle(cluster)
 
         # 4. The leader cut off the database: another leads; healed, it stands by.
