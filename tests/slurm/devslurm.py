@@ -46,8 +46,11 @@ class DevSlurm:
             unavailable("slurmd must run as root")
         done = subprocess.run(
             ["bash", str(ROOT / "scripts" / "slurm-dev.sh"), str(self.root)],
-            capture_output=True, text=True, env=self.env, timeout=90,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=90,
+        )
         if done.returncode != 0:
             unavailable(f"the test Slurm did not start: {done.stderr.strip()[-2000:]}")
         self.env["SLURM_CONF"] = done.stdout.strip()

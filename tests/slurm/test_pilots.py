@@ -27,10 +27,22 @@ def up(slurm: DevSlurm, master: LocalCluster, *more: str, nodes: int = 1) -> lis
 
 def pilot_args(slurm: DevSlurm, master: LocalCluster) -> list[str]:
     return [
-        "up", "--master", master.addr, "--gpus-per-node", "2", "--time", "10",
-        "--warn-s", WARN, "--stop-s", STOP, "--output", str(slurm.root / "pilot-%j.out"),
-        "--worker-args", "--fake-gpus 4 --grace-s 2",
-    ]  # fmt: skip
+        "up",
+        "--master",
+        master.addr,
+        "--gpus-per-node",
+        "2",
+        "--time",
+        "10",
+        "--warn-s",
+        WARN,
+        "--stop-s",
+        STOP,
+        "--output",
+        str(slurm.root / "pilot-%j.out"),
+        "--worker-args",
+        "--fake-gpus 4 --grace-s 2",
+    ]
 
 
 def wait_for(what: str, fn: Callable[[], Any], timeout: float, logs: Callable[[], str]) -> Any:
