@@ -5,7 +5,7 @@ own side in ``worker/slurm.py``."""
 
 from horus_core.slurm.env import job_gpus, pilot_name
 from horus_core.slurm.script import PilotSpec, parse_time, render_script, sbatch_argv
-from horus_core.slurm.sizing import PoolPilot, Sizing, decide
+from horus_core.slurm.sizing import PoolPilot, Sizing, decide, wanted_gpus
 from horus_core.slurm.squeue import SlurmJob, parse_squeue
 
 __all__ = [
@@ -20,4 +20,5 @@ __all__ = [
     "pilot_name",
     "render_script",
     "sbatch_argv",
+    "wanted_gpus",
 ]

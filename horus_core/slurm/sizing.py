@@ -5,8 +5,10 @@ queue and runs sbatch / scancel is :mod:`horus_core.slurmcli.adaptive`."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from horus_core.model import JobSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,14 @@ class Sizing:
     submit: int  # pilots to submit now
     release: tuple[str, ...]  # Slurm job ids to cancel now
     why: str
+
+
+def wanted_gpus(specs: Iterable[JobSpec], gpus_per_node: int) -> int:
+    """The GPUs pending jobs ask for that pilots of ``gpus_per_node`` GPUs could give (a job of
+    more GPUs per node than a pilot has would keep the pool at its largest for nothing)."""
+    return sum(
+        max(1, s.gpus_min or s.gpus) for s in specs if not s.gpus_per_node or s.gpus_per_node <= gpus_per_node
+    )
 
 
 def decide(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from horus_core.client import HorusClient
 from horus_core.model import JobState, NodeState
 from horus_core.slurm.script import PilotSpec
-from horus_core.slurm.sizing import PoolPilot, Sizing, decide
+from horus_core.slurm.sizing import PoolPilot, Sizing, decide, wanted_gpus
 from horus_core.slurmcli import commands
 
 log = logging.getLogger("horus.slurm")
@@ -64,7 +64,7 @@ class Pool:
             pool.append(PoolPilot(job_id, ready, gpus, busy, self.idle_since.get(job_id)))
         sizing = decide(
             pool,
-            waiting_gpus=sum(max(1, j.spec.gpus_min or j.spec.gpus) for j in waiting),
+            waiting_gpus=wanted_gpus((j.spec for j in waiting), self.config.spec.gpus_per_node),
             free_gpus=free,
             gpus_per_node=self.config.spec.gpus_per_node,
             min_pilots=self.config.min_pilots,

@@ -174,6 +174,20 @@ def test_adaptive_submits_for_the_shortfall_within_max() -> None:
     assert size([], waiting=0, free=0, lo=2).submit == 2  # --min
 
 
+def test_adaptive_counts_only_jobs_a_pilot_could_take() -> None:
+    from horus_core.model import JobSpec
+    from horus_core.slurm.sizing import wanted_gpus
+
+    specs = [
+        JobSpec(command=("x",), gpus=2),
+        JobSpec(command=("x",), gpus=4),  # any shape: a gang over two pilots
+        JobSpec(command=("x",), gpus=3, gpus_min=1, gpus_max=3),  # elastic: its least
+        JobSpec(command=("x",), gpus=8, gpus_per_node=4, nodes=2),  # 4 per node: no pilot of 2 fits
+    ]
+    assert wanted_gpus(specs, gpus_per_node=2) == 2 + 4 + 1
+    assert wanted_gpus(specs, gpus_per_node=4) == 2 + 4 + 1 + 8
+
+
 def test_adaptive_releases_idle_pilots_after_the_grace_never_below_min() -> None:
     idle_long, idle_new, busy = (
         pilot("1", idle_since=10.0),
