@@ -76,7 +76,7 @@ class DevSlurm:
         out = self.run("squeue", "-h", "-n", "horus-pilot", "-t", "PD,R,CG", "-o", "%i").stdout
         return out.split()
 
-    def wait_gone(self, job_ids: Sequence[str], timeout: float = 30.0) -> None:
+    def wait_gone(self, job_ids: Sequence[str], timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while set(job_ids) & set(self.active()):
             if time.monotonic() > deadline:
