@@ -208,6 +208,14 @@ class Gpu:
 
 
 @dataclass(frozen=True, slots=True)
+class SlurmTag:
+    """The Slurm job a worker (a pilot of ``horus-slurm``, docs/slurm.md) runs in."""
+
+    job_id: str
+    end_time: float = 0.0  # when Slurm ends the job (unix seconds); 0 = no limit known
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     gpus: tuple[Gpu, ...]
@@ -215,6 +223,7 @@ class Node:
     last_seen: float = 0.0
     rack: str = ""  # the worker's --rack; "" = not given (all such nodes count as one rack)
     drain_deadline: float | None = None  # DRAINING: when its remaining jobs are preempted
+    slurm: SlurmTag | None = None  # a Slurm pilot: its job and when that job ends
 
 
 _STATE_OF = operator.attrgetter("state")

@@ -3,13 +3,15 @@ place where :class:`horus_core.errors.HorusError` maps to gRPC status codes and 
 
 from __future__ import annotations
 
+import math
+
 import grpc
 
 from horus_core import errors, plane
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.gen import worker_pb2 as wpb
-from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState, ProfileHints
+from horus_core.model import Gpu, Job, JobSpec, JobState, Node, NodeState, ProfileHints, SlurmTag
 from horus_core.modelcard import card_to_json, parse_card
 from horus_core.queueusage import QueueUsage
 
@@ -233,7 +235,18 @@ def node_to_pb(node: Node) -> pb.Node:
     )
     if node.drain_deadline is not None:
         msg.drain_deadline = node.drain_deadline
+    if node.slurm is not None:
+        msg.slurm.CopyFrom(slurm_tag_to_pb(node.slurm))
     return msg
+
+
+def slurm_tag_to_pb(tag: SlurmTag) -> pb.SlurmTag:
+    return pb.SlurmTag(job_id=tag.job_id, end_time=tag.end_time)
+
+
+def slurm_tag_from_pb(msg: pb.SlurmTag) -> SlurmTag:
+    end = msg.end_time if math.isfinite(msg.end_time) and msg.end_time > 0 else 0.0
+    return SlurmTag(msg.job_id[:64], end)
 
 
 def node_from_pb(msg: pb.Node) -> Node:
@@ -244,6 +257,7 @@ def node_from_pb(msg: pb.Node) -> Node:
         last_seen=msg.last_seen,
         rack=msg.rack,
         drain_deadline=msg.drain_deadline if msg.HasField("drain_deadline") else None,
+        slurm=slurm_tag_from_pb(msg.slurm) if msg.HasField("slurm") else None,
     )
 
 

@@ -236,7 +236,7 @@ class Master:
             server,
         )
         wgrpc.add_WorkerServiceServicer_to_server(
-            WorkerServicer(self.plane, self.attempts, cfg.node_timeout_s), server
+            WorkerServicer(self.plane, self.attempts, cfg.node_timeout_s, self.service), server
         )
         try:
             creds = server_credentials(cfg)

@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 
 from horus_core.containment import CAUSE_CUDA_OOM, Ending
-from horus_core.model import JobState
+from horus_core.model import JobState, SlurmTag
 from horus_core.plane import Assignment, Kill, LeaseGrant, ToWorker
 from worker import messages
 from worker.connection import Connection
@@ -64,6 +64,7 @@ class AgentConfig:
     advertise_addr: str = ""  # where other nodes reach this one ("": the master uses what it sees)
     rack: str = ""  # --rack: the rack (switch) this node sits in, reported at registration
     sharing: SharingConfig = field(default_factory=SharingConfig)  # --sharing, the memory watchdog
+    slurm: SlurmTag | None = None  # --slurm: the Slurm job this pilot runs in (docs/slurm.md)
 
 
 class Agent:
@@ -91,6 +92,7 @@ class Agent:
         self._tasks: set[asyncio.Task[None]] = set()
         self._beat_now = asyncio.Event()
         self._shutdown = asyncio.Event()
+        self._drain: tuple[float, str, float] | None = None  # (deadline, reason, end time): request_drain
         self._finished = asyncio.Event()  # set whenever an attempt reaches its final state
         self.state.epoch = load_epoch(config.state_dir)
         self._lease_written = (0.0, 0.0)
@@ -156,7 +158,20 @@ class Agent:
                 log.warning("cannot record container %s for the lease watchdog: %s", container_id[:12], exc)
 
     def request_shutdown(self) -> None:
+        self.state.shutting_down = True  # at once: an attempt that dies from here on was stopped
         self._shutdown.set()
+
+    def request_drain(self, timeout_s: float, reason: str, end_time: float = 0.0) -> None:
+        """Ask the master to drain this node within ``timeout_s`` (a Slurm pilot warned of its
+        end, docs/slurm.md); asked again on every new registration until the worker exits."""
+        self._drain = (self.state.clock.time() + max(0.0, timeout_s), reason, end_time)
+        self._send_drain()
+
+    def _send_drain(self) -> None:
+        if self._drain is not None and self.connection.registered:
+            deadline, reason, end_time = self._drain
+            left = max(0.0, deadline - self.state.clock.time())
+            self.connection.send(messages.drain_self(left, reason, end_time))
 
     async def _wind_down(self, connection_task: asyncio.Task[None]) -> None:
         self._apply(self.state.shutdown())
@@ -189,6 +204,7 @@ class Agent:
             advertise_addr=self.config.advertise_addr,
             rack=self.config.rack,
             runtime=self._runtime.name,
+            slurm=self.config.slurm,
         )
 
     def on_registered(self, msg: LeaseGrant) -> None:
@@ -198,6 +214,7 @@ class Agent:
         for tail in self._logs.values():
             tail.rewind()
         self._apply(effects)
+        self._send_drain()
         self._beat_now.set()
 
     def _registered(self, msg: LeaseGrant) -> list[Effect]:

@@ -5,6 +5,7 @@
                  [--join-token T] [--grace-s 30] [--metrics-listen HOST:PORT]
                  [--sharing timeslice|mps|hami] [--hami-lib PATH] [--mps-control PATH]
 
+    horus-worker --slurm --master HOST:PORT [--slurm-warn-s 300] [--slurm-stop-s 60] ...   (a Slurm pilot)
     horus-worker --kubernetes [--node-name NAME] [--kubeconfig FILE] ...   (worker/k8s/cli.py)
 
 Without ``--fake-gpus`` the GPUs come from NVML. SIGTERM or SIGINT stops the attempts gracefully,
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import pathlib
@@ -32,6 +34,7 @@ from aiohttp import web
 from horus_core import __version__
 from horus_core.address import DEFAULT_PORT, split_addresses, with_port
 from horus_core.model import DEFAULT_GRACE_S
+from worker import slurm
 from worker.agent import Agent, AgentConfig, SpeedOf
 from worker.files import safe_name
 from worker.gpu.base import GpuInfo, GpuProbe
@@ -64,9 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the master's worker endpoint, or several masters a:50051,b:50051 (default $HORUS_MASTER; "
         "no port: 50051)",
     )
-    p.add_argument(
-        "--name", default=socket.gethostname().split(".")[0], help="node name (default: the host name)"
-    )
+    p.add_argument("--name", help="node name (default: the host name; with --slurm: slurm-JOBID)")
     p.add_argument(
         "--rack", default="", help="the rack (switch) of this node: gangs spread over nodes prefer one rack"
     )
@@ -172,6 +173,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="MIB",
         help=f"a job is stopped above its GPU memory cap plus this (default {DEFAULT_SLACK_MIB})",
     )
+    p.add_argument(
+        "--slurm",
+        action="store_true",
+        help="run as a Slurm pilot (horus-slurm up writes this): named slurm-$SLURM_JOB_ID, on the GPUs of "
+        "$SLURM_JOB_GPUS only, tagged with the job, draining itself on SIGUSR1 (docs/slurm.md)",
+    )
+    p.add_argument(
+        "--slurm-warn-s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="--slurm: the warning signal comes S seconds before the walltime (sbatch --signal; default 300)",
+    )
+    p.add_argument(
+        "--slurm-stop-s",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="--slurm: what still runs S seconds before the walltime is preempted and re-queued (default 60)",
+    )
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument(
         "--kubernetes",
@@ -185,6 +206,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             f"--master HOST[:PORT] is required (or set $HORUS_MASTER; the port defaults to {DEFAULT_PORT})"
         )
     args.master = _address(p, "--master", lambda: ",".join(split_addresses(args.master)))
+    args.pilot = _pilot(p, args)
+    if args.name is None:
+        args.name = args.pilot.name if args.pilot is not None else socket.gethostname().split(".")[0]
     if args.metrics_listen:
         args.metrics_listen = _address(
             p, "--metrics-listen", lambda: with_port(args.metrics_listen, None, allow_zero=True)
@@ -212,6 +236,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _pilot(p: argparse.ArgumentParser, args: argparse.Namespace) -> slurm.Pilot | None:
+    """--slurm: the Slurm job this worker runs in, or exit 2 saying what is wrong."""
+    if not args.slurm:
+        return None
+    if not 0 <= args.slurm_stop_s < args.slurm_warn_s:
+        p.error("expected 0 <= --slurm-stop-s < --slurm-warn-s")
+    try:
+        return slurm.pilot_from_env(os.environ, args.slurm_warn_s, args.slurm_stop_s)
+    except ValueError as exc:
+        p.error(f"--slurm: {exc}")
+
+
 def _address(p: argparse.ArgumentParser, flag: str, parse: Callable[[], str]) -> str:
     """An address flag parsed (horus_core.address), or exit 2 naming the flag and what is wrong."""
     try:
@@ -236,7 +272,9 @@ async def open_probe(
         except ValueError as exc:
             raise StartupError(str(exc)) from None
         faults = FaultFile(args.fake_gpu_faults) if args.fake_gpu_faults else None
-        sim = SimulatedProbe(simulated_gpus(args.name, models), ground_truth=truth, faults=faults)
+        # (a pilot's simulated GPUs are its host's: two pilots on one node split one set)
+        key = socket.gethostname().split(".")[0] if args.pilot is not None else args.name
+        sim = SimulatedProbe(simulated_gpus(key, models), ground_truth=truth, faults=faults)
         if truth:
             log.info(
                 "simulated GPUs follow %d ground-truth pair(s) from %s", len(truth), args.sim_interference
@@ -253,6 +291,20 @@ async def open_probe(
         await probe.close()
         raise StartupError("no NVIDIA GPU found (NVML sees none); use --fake-gpus N")
     return probe, gpus, None
+
+
+async def pilot_probe(
+    args: argparse.Namespace, probe: GpuProbe, gpus: list[GpuInfo]
+) -> tuple[GpuProbe, list[GpuInfo]]:
+    """--slurm: the probe kept to the GPUs Slurm gave the job."""
+    if args.pilot is None or not args.pilot.gpu_indices:
+        return probe, gpus
+    try:
+        mine = slurm.only(gpus, args.pilot.gpu_indices)
+    except ValueError as exc:
+        await probe.close()
+        raise StartupError(f"--slurm: {exc}") from None
+    return slurm.OnlyProbe(probe, mine), mine
 
 
 async def open_runtime(args: argparse.Namespace, state_dir: pathlib.Path) -> Runtime:
@@ -306,6 +358,9 @@ def sharing_config(args: argparse.Namespace) -> SharingConfig:
 async def serve(args: argparse.Namespace, config: AgentConfig) -> None:
     state_dir = config.state_dir
     probe, gpus, speed_of = await open_probe(args)
+    probe, gpus = await pilot_probe(args, probe, gpus)
+    if args.pilot is not None:
+        config = dataclasses.replace(config, slurm=await slurm.tag(args.pilot))
     try:
         runtime = await open_runtime(args, state_dir)
     except BaseException:
@@ -324,6 +379,8 @@ async def serve(args: argparse.Namespace, config: AgentConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, _on_signal, agent, sig)
+    if args.pilot is not None:
+        slurm.on_warning(agent, args.pilot)
     kind = "simulated" if args.fake_gpus else "NVML"
     models = ", ".join(sorted({g.model for g in gpus}))
     log.info(

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from horus_core import __version__, wire
 from horus_core.gang import GangInfo
 from horus_core.gen import types_pb2, worker_pb2
-from horus_core.model import Gpu, gpu_type_of
+from horus_core.model import Gpu, SlurmTag, gpu_type_of
 from horus_core.plane import Assignment, JobGpuReading, Kill, LeaseGrant, ToWorker
-from horus_core.wire import gpu_to_pb, job_state_to_pb, spec_from_pb
+from horus_core.wire import gpu_to_pb, job_state_to_pb, slurm_tag_to_pb, spec_from_pb
 from worker.gpu.base import GpuInfo, GpuReading, ProcessReading
 from worker.runtime.base import AttemptKey
 from worker.state import Update
@@ -39,6 +39,7 @@ def register(
     advertise_addr: str = "",
     rack: str = "",
     runtime: str = "",
+    slurm: SlurmTag | None = None,
 ) -> worker_pb2.WorkerMessage:
     pb_gpus = [gpu_to_pb(_gpu(name, g)) for g in gpus]
     msg = worker_pb2.Register(
@@ -53,7 +54,15 @@ def register(
         rack=rack,
         runtime=runtime,
     )
+    if slurm is not None:
+        msg.slurm.CopyFrom(slurm_tag_to_pb(slurm))
     return worker_pb2.WorkerMessage(register=msg)
+
+
+def drain_self(timeout_s: float, reason: str, end_time: float = 0.0) -> worker_pb2.WorkerMessage:
+    """Ask the master to drain this node (a Slurm pilot warned of its end, docs/slurm.md)."""
+    drain = worker_pb2.DrainSelf(timeout_s=timeout_s, reason=reason[:200], end_time=end_time)
+    return worker_pb2.WorkerMessage(drain=drain)
 
 
 def _gpu(node: str, g: GpuInfo) -> Gpu:

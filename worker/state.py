@@ -326,6 +326,12 @@ class WorkerState:
         if lapsed and status.state is not JobState.CANCELLED:  # the watchdog got there first
             why = "lease expired: stopped by the lease watchdog"
             return effects + self._finish(attempt, JobState.CANCELLED, status.exit_code, why)
+        if status.state is JobState.FAILED and self.shutting_down:
+            # It died once the worker was told to stop: the stop's result, re-queued. Under Slurm
+            # the job's processes get the scancel / time limit's SIGTERM with the worker's, and
+            # may die before the worker stops them (docs/slurm.md): not a failure of the job.
+            why = attempt.stop_reason or "worker shutting down"
+            status = dataclasses.replace(status, state=JobState.CANCELLED, reason=f"{why} ({status.reason})")
         if attempt.cause:
             ending = dataclasses.replace(ending, cause=attempt.cause)
         elif lapsed or status.state is not JobState.FAILED:

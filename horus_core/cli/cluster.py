@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from horus_core.cli import output as fmt
 from horus_core.cli import service
@@ -10,6 +11,7 @@ from horus_core.cli.base import Subparsers, add_command
 from horus_core.cli.output import Output
 from horus_core.cli.records import gpu_status_record, node_record, profile_record
 from horus_core.client import GpuStatus, HorusClient, PairSpeed
+from horus_core.model import Node
 
 
 def register(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -31,7 +33,7 @@ async def list_nodes(client: HorusClient, args: argparse.Namespace, out: Output)
     if out.json:
         out.dump([node_record(n) for n in nodes])
         return 0
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for n in nodes:
         models = ", ".join(sorted({g.model for g in n.gpus})) or "-"
         healthy = sum(1 for g in n.gpus if g.healthy)
@@ -39,8 +41,31 @@ async def list_nodes(client: HorusClient, args: argparse.Namespace, out: Output)
         rack = n.rack or "-"
         state = service.state_text(n)
         rows.append((n.name, state, rack, f"{healthy}/{len(n.gpus)}", held, models, fmt.age(n.last_seen)))
-    out.table(("NAME", "STATE", "RACK", "GPUS (HEALTHY/ALL)", "QUARANTINED", "MODEL", "LAST SEEN"), rows)
+    head: tuple[str, ...] = (
+        "NAME",
+        "STATE",
+        "RACK",
+        "GPUS (HEALTHY/ALL)",
+        "QUARANTINED",
+        "MODEL",
+        "LAST SEEN",
+    )
+    if any(n.slurm is not None for n in nodes):  # Slurm pilots (docs/slurm.md): their job, time left
+        head += ("SLURM JOB", "TIME LEFT")
+        rows = [(*r, *slurm_text(n, time.time())) for r, n in zip(rows, nodes, strict=True)]
+    out.table(head, rows)
     return 0
+
+
+def slurm_text(node: Node, now: float) -> tuple[str, str]:
+    """A pilot's Slurm job id and the time its job has left ("-", "-" for other nodes)."""
+    tag = node.slurm
+    if tag is None:
+        return "-", "-"
+    if tag.end_time <= 0:
+        return tag.job_id, "unlimited"
+    left = int(max(0.0, tag.end_time - now))
+    return tag.job_id, f"{left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
 
 
 async def list_gpus(client: HorusClient, args: argparse.Namespace, out: Output) -> int:

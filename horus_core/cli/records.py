@@ -101,6 +101,9 @@ def node_record(node: Node) -> Record:
         "last_seen": node.last_seen,
         "rack": node.rack,
         "drain_deadline": node.drain_deadline,
+        "slurm": None
+        if node.slurm is None
+        else {"job_id": node.slurm.job_id, "end_time": node.slurm.end_time},
         "quarantined": sum(1 for g in node.gpus if g.quarantine),
         "gpus": [gpu_record(g) for g in sorted(node.gpus, key=lambda g: g.index)],
     }

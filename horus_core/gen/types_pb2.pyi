@@ -507,6 +507,7 @@ class Node(_message.Message):
     LAST_SEEN_FIELD_NUMBER: _builtins.int
     RACK_FIELD_NUMBER: _builtins.int
     DRAIN_DEADLINE_FIELD_NUMBER: _builtins.int
+    SLURM_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     state: Global___NodeState.ValueType
     last_seen: _builtins.float
@@ -516,6 +517,10 @@ class Node(_message.Message):
     """DRAINING: when its remaining jobs are preempted and re-queued (unix seconds)."""
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___Gpu]: ...
+    @_builtins.property
+    def slurm(self) -> Global___SlurmTag:
+        """A Slurm pilot (horus-slurm): the Slurm job it runs in and when that job ends; unset otherwise."""
+
     def __init__(
         self,
         *,
@@ -525,16 +530,42 @@ class Node(_message.Message):
         last_seen: _builtins.float = ...,
         rack: _builtins.str = ...,
         drain_deadline: _builtins.float | None = ...,
+        slurm: Global___SlurmTag | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_drain_deadline", b"_drain_deadline", "drain_deadline", b"drain_deadline"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_drain_deadline", b"_drain_deadline", "drain_deadline", b"drain_deadline", "slurm", b"slurm"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_drain_deadline", b"_drain_deadline", "drain_deadline", b"drain_deadline", "gpus", b"gpus", "last_seen", b"last_seen", "name", b"name", "rack", b"rack", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_drain_deadline", b"_drain_deadline", "drain_deadline", b"drain_deadline", "gpus", b"gpus", "last_seen", b"last_seen", "name", b"name", "rack", b"rack", "slurm", b"slurm", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__drain_deadline: _TypeAlias = _typing.Literal["drain_deadline"]  # noqa: Y015
     _WhichOneofArgType__drain_deadline: _TypeAlias = _typing.Literal["_drain_deadline", b"_drain_deadline"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__drain_deadline) -> _WhichOneofReturnType__drain_deadline | None: ...
 
 Global___Node: _TypeAlias = Node  # noqa: Y015
+
+@_typing.final
+class SlurmTag(_message.Message):
+    """The Slurm job a worker runs in (a pilot of horus-slurm, docs/slurm.md)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JOB_ID_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    job_id: _builtins.str
+    end_time: _builtins.float
+    """when Slurm ends the job (unix seconds); 0 = no limit known"""
+    def __init__(
+        self,
+        *,
+        job_id: _builtins.str = ...,
+        end_time: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "job_id", b"job_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SlurmTag: _TypeAlias = SlurmTag  # noqa: Y015
 
 @_typing.final
 class GpuStatus(_message.Message):

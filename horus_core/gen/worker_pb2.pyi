@@ -54,6 +54,7 @@ class Register(_message.Message):
     RESUME_EPOCH_FIELD_NUMBER: _builtins.int
     ADVERTISE_ADDR_FIELD_NUMBER: _builtins.int
     RACK_FIELD_NUMBER: _builtins.int
+    SLURM_FIELD_NUMBER: _builtins.int
     RUNTIME_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     token: _builtins.str
@@ -86,6 +87,10 @@ class Register(_message.Message):
         while the stream was down). The master applies them before it reconciles.
         """
 
+    @_builtins.property
+    def slurm(self) -> _types_pb2.SlurmTag:
+        """Set when the worker is a Slurm pilot (horus-worker --slurm): its Slurm job (docs/slurm.md)."""
+
     def __init__(
         self,
         *,
@@ -98,11 +103,12 @@ class Register(_message.Message):
         resume_epoch: _builtins.int = ...,
         advertise_addr: _builtins.str = ...,
         rack: _builtins.str = ...,
+        slurm: _types_pb2.SlurmTag | None = ...,
         runtime: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["slurm", b"slurm"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise_addr", b"advertise_addr", "finished", b"finished", "gpus", b"gpus", "name", b"name", "rack", b"rack", "resume_epoch", b"resume_epoch", "running", b"running", "runtime", b"runtime", "token", b"token", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advertise_addr", b"advertise_addr", "finished", b"finished", "gpus", b"gpus", "name", b"name", "rack", b"rack", "resume_epoch", b"resume_epoch", "running", b"running", "runtime", b"runtime", "slurm", b"slurm", "token", b"token", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -272,6 +278,37 @@ class AttemptProgress(_message.Message):
 Global___AttemptProgress: _TypeAlias = AttemptProgress  # noqa: Y015
 
 @_typing.final
+class DrainSelf(_message.Message):
+    """The worker takes its own node out of service: a Slurm pilot warned that its job ends soon
+    (docs/slurm.md). The master drains the node as `hctl drain NODE --timeout timeout_s` would: no
+    new placements, and what still runs after timeout_s is preempted and re-queued.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TIMEOUT_S_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    timeout_s: _builtins.float
+    reason: _builtins.str
+    end_time: _builtins.float
+    """the Slurm job's end as the worker now reads it (0: unchanged)"""
+    def __init__(
+        self,
+        *,
+        timeout_s: _builtins.float = ...,
+        reason: _builtins.str = ...,
+        end_time: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "reason", b"reason", "timeout_s", b"timeout_s"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DrainSelf: _TypeAlias = DrainSelf  # noqa: Y015
+
+@_typing.final
 class WorkerMessage(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -280,6 +317,7 @@ class WorkerMessage(_message.Message):
     UPDATE_FIELD_NUMBER: _builtins.int
     LOG_FIELD_NUMBER: _builtins.int
     PROGRESS_FIELD_NUMBER: _builtins.int
+    DRAIN_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def register(self) -> Global___Register: ...
     @_builtins.property
@@ -290,6 +328,8 @@ class WorkerMessage(_message.Message):
     def log(self) -> Global___AttemptLog: ...
     @_builtins.property
     def progress(self) -> Global___AttemptProgress: ...
+    @_builtins.property
+    def drain(self) -> Global___DrainSelf: ...
     def __init__(
         self,
         *,
@@ -298,12 +338,13 @@ class WorkerMessage(_message.Message):
         update: Global___AttemptUpdate | None = ...,
         log: Global___AttemptLog | None = ...,
         progress: Global___AttemptProgress | None = ...,
+        drain: Global___DrainSelf | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat", b"heartbeat", "log", b"log", "msg", b"msg", "progress", b"progress", "register", b"register", "update", b"update"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["drain", b"drain", "heartbeat", b"heartbeat", "log", b"log", "msg", b"msg", "progress", b"progress", "register", b"register", "update", b"update"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat", b"heartbeat", "log", b"log", "msg", b"msg", "progress", b"progress", "register", b"register", "update", b"update"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["drain", b"drain", "heartbeat", b"heartbeat", "log", b"log", "msg", b"msg", "progress", b"progress", "register", b"register", "update", b"update"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_msg: _TypeAlias = _typing.Literal["register", "heartbeat", "update", "log", "progress"]  # noqa: Y015
+    _WhichOneofReturnType_msg: _TypeAlias = _typing.Literal["register", "heartbeat", "update", "log", "progress", "drain"]  # noqa: Y015
     _WhichOneofArgType_msg: _TypeAlias = _typing.Literal["msg", b"msg"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_msg) -> _WhichOneofReturnType_msg | None: ...
 

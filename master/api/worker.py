@@ -21,6 +21,7 @@ from horus_core.gen import worker_pb2_grpc as wgrpc
 from horus_core.model import gpu_type_of
 from horus_core.wire import status_code_for
 from master.services.attempts import AttemptHandler
+from master.services.service import ServiceDesk
 from master.services.session import Session
 from master.services.workers import ADDR, MAX_FINISHED, FinalUpdate, Registration, WorkerPlane
 
@@ -75,13 +76,21 @@ def registration_from_pb(msg: wpb.Register, identity: str = "anonymous", peer: s
         advertise_addr=msg.advertise_addr or peer,
         rack=msg.rack,
         runtime=msg.runtime,
+        slurm=wire.slurm_tag_from_pb(msg.slurm) if msg.HasField("slurm") else None,
     )
 
 
 class WorkerServicer(wgrpc.WorkerServiceServicer):
-    def __init__(self, plane: WorkerPlane, attempts: AttemptHandler, first_message_timeout_s: float) -> None:
+    def __init__(
+        self,
+        plane: WorkerPlane,
+        attempts: AttemptHandler,
+        first_message_timeout_s: float,
+        service: ServiceDesk | None = None,
+    ) -> None:
         self.plane = plane
         self.attempts = attempts
+        self.service = service  # a worker's DrainSelf (Slurm pilots); None: such messages are ignored
         self.first_timeout = first_message_timeout_s
 
     async def Connect(self, request_iterator: Any, context: WCtx) -> None:  # type: ignore[override]
@@ -124,6 +133,12 @@ class WorkerServicer(wgrpc.WorkerServiceServicer):
             await attempts.log(session, wire.attempt_log_from_pb(msg.log))
         elif kind == "progress":
             attempts.progress(session, wire.attempt_progress_from_pb(msg.progress))
+        elif kind == "drain" and self.service is not None:
+            d = msg.drain
+            if attempts.touch(session) is not None:  # (only the node's current stream)
+                await self.service.drain_self(
+                    session.node, d.timeout_s, d.reason or "asked by its worker", d.end_time
+                )
         else:
             attempts.touch(session)
             log.warning("node %s sent an unexpected %s message; ignored", session.node, kind)

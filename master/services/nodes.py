@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from horus_core.model import Gpu, Node, NodeState, gpu_type_of
+from horus_core.model import Gpu, Node, NodeState, SlurmTag, gpu_type_of
 from horus_core.plane import Assignment, GpuReading, Heartbeat, JobGpuReading, ToWorker
 from master.services.session import Session
 
@@ -47,6 +47,7 @@ class NodeEntry:
     _node_memo: Node | None = field(default=None, repr=False, compare=False)
     rack: str = ""  # horus-worker --rack (issue 11)
     runtime: str = ""  # how its worker runs jobs: "process" or "docker" ("": not said)
+    slurm: SlurmTag | None = None  # a Slurm pilot: its job and when it ends (docs/slurm.md)
     # An admin's cordon/drain and the GPUs quarantined (uuid -> why): copied from the registry's
     # ServiceBook whenever either changes (NodeRegistry.apply_service).
     admin: NodeState | None = None  # CORDONED or DRAINING
@@ -80,9 +81,16 @@ class NodeEntry:
             or node.state is not state
             or node.last_seen != self.last_heard
             or node.drain_deadline != self.drain_deadline
+            or node.slurm is not self.slurm
         ):
             node = self._node_memo = Node(
-                self.name, gpus, state, self.last_heard, rack=self.rack, drain_deadline=self.drain_deadline
+                self.name,
+                gpus,
+                state,
+                self.last_heard,
+                rack=self.rack,
+                drain_deadline=self.drain_deadline,
+                slurm=self.slurm,
             )
         return node
 

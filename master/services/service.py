@@ -7,7 +7,9 @@ each change is written to the store first (tables of migration 0008), then to th
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 
 from horus_core import service as rules
 from horus_core.errors import InvalidArgument, NotFound
@@ -43,7 +45,9 @@ class ServiceDesk:
             raise NotFound(f"no node named {name[:100]!r}")
         return entry
 
-    async def cordon(self, name: str, *, drain: bool = False, timeout_s: float | None = None) -> Node:
+    async def cordon(
+        self, name: str, *, drain: bool = False, timeout_s: float | None = None, by: str = "an admin"
+    ) -> Node:
         """No new placements on ``name``; with ``drain``, its jobs are preempted at the timeout."""
         self._entry(name)  # (NOT_FOUND before anything changes)
         now = self.clock.now()
@@ -52,9 +56,22 @@ class ServiceDesk:
         await self.store.write(SetNodeServiceOp(name, mode, deadline, now))
         self.registry.book.modes[name] = (mode, deadline)
         self.registry.apply_service(name)
-        log.info("node %s %s by an admin%s", name, mode.value.lower(), _when(deadline, now))
+        log.info("node %s %s by %s%s", name, mode.value.lower(), by, _when(deadline, now))
         self.wakeup.poke()
         return self._entry(name).model()  # (the worker may have re-registered meanwhile)
+
+    async def drain_self(self, name: str, timeout_s: float, reason: str, end_time: float = 0.0) -> None:
+        """A worker drains its own node (a Slurm pilot warned of its job's end, docs/slurm.md):
+        as ``hctl drain`` with ``timeout_s``, except that an earlier deadline already set stays."""
+        entry = self._entry(name)
+        if end_time > 0 and math.isfinite(end_time) and entry.slurm is not None:
+            entry.slurm = dataclasses.replace(entry.slurm, end_time=end_time)
+        timeout = min(max(0.0, timeout_s), rules.MAX_DRAIN_TIMEOUT_S) if math.isfinite(timeout_s) else 0.0
+        mode, deadline = self.registry.book.modes.get(name, (None, None))
+        now = self.clock.now()
+        if mode is NodeState.DRAINING and deadline is not None and deadline <= now + timeout:
+            return
+        await self.cordon(name, drain=True, timeout_s=timeout, by=f"its worker ({reason[:200]})")
 
     async def uncordon(self, name: str, gpu_uuid: str = "") -> Node:
         """Back in service: the cordon or drain ends and the node's quarantined GPUs are released

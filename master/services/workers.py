@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from horus_core import gang
 from horus_core.containment import Ending
 from horus_core.errors import AlreadyExists, InvalidArgument, PermissionDenied, Unauthenticated
-from horus_core.model import Gpu, JobState, NodeState
+from horus_core.model import Gpu, JobState, NodeState, SlurmTag
 from horus_core.plane import LeaseGrant
 from master.clock import Clock
 from master.config import MasterConfig
@@ -70,6 +70,7 @@ class Registration:
     advertise_addr: str = ""  # where other nodes reach it (its own flag, else the peer address)
     rack: str = ""  # horus-worker --rack (issue 11)
     runtime: str = ""  # how it runs jobs: "process" or "docker" ("": not said, an older worker)
+    slurm: SlurmTag | None = None  # a Slurm pilot's job (horus-worker --slurm, docs/slurm.md)
 
 
 class WorkerPlane:
@@ -126,6 +127,8 @@ class WorkerPlane:
             )
         if reg.rack and not NODE_NAME.match(reg.rack):
             raise InvalidArgument("register.rack", f"not a valid rack name: {reg.rack[:80]!r}")
+        if reg.slurm is not None and not NODE_NAME.match(reg.slurm.job_id):
+            raise InvalidArgument("register.slurm.job_id", f"not a Slurm job id: {reg.slurm.job_id[:80]!r}")
         if reg.runtime and not NODE_NAME.match(reg.runtime):
             raise InvalidArgument("register.runtime", f"not a runtime name: {reg.runtime[:80]!r}")
         for uuid in uuids:
@@ -148,7 +151,7 @@ class WorkerPlane:
             )
             entry.identity, entry.epoch = reg.identity, secrets.randbits(63) | 1
             entry.advertise_addr = reg.advertise_addr
-            entry.rack, entry.runtime = reg.rack, reg.runtime
+            entry.rack, entry.runtime, entry.slurm = reg.rack, reg.runtime, reg.slurm
             self.registry.put(entry)
             session.send(self._registered(epoch=entry.epoch))
             log.info(

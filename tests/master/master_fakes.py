@@ -84,6 +84,7 @@ class FakeWorker:
         self._barriers = 0
         self.skipped: list[wpb.MasterMessage] = []
         self.advertise_addr = ""  # Register.advertise_addr ("": the master uses the peer address)
+        self.slurm: pb.SlurmTag | None = None  # Register.slurm: a Slurm pilot's tag
 
     async def connect(
         self,
@@ -105,6 +106,7 @@ class FakeWorker:
                     advertise_addr=self.advertise_addr,
                     rack=self.rack,
                     runtime=self.runtime,
+                    slurm=self.slurm,
                 )
             )
         )

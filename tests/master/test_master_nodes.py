@@ -19,6 +19,7 @@ from horus_core.client import HorusClient
 from horus_core.errors import InvalidArgument, NotFound
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
+from horus_core.gen import worker_pb2 as wpb
 from horus_core.model import NodeState
 from horus_core.testing import FakeClock
 from master.app import Master
@@ -209,3 +210,34 @@ async def test_sdk_cordon_drain_uncordon(tmp_path: pathlib.Path) -> None:
             await c.cordon("n9")
         assert [n.state for n in await c.nodes()] == [NodeState.READY]
         await w.close()
+
+
+async def test_a_pilot_is_tagged_and_drains_itself(tmp_path: pathlib.Path) -> None:
+    """A Slurm pilot (docs/slurm.md): its tag shows on the node; its DrainSelf drains it as
+    ``hctl drain --timeout`` would, keeps an earlier deadline, and updates the tag's end."""
+    clock = FakeClock()
+    async with running_master(tmp_path, clock=clock) as m, HorusClient.connect(f"127.0.0.1:{m.port}") as c:
+        w = FakeWorker(m.port, "slurm-42", n_gpus=1)
+        w.slurm = pb.SlurmTag(job_id="42", end_time=clock.now() + 600)
+        await w.connect()
+        plain = FakeWorker(m.port, "plain", n_gpus=1)
+        await plain.connect()
+        nodes = {n.name: n for n in await c.nodes()}
+        assert nodes["slurm-42"].slurm is not None and nodes["slurm-42"].slurm.job_id == "42"
+        assert nodes["slurm-42"].slurm.end_time == pytest.approx(clock.now() + 600)
+        assert nodes["plain"].slurm is None
+        await w.send(
+            drain=wpb.DrainSelf(timeout_s=240, reason="Slurm job 42 ends soon", end_time=clock.now() + 300)
+        )
+        await w.barrier()
+        n = next(n for n in await c.nodes() if n.name == "slurm-42")
+        assert n.state is NodeState.DRAINING and n.drain_deadline == pytest.approx(clock.now() + 240)
+        assert n.slurm is not None and n.slurm.end_time == pytest.approx(clock.now() + 300)
+        await w.send(drain=wpb.DrainSelf(timeout_s=500))  # later than the deadline set: kept
+        await w.send(drain=wpb.DrainSelf(timeout_s=float("nan")))  # not a number: at once
+        await w.barrier()
+        n = next(n for n in await c.nodes() if n.name == "slurm-42")
+        assert n.drain_deadline == pytest.approx(clock.now())
+        assert next(n for n in await c.nodes() if n.name == "plain").state is NodeState.READY
+        await w.close()
+        await plain.close()

@@ -250,6 +250,19 @@ def test_shutdown_stops_everything_and_takes_no_new_work(ws: WorkerState) -> Non
     assert ws.idle()
 
 
+def test_a_death_once_shutting_down_is_a_stop_not_a_failure(ws: WorkerState) -> None:
+    """Under Slurm, scancel's SIGTERM reaches the job with the worker's: a job that dies of it
+    before the worker stops it is reported CANCELLED (re-queued), never FAILED (docs/slurm.md)."""
+    run(ws)
+    run(ws, K2, ("GPU-b",))
+    [ok] = sent(ws.on_exited(K2, ExitStatus(JobState.FAILED, 1, "exited with code 1")))
+    assert ok.state is JobState.FAILED  # before the shutdown: a failure is a failure
+    ws.shutting_down = True  # (the signal handler sets it before the stop effects run)
+    [final] = sent(ws.on_exited(K1, ExitStatus(JobState.FAILED, 143, "killed by signal SIGTERM")))
+    assert final.state is JobState.CANCELLED and "worker shutting down" in final.reason
+    assert "SIGTERM" in final.reason
+
+
 def test_adopted_attempt_is_reported_running(ws: WorkerState) -> None:
     ws.adopt(K1, None, ())
     assert ws.running() == [K1]
