@@ -24,7 +24,7 @@ ADMIN_TOKEN=${HORUS_K8S_ADMIN_TOKEN:-horus-test-admin}
 SCHED_TOKEN=horus-test-kube-scheduler
 START_S=${HORUS_K8S_START_S:-40}
 
-die() { echo "k8s-dev.sh: $*" >&2; exit "${2:-1}"; }
+die() { echo "k8s-dev.sh: $1" >&2; exit "${2:-1}"; }
 
 bin_dir() {  # $1: "build" or "no-build"
   local cache=${XDG_CACHE_HOME:-$HOME/.cache}/horus-k8s/1.20.2 d
