@@ -1,7 +1,8 @@
-"""A real Kubernetes control plane for the node agent's tests: etcd (Debian) and kube-apiserver
-1.20 (../shared/k8s/bin, or $HORUS_K8S_BIN) on loopback, free ports, RBAC on, static tokens for
-an admin and for the ``horus-node`` ServiceAccount, so the agent runs with exactly the shipped
-rights. No controller-manager, no kubelet: the tests play the kubelet where they need one.
+"""A real Kubernetes control plane for the node agent's and the scheduler's tests: etcd (Debian)
+and kube-apiserver 1.20 (../shared/k8s/bin, or $HORUS_K8S_BIN) on loopback, free ports, RBAC on,
+static tokens for an admin and for the ``horus-node`` and ``horus-scheduler`` ServiceAccounts, so
+the agent and horus-k8s run with exactly the shipped rights. No controller-manager, no kubelet:
+the tests play the kubelet where they need one.
 
 Without the binaries the tests skip with the reason, unless $HORUS_REQUIRE_K8S is set (CI), where
 a control plane that cannot start fails them. (A minimal fixture of the node agent's own; the
@@ -32,6 +33,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "horus-test-admin"
 NODE_TOKEN = "horus-test-node-agent"
 NODE_USER = "system:serviceaccount:horus-system:horus-node"
+SCHEDULER_TOKEN = "horus-test-scheduler"
+SCHEDULER_USER = "system:serviceaccount:horus-system:horus-scheduler"
+_SA_GROUPS = '"system:serviceaccounts,system:serviceaccounts:horus-system"'
 START_S = 40.0
 
 
@@ -89,7 +93,8 @@ class ControlPlane:
         client, peer, self.port = free_port(), free_port(), free_port()
         (self.base / "tokens.csv").write_text(
             f"{ADMIN_TOKEN},admin,admin-uid,system:masters\n"
-            f'{NODE_TOKEN},{NODE_USER},node-uid,"system:serviceaccounts,system:serviceaccounts:horus-system"\n'
+            f"{NODE_TOKEN},{NODE_USER},node-uid,{_SA_GROUPS}\n"
+            f"{SCHEDULER_TOKEN},{SCHEDULER_USER},scheduler-uid,{_SA_GROUPS}\n"
         )
         key = self.base / "sa.key"
         subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
@@ -166,13 +171,14 @@ class ControlPlane:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.server + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {token}")
-        req.add_header("Content-Type", "application/json")
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        req.add_header("Content-Type", kind)
         with urllib.request.urlopen(req, context=self._ctx, timeout=10) as resp:
             text = resp.read().decode()
         return text if raw else json.loads(text)
 
     def apply(self, manifest: pathlib.Path) -> list[str]:
-        """Create every object of a YAML manifest (the kinds the node agent ships); their kinds."""
+        """Create every object of a YAML manifest (the kinds Horus ships); their kinds."""
         kinds = []
         for doc in yaml.safe_load_all(manifest.read_text()):
             if doc:
@@ -207,6 +213,11 @@ _PATHS = {
     "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
     "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
     "DaemonSet": "/apis/apps/v1/namespaces/{ns}/daemonsets",
+    "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "PodDisruptionBudget": "/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets",
+    "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
 }
 
 
