@@ -136,6 +136,8 @@ def hami_annotations(ask: PodAsk, gpus: Sequence[Gpu], cap_mib: int, node: str, 
     """HAMi's documented allocation annotations: per container ``UUID,NVIDIA,MiB,cores:`` per GPU,
     containers separated by ``;`` (the cap: the declared one, else the whole GPU's memory)."""
     per = list(ask.container_gpus) or [len(gpus)]
+    if sum(per) != len(gpus):  # (a KAI fraction asks no nvidia.com/gpu: its first container has it)
+        per = [len(gpus)] + [0] * (len(per) - 1)
     fields, at = [], 0
     for count in per:
         mine = gpus[at : at + count]
@@ -170,14 +172,6 @@ def condition(reason: str, message: str, now: float) -> dict[str, Any]:
             ]
         }
     }
-
-
-def scheduled_condition(pod: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The pod's PodScheduled=False (reason, message) as last written, None if it has none."""
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False":
-            return str(c.get("reason", "")), str(c.get("message", ""))
-    return None
 
 
 def event(

@@ -100,6 +100,7 @@ class PodAsk:
     planned: tuple[str, tuple[int, ...]] | None = None  # Horus's plan on it: (node, GPU indices)
     container_gpus: tuple[int, ...] = ()  # GPUs per container (HAMi's annotations are per container)
     gang_rank: int = -1  # a placed gang pod's node rank (horus.io/rank; -1 = none)
+    waiting: tuple[str, str] = ("", "")  # its PodScheduled=False (reason, message) as last written
 
     @property
     def key(self) -> str:
@@ -159,6 +160,7 @@ def pod_ask(pod: Mapping[str, Any], queues: QueueConfig | None = None) -> PodAsk
         planned=_planned(notes),
         container_gpus=res.container_gpus,
         gang_rank=_rank(notes),
+        waiting=_waiting(pod),
     )
 
 
@@ -375,6 +377,13 @@ def _planned(notes: Mapping[str, str]) -> tuple[str, tuple[int, ...]] | None:
         return node, tuple(int(g) for g in gpus.split(","))
     except ValueError:
         return None  # (not Horus's writing: decided again)
+
+
+def _waiting(pod: Mapping[str, Any]) -> tuple[str, str]:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return str(c.get("reason", "")), str(c.get("message", ""))
+    return "", ""
 
 
 def _rank(notes: Mapping[str, str]) -> int:

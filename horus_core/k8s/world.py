@@ -215,7 +215,15 @@ def _pending_jobs(
                 )
             continue
         spec = _shared_memory(_gang_spec(asks) if asks[0].gang else asks[0].spec, asks[0], world)
-        job = Job(jid, spec, JobState.PENDING, submitted_at=min(a.created for a in asks))
+        code, reason = asks[0].waiting
+        job = Job(
+            jid,
+            spec,
+            JobState.PENDING,
+            submitted_at=min(a.created for a in asks),
+            reason=reason,
+            reason_code=code,
+        )
         jobs.append(job)
         world.units[jid] = Unit(job, tuple(asks))
     return jobs

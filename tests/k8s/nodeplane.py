@@ -1,7 +1,7 @@
 """A real Kubernetes control plane for the tests, started by the project's own script
 (scripts/k8s-dev.sh): etcd (Debian) and kube-apiserver 1.20 ($HORUS_K8S_BIN or ../shared/k8s/bin)
-on loopback, free ports, RBAC on, static tokens for an admin, for the ``horus-node``
-ServiceAccount and for any others a test names, so each daemon runs with exactly the shipped
+on loopback, free ports, RBAC on, static tokens for an admin, for the ``horus-node`` and
+``horus-scheduler`` ServiceAccounts and for any others a test names, so each daemon runs with exactly the shipped
 rights; kube-scheduler 1.20 too when a test gives its configuration. No controller-manager, no
 kubelet: the tests play the kubelet where they need one.
 
@@ -31,6 +31,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "horus-test-admin"
 NODE_TOKEN = "horus-test-node-agent"
 NODE_USER = "system:serviceaccount:horus-system:horus-node"
+SCHEDULER_TOKEN = "horus-test-scheduler"
+SCHEDULER_USER = "system:serviceaccount:horus-system:horus-scheduler"
+_SA_GROUPS = '"system:serviceaccounts,system:serviceaccounts:horus-system"'
 START_S = 40.0
 
 
@@ -64,7 +67,11 @@ class ControlPlane:
     ) -> None:
         self.base = base
         self.port = 0
-        self.tokens = (service_account_token(NODE_TOKEN, "horus-system", "horus-node"), *tokens)
+        self.tokens = (
+            service_account_token(NODE_TOKEN, "horus-system", "horus-node"),
+            service_account_token(SCHEDULER_TOKEN, "horus-system", "horus-scheduler"),
+            *tokens,
+        )
         self.scheduler = scheduler
         self._ctx = ssl.create_default_context()
         self._ctx.check_hostname, self._ctx.verify_mode = False, ssl.CERT_NONE
@@ -106,13 +113,14 @@ class ControlPlane:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.server + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {token}")
-        req.add_header("Content-Type", "application/json")
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        req.add_header("Content-Type", kind)
         with urllib.request.urlopen(req, context=self._ctx, timeout=10) as resp:
             text = resp.read().decode()
         return text if raw else json.loads(text)
 
     def apply(self, manifest: pathlib.Path) -> list[str]:
-        """Create every object of a YAML manifest (the kinds the node agent ships); their kinds."""
+        """Create every object of a YAML manifest (the kinds Horus ships); their kinds."""
         kinds = []
         for doc in yaml.safe_load_all(manifest.read_text()):
             if doc:
@@ -150,6 +158,9 @@ _PATHS = {
     "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
     "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
     "Service": "/api/v1/namespaces/{ns}/services",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "PodDisruptionBudget": "/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets",
+    "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
 }
 
 

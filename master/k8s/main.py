@@ -1,0 +1,118 @@
+"""``horus-k8s``: Horus as a secondary Kubernetes scheduler (docs/kubernetes.md).
+
+    horus-k8s [--kubeconfig FILE [--context C]] [--scheduler-name horus] [--policy horus]
+              [--queues FILE] [--db URL] [--tick 5]
+
+It places the pods whose ``spec.schedulerName`` is its name (in-cluster service account without
+``--kubeconfig``). ``--db``: Horus's store (a SQLite file or a PostgreSQL URL), where the learned
+profiles and pair speeds are kept across restarts; the apiserver keeps everything else. SIGTERM
+or SIGINT stops it (exit 0); a bad flag or a bad file exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import pathlib
+import signal
+import sys
+from collections.abc import AsyncIterator
+
+from horus_core import __version__
+from horus_core.errors import InvalidArgument
+from horus_core.interference import InterferenceModel, default_model
+from horus_core.kubeapi import Kube, KubeConfig, in_cluster, load_kubeconfig
+from horus_core.policies import Policy, make_policy, policy_names
+from horus_core.queues import QueueConfig, QueuedPolicy, load_config
+from master.clock import SystemClock
+from master.k8s.scheduler import K8sScheduler
+
+log = logging.getLogger("horus.k8s")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    about = "Horus's interference-aware placement for the pods that name it (docs/kubernetes.md)."
+    p = argparse.ArgumentParser(prog="horus-k8s", description=about)
+    p.add_argument(
+        "--kubeconfig", type=pathlib.Path, help="kubeconfig file (default: the pod's service account)"
+    )
+    p.add_argument("--context", default="", help="the kubeconfig context (default: its current context)")
+    p.add_argument("--scheduler-name", default="horus", help="the spec.schedulerName it serves (horus)")
+    p.add_argument(
+        "--policy", default="horus", help=f"the placement policy (horus); one of {', '.join(policy_names())}"
+    )
+    p.add_argument(
+        "--queues", type=pathlib.Path, help="queues, quotas and priority classes (TOML, docs/queues.md)"
+    )
+    p.add_argument(
+        "--db", default="", help="Horus's store for learned speeds: a SQLite file or postgresql:// URL"
+    )
+    p.add_argument(
+        "--tick", type=float, default=5.0, metavar="S", help="seconds between passes when idle (5)"
+    )
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--version", action="version", version=f"horus-k8s {__version__}")
+    return p.parse_args(argv)
+
+
+def _config(args: argparse.Namespace) -> KubeConfig:
+    return load_kubeconfig(args.kubeconfig, args.context) if args.kubeconfig else in_cluster()
+
+
+def _policy(args: argparse.Namespace, model: InterferenceModel, queues: QueueConfig | None) -> Policy:
+    policy = make_policy(args.policy, model)
+    return policy if queues is None else QueuedPolicy(policy, queues)
+
+
+@contextlib.asynccontextmanager
+async def _learned(db: str) -> AsyncIterator[InterferenceModel]:
+    """The packaged model, with what ``db`` learned (the master's store and learner)."""
+    model = default_model()
+    if not db:
+        yield model
+        return
+    from master.learning.learner import Learner  # (the store only when asked for)
+    from master.store import Store
+
+    store = await Store.open(db)
+    try:
+        loaded = await Learner(store, SystemClock(), model).load()
+        log.info("interference model: %d stored observations loaded from %s", loaded, db)
+        yield model
+    finally:
+        await store.close()
+
+
+async def serve(args: argparse.Namespace, config: KubeConfig, queues: QueueConfig | None) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with _learned(args.db) as model, Kube(config, agent=f"horus-k8s/{__version__}") as kube:
+        sched = K8sScheduler(
+            kube, _policy(args, model, queues), name=args.scheduler_name, queues=queues, tick_s=args.tick
+        )
+        log.info("horus-k8s: scheduler %r, policy %s, on %s", args.scheduler_name, args.policy, config.server)
+        await sched.run(stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.tick <= 0:
+            raise InvalidArgument("tick", f"must be more than 0, got {args.tick}")
+        queues = load_config(str(args.queues)) if args.queues else None
+        make_policy(args.policy)  # (an unknown name: refused before connecting)
+        config = _config(args)
+    except (InvalidArgument, ValueError, OSError) as exc:
+        print(f"horus-k8s: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(args, config, queues))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
