@@ -20,7 +20,7 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,3 +212,33 @@ class Elector:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+class FencedKube(Kube):
+    """``inner`` whose writes (anything but GET) are refused with a 503 unless ``leading()``:
+    a replica that lost its lease cannot bind, patch or evict, whatever its loop was doing."""
+
+    def __init__(self, inner: Kube, leading: Callable[[], bool]) -> None:
+        super().__init__(inner.config, inner.agent)
+        self._inner, self._leading = inner, leading
+
+    def _fence(self, method: str, path: str) -> None:
+        if method != "GET" and not self._leading():
+            raise KubeError(503, f"{method} {path}: this replica does not hold the lease")
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> JsonObj:
+        self._fence(method, path)
+        return await self._inner.request(method, path, body, params)
+
+    async def patch(self, path: str, body: Mapping[str, Any], strategic: bool = False) -> JsonObj:
+        self._fence("PATCH", path)
+        return await self._inner.patch(path, body, strategic)
+
+    def watch(self, path: str, params: Mapping[str, str]) -> AsyncIterator[JsonObj]:
+        return self._inner.watch(path, params)
