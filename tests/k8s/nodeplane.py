@@ -1,9 +1,9 @@
 """A real Kubernetes control plane for the tests, started by the project's own script
 (scripts/k8s-dev.sh): etcd (Debian) and kube-apiserver 1.20 ($HORUS_K8S_BIN or ../shared/k8s/bin)
 on loopback, free ports, RBAC on, static tokens for an admin, for the ``horus-node`` and
-``horus-scheduler`` ServiceAccounts and for any others a test names, so each daemon runs with exactly the shipped
-rights; kube-scheduler 1.20 too when a test gives its configuration. No controller-manager, no
-kubelet: the tests play the kubelet where they need one.
+``horus-scheduler`` ServiceAccounts and for any others a test names, so each daemon runs with
+exactly the shipped rights; kube-scheduler 1.20 too when a test gives its configuration. No
+controller-manager, no kubelet: the tests play the kubelet where they need one.
 
 Without the binaries the tests skip with the reason, unless $HORUS_REQUIRE_K8S is set (CI), where
 a control plane that cannot start fails them.
