@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import pathlib
@@ -217,12 +218,15 @@ def summary(
 
 
 async def empty(kube: Kube, ns: str) -> None:
-    await kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
-    for _ in range(120):
-        if not (await kube.request("GET", f"/api/v1/namespaces/{ns}/pods", params={"limit": "1"})).get(
-            "items"
-        ):
-            return
+    """Delete a namespace's pods at once (a collection delete outlives one request's deadline
+    at thousands of pods: the apiserver goes on with it), and wait until they are gone."""
+    with contextlib.suppress(TimeoutError, KubeError, OSError):
+        await kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
+    for _ in range(600):
+        with contextlib.suppress(TimeoutError, KubeError, OSError):
+            got = await kube.request("GET", f"/api/v1/namespaces/{ns}/pods", params={"limit": "1"})
+            if not got.get("items"):
+                return
         await asyncio.sleep(0.5)
 
 
