@@ -13,7 +13,8 @@ VERSION=1.20.5+really1.20.2-1.1+deb12u1
 if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kube-scheduler" ]; then echo "cached in $OUT"; exit 0; fi
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get install -y -qq --no-install-recommends golang-go rsync make dpkg-dev >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends golang-go rsync make dpkg-dev \
+  golang-github-modern-go-reflect2-dev >/dev/null
 mkdir -p "$WORK/parts" "$WORK/lists/partial" "$OUT"
 cd "$WORK"
 # deb-src twins of the binary sources in use (deb822 .sources files and one-line lists)
@@ -29,6 +30,14 @@ apt-get "${O[@]}" source --download-only "kubernetes=$VERSION" >/dev/null
 rm -rf src
 dpkg-source -x "kubernetes_$VERSION.dsc" src >/dev/null  # the orig tarball + Debian's patches
 cd src
+# Kubernetes 1.20 vendors modern-go/reflect2 1.0.1, whose map iteration faults under Go >= 1.18
+# (modern-go/reflect2 issue 24, fixed in 1.0.2: an apiserver built by Debian's Go 1.19 dies with
+# "fatal error: fault" in UnsafeMapType.UnsafeIterate under load). Debian ships reflect2 1.0.2.
+R=/usr/share/gocode/src/github.com/modern-go/reflect2
+if [ -f "$R/reflect2.go" ]; then
+  rm -rf vendor/github.com/modern-go/reflect2 && cp -r "$R" vendor/github.com/modern-go/reflect2
+  sed -i 's|^# github.com/modern-go/reflect2 v1.0.1$|# github.com/modern-go/reflect2 v1.0.2|' vendor/modules.txt
+fi
 mkdir -p .go/src/k8s.io
 [ -L .go/src/k8s.io/kubernetes ] || ln -s ../../.. .go/src/k8s.io/kubernetes
 env GOPATH="$PWD/.go" CGO_ENABLED=0 HOME="$WORK/home" GOPROXY=off \
