@@ -3,7 +3,8 @@
 One control plane (scripts/k8s-dev.sh: etcd + kube-apiserver 1.20 + kube-scheduler 1.20, its
 client allowed --scheduler-qps requests per second), ``--nodes`` fake nodes of ``--gpus`` V100s
 each (Ready, untainted: no kubelet, none is needed to bind). Three phases, each in its own
-namespace, the cluster emptied between them:
+namespace on its own fresh nodes (the last phase's nodes and unbound pods deleted, kube-scheduler
+stopped once its phase is done):
 
 1. ``kube-scheduler``: ``--pods`` single-GPU pods (``nvidia.com/gpu: 1``, its own counting);
 2. ``horus-k8s``: the same pods for ``schedulerName: horus``, ``horus.io/exclusive: "true"``
@@ -13,7 +14,7 @@ namespace, the cluster emptied between them:
 
 Pods are created ``--create-concurrency`` at a time; a watch started before the first one sees
 each binding. Per phase one JSON line: {"bench": "k8s", "scheduler", "pods", "bound",
-"pods_per_s" (bound / first creation to last binding), "p50_s", "p99_s" (creation answered ->
+"pods_per_s" (bound / first creation to last binding), "p50_s", "p99_s" (creation asked ->
 binding seen), "gpus_used", "pods_per_gpu"}; then {"ratio": "horus/kube-scheduler"} lines.
 
     python bench/k8s.py [--nodes 500] [--gpus 8] [--pods 5000] [--phases kube,horus,sharing]
@@ -108,14 +109,17 @@ _PATHS = {
 }
 
 
-async def setup(kube: Kube, nodes: int, gpus: int, phases: Sequence[str]) -> None:
+async def setup(kube: Kube, phases: Sequence[str]) -> None:
     for name in ("namespace.yaml", "scheduler-rbac.yaml"):
         for doc in yaml.safe_load_all((DEPLOY / name).read_text()):
             ns = (doc.get("metadata") or {}).get("namespace", "default")
             await kube.request("POST", _PATHS[doc["kind"]].format(ns=ns), doc)
     for ph in phases:
         await kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": f"bench-{ph}"}})
-    await bounded(16, [_node(kube, f"node-{i:04d}", gpus) for i in range(nodes)])
+
+
+def node_names(args: argparse.Namespace, phase: str) -> list[str]:
+    return [f"{phase}-{i:04d}" for i in range(args.nodes)]
 
 
 async def _node(kube: Kube, name: str, gpus: int) -> None:
@@ -158,8 +162,10 @@ async def watch_bindings(kube: Kube, ns: str, rv: str, seen: dict[str, float], g
             await asyncio.sleep(0.2)
 
 
-async def phase(kube: Kube, args: argparse.Namespace, name: str) -> dict[str, Any]:
+async def phase(kube: Kube, args: argparse.Namespace, name: str) -> tuple[dict[str, Any], list[str]]:
+    """One phase on its own fresh nodes: its summary, and the pods left unbound."""
     ns = f"bench-{name}"
+    await bounded(16, [_node(kube, n, args.gpus) for n in node_names(args, name)])
     listed = await kube.request("GET", f"/api/v1/namespaces/{ns}/pods")
     seen: dict[str, float] = {}
     gpus: dict[str, str] = {}
@@ -172,8 +178,9 @@ async def phase(kube: Kube, args: argparse.Namespace, name: str) -> dict[str, An
 
     async def create(i: int) -> None:
         body = pod(f"p{i:05d}", name, rng.choice(types))
+        sent = time.monotonic()  # (the pod exists from some moment before the answer: count from the ask)
         await kube.request("POST", f"/api/v1/namespaces/{ns}/pods", body)
-        created[body["metadata"]["name"]] = time.monotonic()
+        created[body["metadata"]["name"]] = sent
 
     start = time.monotonic()
     await bounded(args.create_concurrency, [create(i) for i in range(args.pods)])
@@ -186,7 +193,7 @@ async def phase(kube: Kube, args: argparse.Namespace, name: str) -> dict[str, An
         elif len(seen) >= fits or time.monotonic() - quiet_since > args.settle_s:
             break
     watcher.cancel()
-    return summary(name, args.pods, start, created, seen, gpus)
+    return summary(name, args.pods, start, created, seen, gpus), sorted(set(created) - set(seen))
 
 
 def summary(
@@ -217,17 +224,26 @@ def summary(
     }
 
 
-async def empty(kube: Kube, ns: str) -> None:
-    """Delete a namespace's pods at once (a collection delete outlives one request's deadline
-    at thousands of pods: the apiserver goes on with it), and wait until they are gone."""
-    with contextlib.suppress(TimeoutError, KubeError, OSError):
-        await kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods", params={"gracePeriodSeconds": "0"})
-    for _ in range(600):
+async def retire(kube: Kube, args: argparse.Namespace, name: str, unbound: Sequence[str]) -> None:
+    """Take a phase out of the next one's way: delete its nodes (pods bound there are then
+    nobody's concern: no kubelet, no pod GC) and its unbound pods, one by one. (No big JSON
+    lists: the shared 1.20.2 apiserver can fault encoding them, see scripts/k8s-build.sh.)"""
+
+    async def delete(path: str) -> None:
         with contextlib.suppress(TimeoutError, KubeError, OSError):
-            got = await kube.request("GET", f"/api/v1/namespaces/{ns}/pods", params={"limit": "1"})
-            if not got.get("items"):
-                return
-        await asyncio.sleep(0.5)
+            await kube.request("DELETE", path, params={"gracePeriodSeconds": "0"})
+
+    jobs = [delete(f"/api/v1/namespaces/bench-{name}/pods/{p}") for p in unbound]
+    jobs += [delete(f"/api/v1/nodes/{n}") for n in node_names(args, name)]
+    await bounded(16, jobs)
+
+
+def stop_kube_scheduler(plane: pathlib.Path) -> None:
+    pid = plane / "scheduler.pid"
+    if pid.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid.read_text().strip()), 9)
+        pid.unlink()
 
 
 def start_horus(kubeconfig: pathlib.Path, log: pathlib.Path) -> subprocess.Popen[bytes]:
@@ -249,16 +265,18 @@ async def run(args: argparse.Namespace, plane: pathlib.Path) -> list[dict[str, A
     phases = [p for p in args.phases.split(",") if p]
     out: list[dict[str, Any]] = []
     async with Kube(load_kubeconfig(plane / "admin.kubeconfig"), "horus-bench") as kube:
-        await setup(kube, args.nodes, args.gpus, phases)
+        await setup(kube, phases)
         horus: subprocess.Popen[bytes] | None = None
         try:
             for name in phases:
                 if name != "kube" and horus is None:
+                    stop_kube_scheduler(plane)  # (its pods left pending would take the next nodes)
                     horus = start_horus(sa_kubeconfig(plane), plane / "horus-k8s.log")
                     await asyncio.sleep(3.0)  # (its lease and first lists)
-                out.append(await phase(kube, args, name))
-                print(json.dumps(out[-1] | {"nodes": args.nodes, "gpus_per_node": args.gpus}), flush=True)
-                await empty(kube, f"bench-{name}")
+                row, unbound = await phase(kube, args, name)
+                out.append(row)
+                print(json.dumps(row | {"nodes": args.nodes, "gpus_per_node": args.gpus}), flush=True)
+                await retire(kube, args, name, unbound)
         finally:
             if horus is not None:
                 horus.terminate()
