@@ -124,8 +124,16 @@ def test_the_verbs_refuse_bad_input_with_one_line(extender: HorusK8s, extender_p
     assert extender.alive()
 
 
-def test_the_shipped_configuration_names_the_extender() -> None:
+def test_the_shipped_configuration_names_the_shipped_service(plane: ControlPlane) -> None:
+    assert plane.apply(DEPLOY / "extender-deployment.yaml") == ["Deployment", "Service"]  # (valid objects)
+    svc = plane.call("GET", "/api/v1/namespaces/horus-system/services/horus-extender")
+    port = svc["spec"]["ports"][0]["port"]
     config = yaml.safe_load(CONFIG.read_text())
+    assert config["extenders"][0]["urlPrefix"] == f"http://horus-extender.horus-system.svc:{port}"
+    args = plane.call("GET", "/apis/apps/v1/namespaces/horus-system/deployments/horus-extender")["spec"][
+        "template"
+    ]["spec"]["containers"][0]["args"][0]
+    assert f"--extender 0.0.0.0:{port}" in args
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1beta1"
     (ext,) = config["extenders"]
     assert ext["nodeCacheCapable"] is True and ext["bindVerb"] == "bind"
