@@ -170,6 +170,23 @@ class Kube:
             out = json.loads(data) if data else {}
             return out if isinstance(out, dict) else {}
 
+    async def patch(self, path: str, body: Mapping[str, Any], strategic: bool = False) -> JsonObj:
+        """A merge patch (RFC 7386), or a strategic merge patch (lists of conditions merge by type)."""
+        assert self._session is not None, "use Kube as an async context manager"
+        kind = "strategic-merge-patch" if strategic else "merge-patch"
+        head = self._headers() | {"Content-Type": f"application/{kind}+json"}
+        async with self._session.patch(
+            self.config.server + path,
+            data=json.dumps(body),
+            headers=head,
+            timeout=aiohttp.ClientTimeout(total=REQUEST_S),
+        ) as resp:
+            data = await resp.read()
+            if resp.status >= 400:
+                raise KubeError(resp.status, _message(data))
+            out = json.loads(data) if data else {}
+            return out if isinstance(out, dict) else {}
+
     async def watch(self, path: str, params: Mapping[str, str]) -> AsyncIterator[JsonObj]:
         """The events of a watch (``{"type", "object"}``), until the server ends it."""
         assert self._session is not None, "use Kube as an async context manager"

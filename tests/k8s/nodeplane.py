@@ -1,11 +1,12 @@
-"""A real Kubernetes control plane for the node agent's tests: etcd (Debian) and kube-apiserver
-1.20 (../shared/k8s/bin, or $HORUS_K8S_BIN) on loopback, free ports, RBAC on, static tokens for
-an admin and for the ``horus-node`` ServiceAccount, so the agent runs with exactly the shipped
-rights. No controller-manager, no kubelet: the tests play the kubelet where they need one.
+"""A real Kubernetes control plane for the tests, started by the project's own script
+(scripts/k8s-dev.sh): etcd (Debian) and kube-apiserver 1.20 ($HORUS_K8S_BIN or ../shared/k8s/bin)
+on loopback, free ports, RBAC on, static tokens for an admin, for the ``horus-node`` and
+``horus-scheduler`` ServiceAccounts and for any others a test names, so each daemon runs with
+exactly the shipped rights; kube-scheduler 1.20 too when a test gives its configuration. No
+controller-manager, no kubelet: the tests play the kubelet where they need one.
 
 Without the binaries the tests skip with the reason, unless $HORUS_REQUIRE_K8S is set (CI), where
-a control plane that cannot start fails them. (A minimal fixture of the node agent's own; the
-scheduler's tests bring the project's control-plane script.)
+a control plane that cannot start fails them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -32,6 +31,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ADMIN_TOKEN = "horus-test-admin"
 NODE_TOKEN = "horus-test-node-agent"
 NODE_USER = "system:serviceaccount:horus-system:horus-node"
+SCHEDULER_TOKEN = "horus-test-scheduler"
+SCHEDULER_USER = "system:serviceaccount:horus-system:horus-scheduler"
+_SA_GROUPS = '"system:serviceaccounts,system:serviceaccounts:horus-system"'
 START_S = 40.0
 
 
@@ -41,25 +43,13 @@ def _unavailable(why: str) -> None:
     pytest.skip(why)
 
 
-def binaries() -> tuple[str, str]:
-    dirs = [os.environ.get("HORUS_K8S_BIN", ""), str(ROOT.parent / "shared" / "k8s" / "bin")]
-    apiserver = next(
-        (
-            str(pathlib.Path(d, "kube-apiserver"))
-            for d in dirs
-            if d and pathlib.Path(d, "kube-apiserver").is_file()
-        ),
-        None,
-    )
-    apiserver = apiserver or shutil.which("kube-apiserver")
-    etcd = shutil.which("etcd")
-    if apiserver is None or etcd is None:
-        _unavailable(
-            f"no control plane: kube-apiserver {apiserver or 'missing'}, etcd {etcd or 'missing'} "
-            "(../shared/k8s/README.md; apt-get install etcd-server)"
-        )
-    assert apiserver is not None and etcd is not None
-    return apiserver, etcd
+SCRIPT = ROOT / "scripts" / "k8s-dev.sh"
+
+
+def service_account_token(token: str, namespace: str, name: str) -> str:
+    """A tokens.csv line for ``token`` as the ServiceAccount ``namespace/name`` (its groups too)."""
+    user = f"system:serviceaccount:{namespace}:{name}"
+    return f'{token},{user},{name}-uid,"system:serviceaccounts,system:serviceaccounts:{namespace}"'
 
 
 def free_port() -> int:
@@ -69,10 +59,20 @@ def free_port() -> int:
 
 
 class ControlPlane:
-    def __init__(self, base: pathlib.Path) -> None:
+    """The plane of ``scripts/k8s-dev.sh`` (the project's one way to start it) in ``base``:
+    etcd + kube-apiserver, and kube-scheduler 1.20 when ``scheduler`` names its configuration."""
+
+    def __init__(
+        self, base: pathlib.Path, tokens: tuple[str, ...] = (), scheduler: pathlib.Path | None = None
+    ) -> None:
         self.base = base
         self.port = 0
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.tokens = (
+            service_account_token(NODE_TOKEN, "horus-system", "horus-node"),
+            service_account_token(SCHEDULER_TOKEN, "horus-system", "horus-scheduler"),
+            *tokens,
+        )
+        self.scheduler = scheduler
         self._ctx = ssl.create_default_context()
         self._ctx.check_hostname, self._ctx.verify_mode = False, ssl.CERT_NONE
 
@@ -85,79 +85,26 @@ class ControlPlane:
         return self.base / "certs" / "apiserver.crt"
 
     def start(self) -> None:
-        apiserver, etcd = binaries()
-        client, peer, self.port = free_port(), free_port(), free_port()
-        (self.base / "tokens.csv").write_text(
-            f"{ADMIN_TOKEN},admin,admin-uid,system:masters\n"
-            f'{NODE_TOKEN},{NODE_USER},node-uid,"system:serviceaccounts,system:serviceaccounts:horus-system"\n'
+        if shutil.which("etcd") is None:
+            _unavailable("no etcd on PATH (apt-get install etcd-server; ../shared/k8s/README.md)")
+        extra = self.base / "tokens.extra.csv"
+        extra.write_text("".join(line + "\n" for line in self.tokens))
+        argv = ["bash", str(SCRIPT), "start", str(self.base), "--tokens", str(extra), "--no-build"]
+        if self.scheduler is not None:
+            argv += ["--scheduler", str(self.scheduler)]
+        env = os.environ | {"HORUS_K8S_ADMIN_TOKEN": ADMIN_TOKEN, "HORUS_K8S_START_S": f"{START_S:.0f}"}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=START_S + 30)
+        if done.returncode != 0:
+            _unavailable(
+                f"the control plane did not start (k8s-dev.sh: exit {done.returncode}): {done.stderr[-2000:]}"
+            )
+        env_file = dict(
+            line.split("=", 1) for line in (self.base / "plane.env").read_text().splitlines() if "=" in line
         )
-        key = self.base / "sa.key"
-        subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
-        peer_url = f"http://127.0.0.1:{peer}"
-        self._spawn(
-            "etcd",
-            [
-                etcd,
-                "--data-dir",
-                str(self.base / "etcd"),
-                "--listen-client-urls",
-                f"http://127.0.0.1:{client}",
-                "--advertise-client-urls",
-                f"http://127.0.0.1:{client}",
-                "--listen-peer-urls",
-                peer_url,
-                "--initial-advertise-peer-urls",
-                peer_url,
-                "--initial-cluster",
-                f"default={peer_url}",
-            ],
-        )
-        self._spawn(
-            "apiserver",
-            [
-                apiserver,
-                f"--etcd-servers=http://127.0.0.1:{client}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self.port}",
-                "--insecure-port=0",
-                f"--cert-dir={self.base / 'certs'}",
-                f"--token-auth-file={self.base / 'tokens.csv'}",
-                "--authorization-mode=RBAC",
-                f"--service-account-key-file={key}",
-                f"--service-account-signing-key-file={key}",
-                "--service-account-issuer=https://kubernetes.default.svc",
-                "--disable-admission-plugins=ServiceAccount",  # no token controller here
-            ],
-        )
-        self._wait_ready()
-
-    def _spawn(self, name: str, argv: list[str]) -> None:
-        log = open(self.base / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.base))
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_S
-        while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in self.procs):
-                break
-            with contextlib.suppress(OSError, urllib.error.URLError):
-                if self.call("GET", "/readyz", raw=True) == "ok":
-                    return
-            time.sleep(0.2)
-        tail = (self.base / "apiserver.log").read_text(errors="replace")[-2000:]
-        self.stop()
-        _unavailable(f"the control plane did not start in {START_S:.0f} s: {tail}")
+        self.port = int(env_file["PORT"])
 
     def stop(self) -> None:
-        for p in reversed(self.procs):  # throwaway state: no graceful shutdown needed
-            p.kill()
-        for p in self.procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.procs.clear()
+        subprocess.run(["bash", str(SCRIPT), "stop", str(self.base)], check=False, timeout=30)
 
     def call(
         self, method: str, path: str, body: Any = None, *, token: str = ADMIN_TOKEN, raw: bool = False
@@ -166,13 +113,14 @@ class ControlPlane:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.server + path, data=data, method=method)
         req.add_header("Authorization", f"Bearer {token}")
-        req.add_header("Content-Type", "application/json")
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        req.add_header("Content-Type", kind)
         with urllib.request.urlopen(req, context=self._ctx, timeout=10) as resp:
             text = resp.read().decode()
         return text if raw else json.loads(text)
 
     def apply(self, manifest: pathlib.Path) -> list[str]:
-        """Create every object of a YAML manifest (the kinds the node agent ships); their kinds."""
+        """Create every object of a YAML manifest (the kinds Horus ships); their kinds."""
         kinds = []
         for doc in yaml.safe_load_all(manifest.read_text()):
             if doc:
@@ -207,6 +155,12 @@ _PATHS = {
     "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
     "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
     "DaemonSet": "/apis/apps/v1/namespaces/{ns}/daemonsets",
+    "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
+    "Service": "/api/v1/namespaces/{ns}/services",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "PodDisruptionBudget": "/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets",
+    "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
 }
 
 
@@ -215,8 +169,10 @@ def _collection(doc: dict[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def control_plane(base: pathlib.Path) -> Iterator[ControlPlane]:
-    plane = ControlPlane(base)
+def control_plane(
+    base: pathlib.Path, tokens: tuple[str, ...] = (), scheduler: pathlib.Path | None = None
+) -> Iterator[ControlPlane]:
+    plane = ControlPlane(base, tokens, scheduler)
     plane.start()
     try:
         yield plane
