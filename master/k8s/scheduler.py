@@ -67,6 +67,7 @@ class K8sScheduler:
         self.stats = Stats()
         self._told: dict[str, tuple[str, str]] = {}  # pod uid -> (reason, message) written
         self._blocked: set[str] = set()  # pods whose eviction a PodDisruptionBudget refused (told once)
+        self._evicted: set[str] = set()  # pods evicted (terminating until the kubelet ends them)
 
     async def run(self, stop: asyncio.Event) -> None:
         mirrors = [asyncio.create_task(m.run(stop)) for m in (self.nodes, self.pods, self.groups)]
@@ -186,6 +187,8 @@ class K8sScheduler:
 
     async def _evict(self, world: World, p: Preempt, now: float) -> None:
         for ask in world.units[p.job_id].pods:
+            if ask.uid in self._evicted:
+                continue
             path = _pod_path(ask.namespace, ask.name, "eviction")
             try:
                 await self.kube.request("POST", path, act.eviction(ask.namespace, ask.name))
@@ -199,6 +202,7 @@ class K8sScheduler:
                     log.warning("cannot evict %s: %s", ask.key, exc)
                 continue
             self.stats.evicted += 1
+            self._evicted.add(ask.uid)
             await self._event(
                 ask.namespace, ask.name, ask.uid, "Preempted", f"Evicted by Horus: {p.reason}", now
             )

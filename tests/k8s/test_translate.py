@@ -225,3 +225,15 @@ def test_refused_pods_and_wait_bodies() -> None:
     assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Resources")
     ev = actions.event("ns", "p", "u", "FailedScheduling", "Resources: no room", "horus", 0.0)
     assert (ev["involvedObject"]["name"], ev["type"], ev["source"]["component"]) == ("p", "Warning", "horus")
+
+
+def test_a_podgroup_min_member_makes_the_gang() -> None:
+    labels = {"scheduling.x-k8s.io/pod-group": "pg"}
+    pods = [pod(f"pg-{i}", 1, labels=labels) for i in range(2)]
+    held = build([node("n1"), node("n2")], pods[:1], "horus", groups={"team-a/pg": 2})
+    assert not held.snapshot.jobs and "1 of its 2 pods" in held.held[0][0].reason
+    missing = build([node("n1")], pods, "horus")
+    assert not missing.snapshot.jobs and "PodGroup pg: not found" in missing.held[0][0].reason
+    w = build([node("n1"), node("n2")], pods, "horus", groups={"team-a/pg": 2})
+    (job,) = w.snapshot.jobs
+    assert (job.id, job.spec.gpus, job.spec.nodes) == ("team-a/gang:pg", 2, 2)
