@@ -3,11 +3,11 @@ the scheduler a real subprocess under the shipped ServiceAccount with ``--queues
 plays the kubelet (pods Running; terminating pods gone); nothing else is simulated.
 
 Covered: a gang (``horus.io/gang`` + ``horus.io/gang-size``) bound all together across nodes
-with its rendezvous facts, or not at all (missing pods; too little room); a queue at its quota (``QuotaExceeded``); a high class preempting a
-low one through the Eviction API; a PodDisruptionBudget that refuses the eviction (429): the
-pod stays, an Event says why.
+with its rendezvous facts, or not at all (missing pods; too little room); a queue at its quota
+(``QuotaExceeded``); a high class preempting a low one through the Eviction API; a
+PodDisruptionBudget that refuses the eviction (429): the pod stays, an Event says why.
 
-(The coscheduling PodGroup's ``minMember`` is tested on the translation, tests/k8s/test_translate.py:
+(The coscheduling PodGroup's ``minMember`` is tested on the translation, test_translate.py:
 this apiserver build, Go 1.19 with 1.20's vendored reflect2, crashes serving custom resources.)
 """
 
