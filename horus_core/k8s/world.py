@@ -109,6 +109,8 @@ def _take(
     if status.get("phase") in DONE_PHASES:
         return
     node = str(spec.get("nodeName") or "")
+    if not node and meta.get("deletionTimestamp"):
+        return  # (going away before it was placed)
     ours = spec.get("schedulerName") == scheduler
     ask: PodAsk | None = None
     if ours:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from horus_core import reasoncodes as rc
 from horus_core.k8s import actions as act
@@ -31,6 +32,7 @@ from master.k8s.mirror import Mirror
 
 log = logging.getLogger("horus.k8s")
 PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+PARALLEL = 32  # jobs whose writes are in flight at once (the ports and requests: computed before)
 
 
 @dataclass
@@ -119,10 +121,22 @@ class K8sScheduler:
         for p in plan.preempts:
             await self._evict(world, p, now)
         ports: set[int] = set()
-        for a in plan.assigns:
-            await self._assign(world, a, now, ports)
-        for w in plan.waits:
-            await self._tell_pods(world.units[w.job_id].pods, w.code or rc.RESOURCES, w.reason, now)
+        todo = [self._assign(world, a, now, ports) for a in plan.assigns]
+        todo += [
+            self._tell_pods(world.units[w.job_id].pods, w.code or rc.RESOURCES, w.reason, now)
+            for w in plan.waits
+        ]
+        await self._all(todo)
+
+    async def _all(self, calls: Sequence[Coroutine[Any, Any, None]]) -> None:
+        """Run ``calls`` (each one job's writes, in order) at most ``PARALLEL`` at a time."""
+        gate = asyncio.Semaphore(PARALLEL)
+
+        async def one(call: Coroutine[Any, Any, None]) -> None:
+            async with gate:
+                await call
+
+        await asyncio.gather(*(one(c) for c in calls))
 
     def _decide(self, world: World, now: float) -> list[Action]:
         s = world.snapshot
