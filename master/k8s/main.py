@@ -18,6 +18,7 @@ import logging
 import pathlib
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 
 from horus_core import __version__
@@ -27,7 +28,10 @@ from horus_core.kubeapi import Kube, KubeConfig, in_cluster, load_kubeconfig
 from horus_core.policies import Policy, make_policy, policy_names
 from horus_core.queues import QueueConfig, QueuedPolicy, load_config
 from master.clock import SystemClock
+from master.k8s.learning import ReportFeed
 from master.k8s.scheduler import K8sScheduler
+from master.learning.learner import Learner
+from master.store import Store
 
 log = logging.getLogger("horus.k8s")
 
@@ -52,6 +56,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--tick", type=float, default=5.0, metavar="S", help="seconds between passes when idle (5)"
     )
+    p.add_argument(
+        "--namespace", default="horus-system", help="where the node agents' reports are (horus-system)"
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--version", action="version", version=f"horus-k8s {__version__}")
     return p.parse_args(argv)
@@ -67,22 +74,20 @@ def _policy(args: argparse.Namespace, model: InterferenceModel, queues: QueueCon
 
 
 @contextlib.asynccontextmanager
-async def _learned(db: str) -> AsyncIterator[InterferenceModel]:
-    """The packaged model, with what ``db`` learned (the master's store and learner)."""
+async def _learned(db: str) -> AsyncIterator[tuple[InterferenceModel, Learner]]:
+    """The packaged model with what ``db`` learned, and the master's learner over that store
+    (no ``db``: a store in a temporary folder, gone at exit)."""
     model = default_model()
-    if not db:
-        yield model
-        return
-    from master.learning.learner import Learner  # (the store only when asked for)
-    from master.store import Store
-
-    store = await Store.open(db)
-    try:
-        loaded = await Learner(store, SystemClock(), model).load()
-        log.info("interference model: %d stored observations loaded from %s", loaded, db)
-        yield model
-    finally:
-        await store.close()
+    with tempfile.TemporaryDirectory(prefix="horus-k8s-") as tmp:
+        store = await Store.open(db or str(pathlib.Path(tmp, "learned.db")))
+        try:
+            learner = Learner(store, SystemClock(), model)
+            loaded = await learner.load()
+            if db:
+                log.info("interference model: %d stored observations loaded from %s", loaded, db)
+            yield model, learner
+        finally:
+            await store.close()
 
 
 async def serve(args: argparse.Namespace, config: KubeConfig, queues: QueueConfig | None) -> None:
@@ -90,9 +95,15 @@ async def serve(args: argparse.Namespace, config: KubeConfig, queues: QueueConfi
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with _learned(args.db) as model, Kube(config, agent=f"horus-k8s/{__version__}") as kube:
+    async with _learned(args.db) as (model, learner), Kube(config, agent=f"horus-k8s/{__version__}") as kube:
         sched = K8sScheduler(
-            kube, _policy(args, model, queues), name=args.scheduler_name, queues=queues, tick_s=args.tick
+            kube,
+            _policy(args, model, queues),
+            name=args.scheduler_name,
+            queues=queues,
+            tick_s=args.tick,
+            feed=ReportFeed(learner),
+            namespace=args.namespace,
         )
         log.info("horus-k8s: scheduler %r, policy %s, on %s", args.scheduler_name, args.policy, config.server)
         await sched.run(stop)

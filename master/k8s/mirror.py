@@ -27,15 +27,18 @@ def key_of(obj: Mapping[str, object]) -> str:
 class Mirror:
     """The objects of ``path`` (a list URL) by ``NAMESPACE/NAME``, kept up to date by :meth:`run`."""
 
-    def __init__(self, kube: Kube, path: str, changed: asyncio.Event, selector: str = "") -> None:
-        self.kube, self.path, self.changed, self.selector = kube, path, changed, selector
+    def __init__(
+        self, kube: Kube, path: str, changed: asyncio.Event, selector: str = "", labels: str = ""
+    ) -> None:
+        self.kube, self.path, self.changed, self.selector, self.labels = kube, path, changed, selector, labels
         self.objects: dict[str, JsonObj] = {}
         self.synced = asyncio.Event()  # set once the first list is in
         self.missing = False  # the collection is not served (a CRD not installed): empty
         self._version = ""
 
     def _params(self) -> dict[str, str]:
-        return {"fieldSelector": self.selector} if self.selector else {}
+        out = {"fieldSelector": self.selector} if self.selector else {}
+        return out | ({"labelSelector": self.labels} if self.labels else {})
 
     async def relist(self) -> None:
         try:

@@ -23,11 +23,13 @@ from horus_core import reasoncodes as rc
 from horus_core.k8s import actions as act
 from horus_core.k8s.pods import PodAsk
 from horus_core.k8s.world import World, build
+from horus_core.k8sreport import LABEL_NODE_REPORT
 from horus_core.kubeapi import JsonObj, Kube, KubeError, sleep_or
 from horus_core.model import Action, Assign, Preempt
 from horus_core.policies import Policy
 from horus_core.policies.checks import check_actions
 from horus_core.queues import QueueConfig
+from master.k8s.learning import ReportFeed
 from master.k8s.mirror import Mirror
 
 log = logging.getLogger("horus.k8s")
@@ -59,6 +61,8 @@ class K8sScheduler:
         queues: QueueConfig | None = None,
         tick_s: float = 5.0,
         clock: Callable[[], float] = time.time,
+        feed: ReportFeed | None = None,
+        namespace: str = "horus-system",
     ) -> None:
         self.kube, self.policy, self.name, self.queues = kube, policy, name, queues
         self.tick_s, self.clock = tick_s, clock
@@ -66,13 +70,17 @@ class K8sScheduler:
         self.nodes = Mirror(kube, "/api/v1/nodes", self.changed)
         self.pods = Mirror(kube, "/api/v1/pods", self.changed, "status.phase!=Succeeded,status.phase!=Failed")
         self.groups = Mirror(kube, PODGROUPS, self.changed)
+        self.feed = feed  # the node reports -> the learner (None: not learning)
+        reports = f"/api/v1/namespaces/{namespace}/configmaps"  # (a report wakes no pass)
+        self.reports = Mirror(kube, reports, asyncio.Event(), labels="=".join(LABEL_NODE_REPORT))
         self.stats = Stats()
         self._told: dict[str, tuple[str, str]] = {}  # pod uid -> (reason, message) written
         self._blocked: set[str] = set()  # pods whose eviction a PodDisruptionBudget refused (told once)
         self._evicted: set[str] = set()  # pods evicted (terminating until the kubelet ends them)
 
     async def run(self, stop: asyncio.Event) -> None:
-        mirrors = [asyncio.create_task(m.run(stop)) for m in (self.nodes, self.pods, self.groups)]
+        watched = (self.nodes, self.pods, self.groups) + ((self.reports,) if self.feed else ())
+        mirrors = [asyncio.create_task(m.run(stop)) for m in watched]
         try:
             for m in (self.nodes, self.pods, self.groups):
                 await m.synced.wait()
@@ -106,6 +114,8 @@ class K8sScheduler:
         now = self.clock()
         world = self.world()
         self.stats.passes += 1
+        if self.feed is not None:
+            await self._learn(world, now)
         await self._resume(world)
         for r in world.refused:
             await self._tell(r.namespace, r.name, r.uid, act.CONDITION_REASON_INVALID, f"{r.error}", now)
@@ -137,6 +147,15 @@ class K8sScheduler:
                 await call
 
         await asyncio.gather(*(one(c) for c in calls))
+
+    async def _learn(self, world: World, now: float) -> None:
+        """What the node reports measured, into the model before the policy runs (it is not
+        running now); ended attempts and running ones stored now and then."""
+        assert self.feed is not None
+        self.feed.feed(world, list(self.reports.objects.values()), now)
+        await self.feed.ended(world)
+        await self.feed.learner.checkpoint()
+        self.feed.learner.apply_observations()
 
     def _decide(self, world: World, now: float) -> list[Action]:
         s = world.snapshot

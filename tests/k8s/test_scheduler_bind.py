@@ -6,19 +6,24 @@ Covered: a pod bound on its GPUs with its plan and a Scheduled Event; a pod that
 why (PodScheduled=False, Horus's reason code, a FailedScheduling Event), bound once room frees;
 bad values named in the condition and an Event while the scheduler lives on; CPU requests that
 must fit; HAMi's and KAI's dialects (HAMi's allocation annotations on a HAMi node); a cordoned
-node; a restart in the middle of a placement (pods half bound) that binds nothing twice.
+node; a restart in the middle of a placement (pods half bound) that binds nothing twice; the
+Deployment manifest and its ConfigMap (policy, queue file) accepted and valid.
 """
 
 from __future__ import annotations
 
 import pathlib
 import signal
+import tomllib
 from collections.abc import Iterator
 
 import pytest
 
+from horus_core.policies import policy_names
+from horus_core.queues import parse_config
 from tests.k8s.nodeplane import ControlPlane
 from tests.k8s.schedplane import (
+    DEPLOY,
     HorusK8s,
     add_node,
     add_pod,
@@ -148,3 +153,14 @@ def test_a_restart_with_pods_half_bound_binds_nothing_twice(
     assert node_of(plane, NS, "later") is None
     assert node_of(plane, NS, "g-0") == "r1"
     assert [e for e in events(plane, NS, "g-0") if e[0] == "Scheduled"] == []
+
+
+def test_the_deployment_manifest_is_accepted_and_its_config_is_good(plane: ControlPlane) -> None:
+    assert plane.apply(DEPLOY / "scheduler-deployment.yaml") == ["ConfigMap", "Deployment"]
+    cm = plane.call("GET", "/api/v1/namespaces/horus-system/configmaps/horus-scheduler")
+    assert cm["data"]["policy"] in policy_names()
+    config = parse_config(tomllib.loads(cm["data"]["queues.toml"]))
+    assert config.classes["high"].preempt and "default" in config.queues
+    dep = plane.call("GET", "/apis/apps/v1/namespaces/horus-system/deployments/horus-scheduler")
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "horus-scheduler"

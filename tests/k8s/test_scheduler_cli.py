@@ -35,7 +35,7 @@ def test_bad_flags_exit_2_naming_them(args: list[str], says: str) -> None:
 async def test_db_opens_the_store_and_loads_what_it_learned(tmp_path: pathlib.Path) -> None:
     db = tmp_path / "horus.db"
     r18, r50 = "ResNet-18 (batch size 32)", "ResNet-50 (batch size 64)"
-    async with _learned("") as packaged:
+    async with _learned("") as (packaged, _):
         before = packaged.pair_speeds(r18, r50, "v100")[0]
     store = await Store.open(db)  # what a master (or an earlier run) learned: a measured pair
     try:
@@ -43,6 +43,6 @@ async def test_db_opens_the_store_and_loads_what_it_learned(tmp_path: pathlib.Pa
             await store.write(RecordRatesOp(r18, "v100", 1, 100.0, (PairMeasurement(r50, 11.0, 100.0),), 0.0))
     finally:
         await store.close()
-    async with _learned(str(db)) as model:
+    async with _learned(str(db)) as (model, _):
         after = model.pair_speeds(r18, r50, "v100")[0]
     assert after < before - 0.05, (before, after)
