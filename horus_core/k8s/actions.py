@@ -69,9 +69,9 @@ def placements(
     """The pods of ``assign``'s job on its GPUs (rank order), or why it cannot be done (a
     sentence: CPU or memory requests that do not fit, GPUs of no known node)."""
     unit = world.units[assign.job_id]
-    node_of = {g.uuid: g.node for f in world.facts.values() for g in f.node.gpus}
+    gpus_of = world.gpus
     try:
-        parts = gang.split(assign.gpus, node_of)
+        parts = gang.split(assign.gpus, {u: gpus_of[u].node for u in assign.gpus if u in gpus_of})
     except ValueError as exc:
         return str(exc)
     if len(parts) != len(unit.pods) and not (len(unit.pods) == 1 and len(parts) == 1):
@@ -79,7 +79,6 @@ def placements(
     why = _fit(world, unit, [n for n, _ in parts])
     if why:
         return why
-    gpus_of = {g.uuid: g for f in world.facts.values() for g in f.node.gpus}
     env = _rendezvous(world, unit, parts, ports)
     out = []
     for rank, (ask, (node, uuids)) in enumerate(zip(unit.pods, parts, strict=True)):

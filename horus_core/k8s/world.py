@@ -27,10 +27,12 @@ from horus_core.errors import InvalidArgument
 from horus_core.k8s.nodes import NodeFacts, node_facts
 from horus_core.k8s.pods import GANG, GPU, PodAsk, pod_ask, with_gpus
 from horus_core.k8s.quantity import parse_count, parse_quantity
-from horus_core.model import ClusterSnapshot, Job, JobSpec, JobState, Node, Wait
+from horus_core.model import ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, Wait
 from horus_core.queues.config import QueueConfig
 
 DONE_PHASES = frozenset({"Succeeded", "Failed"})
+MAX_MEMO = 200_000  # pods' asks remembered (cleared beyond: read again)
+AskMemo = dict[tuple[str, str], "PodAsk | InvalidArgument"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,8 @@ class World:
     resume: list[PodAsk] = field(default_factory=list)  # planned, unbound: bind as planned
     cpu_used: dict[str, float] = field(default_factory=dict)  # node -> cores requested by its pods
     memory_used: dict[str, float] = field(default_factory=dict)  # node -> bytes requested
+    gpus: dict[str, Gpu] = field(default_factory=dict)  # uuid -> GPU, every node's
+    asks: AskMemo | None = None  # pods read in earlier passes (build's ``memo``)
 
     def free(self, node: str) -> tuple[float, float]:
         """(cores, bytes) a node has left for new pods."""
@@ -76,11 +80,13 @@ def build(
     scheduler: str,
     queues: QueueConfig | None = None,
     groups: Mapping[str, int] | None = None,
+    memo: AskMemo | None = None,
 ) -> World:
     """The world of ``nodes`` and ``pods`` for the scheduler named ``scheduler``; ``groups``:
-    the coscheduling PodGroups' ``minMember`` by ``NAMESPACE/NAME``."""
+    the coscheduling PodGroups' ``minMember`` by ``NAMESPACE/NAME``; ``memo``: what earlier
+    passes read of the pods (kept by the caller, for one ``queues``)."""
     facts = {f.node.name: f for f in map(node_facts, nodes)}
-    world = World(ClusterSnapshot((), ()), {}, facts)
+    world = World(ClusterSnapshot((), ()), {}, facts, asks=memo)
     pending: list[PodAsk] = []
     placed: list[PodAsk] = []
     foreign: dict[str, int] = {}
@@ -90,6 +96,7 @@ def build(
     jobs += _pending_jobs(world, pending, groups or {}, {u for j in jobs for u in j.gpus})
     node_list = tuple(_hide_foreign(f.node, foreign.get(name, 0), jobs) for name, f in facts.items())
     world.facts = {n.name: dataclasses.replace(facts[n.name], node=n) for n in node_list}
+    world.gpus = {g.uuid: g for n in node_list for g in n.gpus}
     jobs.sort(key=lambda j: (j.submitted_at, j.id))
     world.snapshot = ClusterSnapshot(node_list, tuple(jobs))
     return world
@@ -115,7 +122,7 @@ def _take(
     ask: PodAsk | None = None
     if ours:
         try:
-            ask = pod_ask(pod, queues)
+            ask = _ask(pod, queues, world.asks)
         except InvalidArgument as exc:
             if not node:
                 world.refused.append(
@@ -140,6 +147,27 @@ def _take(
             world.resume.append(ask)
     elif ask is not None:
         pending.append(ask)
+
+
+def _ask(pod: Mapping[str, Any], queues: QueueConfig | None, memo: AskMemo | None) -> PodAsk:
+    """``pod_ask``, remembered per (uid, resourceVersion): an unchanged pod is read once."""
+    if memo is None:
+        return pod_ask(pod, queues)
+    meta = pod.get("metadata") or {}
+    key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+    got = memo.get(key) if key[1] else None
+    if got is None:
+        try:
+            got = pod_ask(pod, queues)
+        except InvalidArgument as exc:
+            got = exc
+        if key[1]:
+            if len(memo) > MAX_MEMO:
+                memo.clear()
+            memo[key] = got
+    if isinstance(got, InvalidArgument):
+        raise got
+    return got
 
 
 def _requests(spec: Mapping[str, Any]) -> tuple[float, float, int]:

@@ -22,7 +22,7 @@ from typing import Any
 from horus_core import reasoncodes as rc
 from horus_core.k8s import actions as act
 from horus_core.k8s.pods import PodAsk
-from horus_core.k8s.world import World, build
+from horus_core.k8s.world import AskMemo, World, build
 from horus_core.k8sreport import LABEL_NODE_REPORT
 from horus_core.kubeapi import JsonObj, Kube, KubeError, sleep_or
 from horus_core.model import Action, Assign, Preempt
@@ -76,6 +76,7 @@ class K8sScheduler:
         self.stats = Stats()
         self._told: dict[str, tuple[str, str]] = {}  # pod uid -> (reason, message) written
         self._blocked: set[str] = set()  # pods whose eviction a PodDisruptionBudget refused (told once)
+        self._asks: AskMemo = {}  # pods read in earlier passes
         self._evicted: set[str] = set()  # pods evicted (terminating until the kubelet ends them)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -39,6 +39,7 @@ def pod(
     meta = {"name": name, "namespace": extra.pop("namespace", "team-a"), "uid": f"uid-{name}"}
     meta |= {"annotations": notes or {}, "labels": extra.pop("labels", {})}
     meta["creationTimestamp"] = "2024-01-01T00:00:00Z"
+    meta["resourceVersion"] = "1"
     return {"metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
 
 
