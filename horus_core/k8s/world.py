@@ -134,7 +134,8 @@ def _take(
                     )
                 )
                 return
-    where = node or (ask.planned[0] if ask is not None and ask.planned else "")
+    planned = ask.planned[0] if ask is not None and ask.planned and ask.planned[0] in world.facts else ""
+    where = node or planned  # (a plan on a node gone: decided again)
     if where:
         cpu, memory, gpus = _requests(spec)
         world.cpu_used[where] = world.cpu_used.get(where, 0.0) + cpu

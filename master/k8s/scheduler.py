@@ -243,6 +243,9 @@ class K8sScheduler:
 
     async def _tell_pods(self, pods: Sequence[PodAsk], code: str, reason: str, now: float) -> None:
         for ask in pods:
+            if ask.waiting == (code, reason):  # (written already, by this run or one before)
+                self._told[ask.uid] = ask.waiting
+                continue
             await self._tell(ask.namespace, ask.name, ask.uid, code, reason, now)
 
     async def _tell(self, namespace: str, name: str, uid: str, code: str, reason: str, now: float) -> None:

@@ -34,7 +34,6 @@ from tests.k8s.schedplane import (
     kubelet_runs,
     node_of,
     scheduler_plane,
-    until,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -74,10 +73,10 @@ def test_a_pod_is_bound_on_its_gpus_with_an_event(
         2,
         notes={"horus.io/job-type": "ResNet-18 (batch size 32)", "horus.io/exclusive": "true"},
     )
-    assert until("the binding", lambda: node_of(plane, NS, "one"), 60) == "n1"  # (a cold JIT cache)
+    assert sched.until("the binding", lambda: node_of(plane, NS, "one"), 60) == "n1"  # (a cold JIT cache)
     notes = (get_pod(plane, NS, "one") or {})["metadata"]["annotations"]
     assert notes["horus.io/node"] == "n1" and len(notes["horus.io/gpus"].split(",")) == 2
-    assert until("the event", lambda: [e for e in events(plane, NS, "one") if e[0] == "Scheduled"])
+    assert sched.until("the event", lambda: [e for e in events(plane, NS, "one") if e[0] == "Scheduled"])
     assert sched.alive()
 
 
@@ -87,21 +86,23 @@ def test_waits_say_why_and_bad_values_name_the_field(
     add_node(plane, "n2", 2)
     nodes.append("n2")
     add_pod(plane, NS, "fills", 2, notes={"horus.io/exclusive": "true"})
-    until("fills bound", lambda: node_of(plane, NS, "fills"))
+    sched.until("fills bound", lambda: node_of(plane, NS, "fills"))
     add_pod(plane, NS, "waits", 1, notes={"horus.io/exclusive": "true"})
-    reason, message = until("the wait", lambda: condition(plane, NS, "waits"))
+    reason, message = sched.until("the wait", lambda: condition(plane, NS, "waits"))
     assert reason in ("Resources", "Interference") and message
-    assert until("its event", lambda: [e for e in events(plane, NS, "waits") if e[0] == "FailedScheduling"])
+    assert sched.until(
+        "its event", lambda: [e for e in events(plane, NS, "waits") if e[0] == "FailedScheduling"]
+    )
     add_pod(plane, NS, "bad", 1, notes={"horus.io/gpu-memory": "lots"})
-    reason, message = until("the refusal", lambda: condition(plane, NS, "bad"))
+    reason, message = sched.until("the refusal", lambda: condition(plane, NS, "bad"))
     assert reason == "InvalidArgument" and "metadata.annotations[horus.io/gpu-memory]" in message
     assert any("horus.io/gpu-memory" in m for _, m in events(plane, NS, "bad"))
     assert sched.alive()
     clear(plane, NS)  # room again: a pod whose CPU request does not fit waits, the next goes
     add_pod(plane, NS, "too-big", 1, requests={"cpu": "64"})
-    assert "CPU request (64)" in until("the CPU wait", lambda: condition(plane, NS, "too-big"))[1]
+    assert "CPU request (64)" in sched.until("the CPU wait", lambda: condition(plane, NS, "too-big"))[1]
     add_pod(plane, NS, "waits", 1)
-    assert until("bound after the room freed", lambda: node_of(plane, NS, "waits")) == "n2"
+    assert sched.until("bound after the room freed", lambda: node_of(plane, NS, "waits")) == "n2"
 
 
 def test_hami_and_kai_pods(plane: ControlPlane, sched: HorusK8s, nodes: list[str]) -> None:
@@ -110,13 +111,13 @@ def test_hami_and_kai_pods(plane: ControlPlane, sched: HorusK8s, nodes: list[str
     add_node(plane, "hami", 20, annotations={"hami.io/node-nvidia-register": reg})
     nodes.append("hami")
     add_pod(plane, NS, "hami-pod", 1, limits={"nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30})
-    assert until("the HAMi pod bound", lambda: node_of(plane, NS, "hami-pod")) == "hami"
+    assert sched.until("the HAMi pod bound", lambda: node_of(plane, NS, "hami-pod")) == "hami"
     notes = (get_pod(plane, NS, "hami-pod") or {})["metadata"]["annotations"]
     uuid = {"0": "GPU-aaaa", "1": "GPU-bbbb"}[notes["horus.io/gpus"]]
     assert notes["hami.io/vgpu-devices-allocated"] == f"{uuid},NVIDIA,3000,30:;"
     assert notes["hami.io/vgpu-node"] == "hami" and notes["hami.io/bind-phase"] == "allocating"
     add_pod(plane, NS, "kai-pod", None, notes={"gpu-fraction": "0.5"})
-    assert until("the KAI pod bound", lambda: node_of(plane, NS, "kai-pod")) == "hami"
+    assert sched.until("the KAI pod bound", lambda: node_of(plane, NS, "kai-pod")) == "hami"
     kai = (get_pod(plane, NS, "kai-pod") or {})["metadata"]["annotations"]
     assert kai["hami.io/vgpu-devices-allocated"].endswith(",NVIDIA,16384,0:;")  # half of 32 GiB
 
@@ -126,10 +127,10 @@ def test_a_cordoned_node_takes_no_pod(plane: ControlPlane, sched: HorusK8s, node
     nodes.append("n3")
     plane.call("PATCH", "/api/v1/nodes/n3", {"spec": {"unschedulable": True}})
     add_pod(plane, NS, "cordoned", 1)
-    reason, _ = until("the wait", lambda: condition(plane, NS, "cordoned"))
+    reason, _ = sched.until("the wait", lambda: condition(plane, NS, "cordoned"))
     assert reason == "NodeCordoned" and node_of(plane, NS, "cordoned") is None
     plane.call("PATCH", "/api/v1/nodes/n3", {"spec": {"unschedulable": False}})
-    assert until("bound once uncordoned", lambda: node_of(plane, NS, "cordoned")) == "n3"
+    assert sched.until("bound once uncordoned", lambda: node_of(plane, NS, "cordoned")) == "n3"
 
 
 def test_a_restart_with_pods_half_bound_binds_nothing_twice(
@@ -147,9 +148,9 @@ def test_a_restart_with_pods_half_bound_binds_nothing_twice(
     add_pod(plane, NS, "g-1", 2, labels=gang, notes=plan | {"horus.io/node": "r2", "horus.io/rank": "1"})
     add_pod(plane, NS, "later", 1)
     sched.start()
-    assert until("the plan finished", lambda: node_of(plane, NS, "g-1"), 20) == "r2"
+    assert sched.until("the plan finished", lambda: node_of(plane, NS, "g-1"), 20) == "r2"
     # r1 and r2 are full (the gang's four GPUs): the later pod waits, nothing is bound twice
-    until("the later pod's wait", lambda: condition(plane, NS, "later"))
+    sched.until("the later pod's wait", lambda: condition(plane, NS, "later"))
     assert node_of(plane, NS, "later") is None
     assert node_of(plane, NS, "g-0") == "r1"
     assert [e for e in events(plane, NS, "g-0") if e[0] == "Scheduled"] == []

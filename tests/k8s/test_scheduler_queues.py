@@ -31,7 +31,6 @@ from tests.k8s.schedplane import (
     kubelet_runs,
     node_of,
     scheduler_plane,
-    until,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -101,12 +100,12 @@ def test_a_gang_is_bound_all_together_across_nodes(
 ) -> None:
     _nodes(plane, nodes, ("a1", "a2", "a3"))
     pods = _gang(plane, "train", 3, 2)  # one pod short: none is bound
-    reason, message = until("the held gang's wait", lambda: condition(plane, NS, pods[0]), 60)
+    reason, message = sched.until("the held gang's wait", lambda: condition(plane, NS, pods[0]), 60)
     assert (reason, "2 of its 3 pods" in message) == ("Submitted", True)
     assert [node_of(plane, NS, p) for p in pods] == [None, None]
     add_pod(plane, NS, "train-2", 2, labels={"horus.io/gang": "train", "horus.io/gang-size": "3"})
     pods.append("train-2")
-    until("all bound", lambda: all(node_of(plane, NS, p) for p in pods), 30)
+    sched.until("all bound", lambda: all(node_of(plane, NS, p) for p in pods), 30)
     assert len({node_of(plane, NS, p) for p in pods}) == 3
     notes = [(get_pod(plane, NS, p) or {})["metadata"]["annotations"] for p in pods]
     ranks = sorted(n["horus.io/env.NODE_RANK"] for n in notes)
@@ -116,7 +115,7 @@ def test_a_gang_is_bound_all_together_across_nodes(
     add_node(plane, "a4", 2)
     nodes.append("a4")
     more = _gang(plane, "big", 2, 2)
-    until("the big gang's wait", lambda: condition(plane, NS, more[0]))
+    sched.until("the big gang's wait", lambda: condition(plane, NS, more[0]))
     assert [node_of(plane, NS, p) for p in more] == [None, None]
 
 
@@ -125,12 +124,12 @@ def test_quota_and_priority_preemption_through_evictions(
 ) -> None:
     _nodes(plane, nodes, ("c1",))
     add_pod(plane, SMALL, "q-0", 1)
-    until("q-0 bound", lambda: node_of(plane, SMALL, "q-0"), 60)
+    sched.until("q-0 bound", lambda: node_of(plane, SMALL, "q-0"), 60)
     add_pod(plane, SMALL, "q-1", 1)
-    assert until("the quota wait", lambda: condition(plane, SMALL, "q-1"))[0] == "QuotaExceeded"
+    assert sched.until("the quota wait", lambda: condition(plane, SMALL, "q-1"))[0] == "QuotaExceeded"
     for name in ("low-0", "low-1"):
         add_pod(plane, NS, name, 1, notes={"horus.io/exclusive": "true"}, priorityClassName="low")
-    until("c1 filled", lambda: node_of(plane, NS, "low-0") or node_of(plane, NS, "low-1"))
+    sched.until("c1 filled", lambda: node_of(plane, NS, "low-0") or node_of(plane, NS, "low-1"))
     for name in ("low-0", "low-1", "q-0"):
         if node_of(plane, NS if name != "q-0" else SMALL, name):
             kubelet_runs(plane, NS if name != "q-0" else SMALL, name)
@@ -143,10 +142,10 @@ def test_quota_and_priority_preemption_through_evictions(
                 return name
         return None
 
-    victim = until("a low pod evicted", evicted, 30)
+    victim = sched.until("a low pod evicted", evicted, 30)
     assert any(r == "Preempted" for r, _ in events(plane, NS, victim))
     kubelet_deletes(plane, NS)
-    assert until("the high pod bound", lambda: node_of(plane, NS, "high"), 30) == "c1"
+    assert sched.until("the high pod bound", lambda: node_of(plane, NS, "high"), 30) == "c1"
 
 
 def test_a_disruption_budget_holds_an_eviction(
@@ -161,10 +160,10 @@ def test_a_disruption_budget_holds_an_eviction(
     }
     plane.call("POST", f"/apis/policy/v1beta1/namespaces/{NS}/poddisruptionbudgets", pdb)
     add_pod(plane, NS, "kept", 1, labels={"app": "keep"}, priorityClassName="low")
-    until("kept bound", lambda: node_of(plane, NS, "kept"), 60)
+    sched.until("kept bound", lambda: node_of(plane, NS, "kept"), 60)
     kubelet_runs(plane, NS, "kept")
     add_pod(plane, NS, "urgent", 1, priorityClassName="high", notes={"horus.io/exclusive": "true"})
-    until(
+    sched.until(
         "the blocked eviction's event",
         lambda: [e for e in events(plane, NS, "kept") if e[0] == "EvictionBlocked"],
         30,

@@ -238,3 +238,9 @@ def test_a_podgroup_min_member_makes_the_gang() -> None:
     w = build([node("n1"), node("n2")], pods, "horus", groups={"team-a/pg": 2})
     (job,) = w.snapshot.jobs
     assert (job.id, job.spec.gpus, job.spec.nodes) == ("team-a/gang:pg", 2, 2)
+
+
+def test_a_plan_on_a_node_gone_is_decided_again() -> None:
+    stale = pod("s", notes={"horus.io/node": "gone", "horus.io/gpus": "0"})
+    w = build([node("n1")], [stale], "horus")
+    assert [(j.id, j.state.value) for j in w.snapshot.jobs] == [("team-a/s", "PENDING")] and not w.resume
