@@ -48,13 +48,17 @@ class Placement:
         """The merge patch that writes the plan (before the Binding)."""
         return {"metadata": {"annotations": dict(self.annotations)}}
 
-    def binding(self) -> dict[str, Any]:
-        return binding(self.name, self.uid, self.node)
+    def binding(self, with_plan: bool = False) -> dict[str, Any]:
+        """The Binding; ``with_plan``: carrying the plan's annotations (the apiserver writes a
+        Binding's annotations on the pod as it binds it: one request, atomic)."""
+        return binding(self.name, self.uid, self.node, self.annotations if with_plan else None)
 
 
-def binding(name: str, uid: str, node: str) -> dict[str, Any]:
+def binding(name: str, uid: str, node: str, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A Binding of pod ``name`` (its ``uid``: a pod recreated under the name is not bound) to ``node``."""
-    meta: dict[str, str] = {"name": name} | ({"uid": uid} if uid else {})
+    meta: dict[str, Any] = {"name": name} | ({"uid": uid} if uid else {})
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Binding",

@@ -3,8 +3,9 @@ policy's ``decide(snapshot, now)`` (off the loop) -> the apiserver.
 
 A pass runs when a watch brings a change (coalesced) and every ``tick_s``. It first finishes the
 plans a previous run wrote and did not bind (never decided twice), tells refused and held pods
-why, then applies the policy's checked actions: an Assign writes its plan on every pod and then
-binds them (a gang's all, or, if a plan cannot be written, none); a Preempt evicts the job's pods
+why, then applies the policy's checked actions: an Assign binds a single pod with its plan on
+the Binding (the apiserver writes it on the pod), a gang's pods with their plans written first
+(all of them, or, if a plan cannot be written, none); a Preempt evicts the job's pods
 (a 429 from a PodDisruptionBudget: it waits, said in an Event); a Wait whose reason changed is
 written as the pod's condition and an Event. What this process wrote is put in the mirror at
 once, so the next pass never places a pod it already placed.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,8 +175,12 @@ class K8sScheduler:
         port = next((p.annotations.get(act.ENV_PREFIX + "MASTER_PORT") for p in placed), None)
         if port:
             ports.add(int(port))
+        if len(placed) == 1:  # (one pod: the plan rides on its Binding)
+            p = placed[0]
+            await self._bind(p.namespace, p.name, p.uid, p.node, now, p.annotations)
+            return
         written: list[act.Placement] = []
-        for p in placed:  # the plan on every pod first: a restart finishes it
+        for p in placed:  # a gang: the plan on every pod first, a restart finishes it
             try:
                 obj = await self.kube.patch(_pod_path(p.namespace, p.name), p.patch())
             except KubeError as exc:
@@ -195,10 +200,18 @@ class K8sScheduler:
             except KubeError as exc:
                 log.warning("cannot clear the plan on %s/%s: %s", p.namespace, p.name, exc)
 
-    async def _bind(self, namespace: str, name: str, uid: str, node: str, now: float) -> None:
+    async def _bind(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        now: float,
+        plan: Mapping[str, str] | None = None,
+    ) -> None:
         path = _pod_path(namespace, name, "binding")
         try:
-            await self.kube.request("POST", path, act.binding(name, uid, node))
+            await self.kube.request("POST", path, act.binding(name, uid, node, plan))
         except KubeError as exc:
             if exc.status == 409:  # (bound already: by this plan before a restart)
                 return
@@ -208,7 +221,7 @@ class K8sScheduler:
         key = f"{namespace}/{name}"
         obj = self.pods.objects.get(key)
         if obj is not None:  # (bound: the next pass sees it placed before the watch says so)
-            self.pods.objects[key] = obj | {"spec": (obj.get("spec") or {}) | {"nodeName": node}}
+            self.pods.objects[key] = bound_copy(obj, node, plan)
         msg = f"Successfully assigned {key} to {node}"
         await self._event(namespace, name, uid, "Scheduled", msg, now, warning=False)
 
@@ -271,6 +284,15 @@ class K8sScheduler:
             await self.kube.request("POST", f"/api/v1/namespaces/{namespace}/events", body)
         except KubeError as exc:
             log.warning("cannot write an event on %s/%s: %s", namespace, name, exc)
+
+
+def bound_copy(obj: JsonObj, node: str, plan: Mapping[str, str] | None) -> JsonObj:
+    """``obj`` as the apiserver has it once bound (with ``plan``'s annotations), under a version
+    of its own (what was read of it is read again)."""
+    meta = dict(obj.get("metadata") or {})
+    meta["annotations"] = dict(meta.get("annotations") or {}) | dict(plan or {})
+    meta["resourceVersion"] = f"{meta.get('resourceVersion', '')}+bound"
+    return obj | {"metadata": meta, "spec": dict(obj.get("spec") or {}) | {"nodeName": node}}
 
 
 async def _wait_any(stop: asyncio.Event, changed: asyncio.Event, within_s: float) -> None:
