@@ -12,8 +12,11 @@ Deployment manifest and its ConfigMap (policy, queue file) accepted and valid.
 
 from __future__ import annotations
 
+import json
 import pathlib
 import signal
+import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 
@@ -21,9 +24,10 @@ import pytest
 
 from horus_core.policies import policy_names
 from horus_core.queues import parse_config
-from tests.k8s.nodeplane import ControlPlane
+from tests.k8s.nodeplane import ADMIN_TOKEN, ControlPlane
 from tests.k8s.schedplane import (
     DEPLOY,
+    ENV,
     HorusK8s,
     add_node,
     add_pod,
@@ -97,12 +101,33 @@ def test_waits_say_why_and_bad_values_name_the_field(
     reason, message = sched.until("the refusal", lambda: condition(plane, NS, "bad"))
     assert reason == "InvalidArgument" and "metadata.annotations[horus.io/gpu-memory]" in message
     assert any("horus.io/gpu-memory" in m for _, m in events(plane, NS, "bad"))
+    shown = {r["name"]: r for r in _hctl_pods(plane, sched)}  # what `hctl pods` says of them
+    assert shown["bad"]["why"].startswith("InvalidArgument: metadata.annotations[horus.io/gpu-memory]")
+    assert (shown["fills"]["node"], len(shown["fills"]["gpus"].split(","))) == ("n2", 2)
     assert sched.alive()
     clear(plane, NS)  # room again: a pod whose CPU request does not fit waits, the next goes
     add_pod(plane, NS, "too-big", 1, requests={"cpu": "64"})
     assert "CPU request (64)" in sched.until("the CPU wait", lambda: condition(plane, NS, "too-big"))[1]
     add_pod(plane, NS, "waits", 1)
     assert sched.until("bound after the room freed", lambda: node_of(plane, NS, "waits")) == "n2"
+
+
+def _hctl_pods(plane: ControlPlane, sched: HorusK8s) -> list[dict[str, str]]:
+    admin = plane.kubeconfig(sched.base / "admin.kubeconfig", ADMIN_TOKEN)
+    argv = [
+        sys.executable,
+        "-m",
+        "horus_core.cli",
+        "pods",
+        "--kubeconfig",
+        str(admin),
+        "-n",
+        NS,
+        "-o",
+        "json",
+    ]
+    got = subprocess.run(argv, capture_output=True, text=True, env=ENV, timeout=60, check=True)
+    return list(json.loads(got.stdout))
 
 
 def test_hami_and_kai_pods(plane: ControlPlane, sched: HorusK8s, nodes: list[str]) -> None:
