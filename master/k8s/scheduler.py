@@ -116,6 +116,7 @@ class K8sScheduler:
         now = self.clock()
         world = self.world()
         self.stats.passes += 1
+        self._forget()
         if self.feed is not None:
             await self._learn(world, now)
         await self._resume(world)
@@ -149,6 +150,16 @@ class K8sScheduler:
                 await call
 
         await asyncio.gather(*(one(c) for c in calls))
+
+    def _forget(self) -> None:
+        """What was written about pods that are gone (the records stay as small as the cluster)."""
+        if len(self._told) + len(self._blocked) + len(self._evicted) < 2 * len(self.pods.objects) + 1024:
+            return
+        live = {str((p.get("metadata") or {}).get("uid")) for p in self.pods.objects.values()}
+        self._told = {u: w for u, w in self._told.items() if u in live}
+        self._blocked &= live
+        self._evicted &= live
+        del self.stats.errors[:-100]
 
     async def _learn(self, world: World, now: float) -> None:
         """What the node reports measured, into the model before the policy runs (it is not
