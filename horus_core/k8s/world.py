@@ -24,8 +24,8 @@ from typing import Any
 
 from horus_core import reasoncodes as rc
 from horus_core.errors import InvalidArgument
-from horus_core.k8s.nodes import NodeFacts, node_facts
-from horus_core.k8s.pods import GANG, GPU, PodAsk, pod_ask, with_gpus
+from horus_core.k8s.nodes import NodeFacts, node_facts, resource_of
+from horus_core.k8s.pods import GANG, GPU, MIG_PREFIX, PodAsk, pod_ask, with_gpus
 from horus_core.k8s.quantity import parse_count, parse_quantity
 from horus_core.model import ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, Wait
 from horus_core.queues.config import QueueConfig
@@ -89,12 +89,12 @@ def build(
     world = World(ClusterSnapshot((), ()), {}, facts, asks=memo)
     pending: list[PodAsk] = []
     placed: list[PodAsk] = []
-    foreign: dict[str, int] = {}
+    foreign: dict[tuple[str, str], int] = {}  # (node, resource) -> instances other pods hold
     for pod in pods:
         _take(world, pod, scheduler, queues, pending, placed, foreign)
     jobs = _placed_jobs(world, placed)
     jobs += _pending_jobs(world, pending, groups or {}, {u for j in jobs for u in j.gpus})
-    node_list = tuple(_hide_foreign(f.node, foreign.get(name, 0), jobs) for name, f in facts.items())
+    node_list = tuple(_hide_foreign(f.node, foreign, jobs) for f in facts.values())
     world.facts = {n.name: dataclasses.replace(facts[n.name], node=n) for n in node_list}
     world.gpus = {g.uuid: g for n in node_list for g in n.gpus}
     jobs.sort(key=lambda j: (j.submitted_at, j.id))
@@ -109,7 +109,7 @@ def _take(
     queues: QueueConfig | None,
     pending: list[PodAsk],
     placed: list[PodAsk],
-    foreign: dict[str, int],
+    foreign: dict[tuple[str, str], int],
 ) -> None:
     """Sort one pod: pending / placed by us, or another's that holds resources."""
     spec, status, meta = pod.get("spec") or {}, pod.get("status") or {}, pod.get("metadata") or {}
@@ -137,11 +137,12 @@ def _take(
     planned = ask.planned[0] if ask is not None and ask.planned and ask.planned[0] in world.facts else ""
     where = node or planned  # (a plan on a node gone: decided again)
     if where:
-        cpu, memory, gpus = _requests(spec)
+        cpu, memory, held = _requests(spec)
         world.cpu_used[where] = world.cpu_used.get(where, 0.0) + cpu
         world.memory_used[where] = world.memory_used.get(where, 0.0) + memory
         if ask is None or ask.planned is None or ask.planned[0] != where:
-            foreign[where] = foreign.get(where, 0) + gpus  # (not placed by Horus: count only)
+            for resource, n in held.items():  # (not placed by Horus: counted only)
+                foreign[where, resource] = foreign.get((where, resource), 0) + n
             return
         placed.append(ask)
         if not node:
@@ -171,18 +172,21 @@ def _ask(pod: Mapping[str, Any], queues: QueueConfig | None, memo: AskMemo | Non
     return got
 
 
-def _requests(spec: Mapping[str, Any]) -> tuple[float, float, int]:
-    """(cores, bytes, GPUs) a placed pod holds; what does not parse counts 0."""
-    out = [0.0, 0.0, 0.0]
+def _requests(spec: Mapping[str, Any]) -> tuple[float, float, dict[str, int]]:
+    """(cores, bytes, GPU resource -> count) a placed pod holds; what does not parse counts 0."""
+    cpu, memory, held = 0.0, 0.0, dict[str, int]()
     for c in spec.get("containers") or []:
         res = c.get("resources") or {}
-        for i, key in enumerate(("cpu", "memory", GPU)):
-            value = (res.get("requests") or {}).get(key, (res.get("limits") or {}).get(key, 0))
-            if key == GPU:
-                value = (res.get("limits") or {}).get(key, value)
-            with contextlib.suppress(ValueError):
-                out[i] += parse_count(value) if key == GPU else parse_quantity(value)
-    return out[0], out[1], int(out[2])
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        with contextlib.suppress(ValueError):
+            cpu += parse_quantity(requests.get("cpu", limits.get("cpu", 0)))
+        with contextlib.suppress(ValueError):
+            memory += parse_quantity(requests.get("memory", limits.get("memory", 0)))
+        for key, value in (requests | limits).items():
+            if key == GPU or str(key).startswith(MIG_PREFIX):
+                with contextlib.suppress(ValueError):
+                    held[str(key)] = held.get(str(key), 0) + parse_count(value)
+    return cpu, memory, held
 
 
 def _placed_jobs(world: World, placed: Sequence[PodAsk]) -> list[Job]:
@@ -246,6 +250,8 @@ def _pending_jobs(
                 )
             continue
         spec = _shared_memory(_gang_spec(asks) if asks[0].gang else asks[0].spec, asks[0], world)
+        if asks[0].mig:
+            spec = dataclasses.replace(spec, gpu_types=_mig_types(world, asks[0].mig))
         code, reason = asks[0].waiting
         job = Job(
             jid,
@@ -283,6 +289,14 @@ def _complete(world: World, jid: str, asks: list[PodAsk], groups: Mapping[str, i
     return asks[:size]
 
 
+def _mig_types(world: World, profile: str) -> tuple[str, ...]:
+    """The GPU types of the cluster's MIG instances of ``profile`` (none: one no GPU has)."""
+    types = {
+        g.gpu_type for f in world.facts.values() for g in f.node.gpus if g.gpu_type.endswith(f"-{profile}")
+    }
+    return tuple(sorted(types)) or (f"mig-{profile}",)
+
+
 def _shared_memory(spec: JobSpec, ask: PodAsk, world: World) -> JobSpec:
     """A share of a GPU's memory (HAMi percentage, KAI fraction) in MiB of the smallest GPU it
     may run on (so that it fits wherever it lands)."""
@@ -299,13 +313,18 @@ def _shared_memory(spec: JobSpec, ask: PodAsk, world: World) -> JobSpec:
     return dataclasses.replace(spec, gpu_memory_mib=max(1, math.ceil(ask.memory_share * min(sizes))))
 
 
-def _hide_foreign(node: Node, count: int, jobs: Sequence[Job]) -> Node:
-    """``node`` with ``count`` of its free GPUs (highest index first) hidden: other schedulers'
-    pods hold them."""
-    if count <= 0:
+def _hide_foreign(node: Node, foreign: Mapping[tuple[str, str], int], jobs: Sequence[Job]) -> Node:
+    """``node`` with as many of its free GPUs (highest index first) of each resource hidden as
+    other schedulers' pods hold there."""
+    wanted = {r: n for (name, r), n in foreign.items() if name == node.name and n > 0}
+    if not wanted:
         return node
     busy = {u for j in jobs for u in j.gpus}
-    free = [g.uuid for g in sorted(node.gpus, key=lambda g: -g.index) if g.uuid not in busy]
-    hide = set(free[:count])
+    hide: set[str] = set()
+    for g in sorted(node.gpus, key=lambda g: -g.index):
+        resource = resource_of(g)
+        if g.uuid not in busy and wanted.get(resource, 0) > 0:
+            hide.add(g.uuid)
+            wanted[resource] -= 1
     gpus = tuple(dataclasses.replace(g, healthy=False) if g.uuid in hide else g for g in node.gpus)
     return dataclasses.replace(node, gpus=gpus)

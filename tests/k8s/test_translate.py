@@ -244,3 +244,32 @@ def test_a_plan_on_a_node_gone_is_decided_again() -> None:
     stale = pod("s", notes={"horus.io/node": "gone", "horus.io/gpus": "0"})
     w = build([node("n1")], [stale], "horus")
     assert [(j.id, j.state.value) for j in w.snapshot.jobs] == [("team-a/s", "PENDING")] and not w.resume
+
+
+def test_mig_instances_are_gpus_of_their_profile() -> None:
+    mixed = node("m1", 2)
+    mixed["status"]["allocatable"] |= {"nvidia.com/mig-1g.5gb": "3", "nvidia.com/mig-3g.20gb": "1"}
+    facts = node_facts(mixed)
+    migs = [g for g in facts.node.gpus if g.uuid.startswith("m1/mig-")]
+    assert [(g.gpu_type, g.memory_mib, g.index) for g in migs] == [
+        ("a100-1g.5gb", 5120, 2),
+        ("a100-1g.5gb", 5120, 3),
+        ("a100-1g.5gb", 5120, 4),
+        ("a100-3g.20gb", 20480, 5),
+    ]
+    assert abs(migs[-1].compute_fraction - 3 / 7) < 1e-9
+    ask = pod("small", gpus=None, limits={"nvidia.com/mig-1g.5gb": 1})
+    other = pod(
+        "other", gpus=None, limits={"nvidia.com/mig-1g.5gb": 2}, spec={"nodeName": "m1", "schedulerName": "x"}
+    )
+    w = build([mixed], [ask, other], "horus")
+    (job,) = w.snapshot.jobs
+    assert (job.spec.gpus, job.spec.gpu_types) == (1, ("a100-1g.5gb",))
+    free = [g.uuid for g in w.snapshot.nodes[0].gpus if g.healthy and g.gpu_type == "a100-1g.5gb"]
+    assert free == ["m1/mig-1g.5gb/0"]  # the other scheduler's pod holds two of the three
+    (assign,) = [a for a in make_policy("fifo").decide(w.snapshot, 0.0) if isinstance(a, Assign)]
+    assert assign.gpus == ("m1/mig-1g.5gb/0",)
+    with pytest.raises(InvalidArgument, match="not both"):
+        pod_ask(pod("both", gpus=1, limits={"nvidia.com/mig-1g.5gb": 1}))
+    lost = build([node("n1")], [ask], "horus").snapshot.jobs[0]
+    assert lost.spec.gpu_types == ("mig-1g.5gb",)  # no such instance: it waits GpuTypeUnavailable
