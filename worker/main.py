@@ -10,7 +10,7 @@
 
 Without ``--fake-gpus`` the GPUs come from NVML. SIGTERM or SIGINT stops the attempts gracefully,
 sends their final updates and exits 0. ``--kubernetes`` runs the Kubernetes node agent instead: no
-master, its node's pods on the apiserver (docs/kubernetes-node.md).
+master, its node's pods on the apiserver (docs/kubernetes.md).
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 def _modules() -> tuple[ModuleType, ...]:
     """The command modules: imported when a command is parsed, so that ``hctl --version``
     loads neither them nor the client (grpc, asyncio)."""
-    from horus_core.cli import apply, cluster, describe, jobs, logs, queues, submit, top, waiting
+    from horus_core.cli import apply, cluster, describe, jobs, logs, pods, queues, submit, top, waiting
 
-    return (cluster, jobs, submit, apply, waiting, logs, top, queues, describe)
+    return (cluster, jobs, submit, apply, waiting, logs, top, queues, describe, pods)
 
 
 def build_parser() -> argparse.ArgumentParser:

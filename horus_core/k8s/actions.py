@@ -48,13 +48,17 @@ class Placement:
         """The merge patch that writes the plan (before the Binding)."""
         return {"metadata": {"annotations": dict(self.annotations)}}
 
-    def binding(self) -> dict[str, Any]:
-        return binding(self.name, self.uid, self.node)
+    def binding(self, with_plan: bool = False) -> dict[str, Any]:
+        """The Binding; ``with_plan``: carrying the plan's annotations (the apiserver writes a
+        Binding's annotations on the pod as it binds it: one request, atomic)."""
+        return binding(self.name, self.uid, self.node, self.annotations if with_plan else None)
 
 
-def binding(name: str, uid: str, node: str) -> dict[str, Any]:
+def binding(name: str, uid: str, node: str, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A Binding of pod ``name`` (its ``uid``: a pod recreated under the name is not bound) to ``node``."""
-    meta: dict[str, str] = {"name": name} | ({"uid": uid} if uid else {})
+    meta: dict[str, Any] = {"name": name} | ({"uid": uid} if uid else {})
+    if annotations:
+        meta["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -69,9 +73,9 @@ def placements(
     """The pods of ``assign``'s job on its GPUs (rank order), or why it cannot be done (a
     sentence: CPU or memory requests that do not fit, GPUs of no known node)."""
     unit = world.units[assign.job_id]
-    node_of = {g.uuid: g.node for f in world.facts.values() for g in f.node.gpus}
+    gpus_of = world.gpus
     try:
-        parts = gang.split(assign.gpus, node_of)
+        parts = gang.split(assign.gpus, {u: gpus_of[u].node for u in assign.gpus if u in gpus_of})
     except ValueError as exc:
         return str(exc)
     if len(parts) != len(unit.pods) and not (len(unit.pods) == 1 and len(parts) == 1):
@@ -79,7 +83,6 @@ def placements(
     why = _fit(world, unit, [n for n, _ in parts])
     if why:
         return why
-    gpus_of = {g.uuid: g for f in world.facts.values() for g in f.node.gpus}
     env = _rendezvous(world, unit, parts, ports)
     out = []
     for rank, (ask, (node, uuids)) in enumerate(zip(unit.pods, parts, strict=True)):

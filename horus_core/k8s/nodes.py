@@ -9,6 +9,8 @@ the index)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +23,9 @@ PRODUCT = "nvidia.com/gpu.product"
 MEMORY = "nvidia.com/gpu.memory"
 COUNT = "nvidia.com/gpu.count"
 HAMI_REGISTER = "hami.io/node-nvidia-register"
+MIG_PREFIX = "nvidia.com/mig-"  # + a profile, "1g.10gb": GFD's mixed strategy, a resource per profile
+_MIG = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+_SLICES = 7.0  # compute slices of an A100 / H100 (a 3g instance has 3 of 7)
 _NOT_READY_TAINTS = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
 
 
@@ -44,6 +49,7 @@ def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
     alloc = status.get("allocatable") or {}
     hami = _hami_gpus(name, str(notes.get(HAMI_REGISTER, "")))
     gpus = hami if hami else _gfd_gpus(name, _count(alloc.get(GPU)), labels)
+    gpus += _mig_gpus(name, alloc, labels, len(gpus))
     state, why = NodeState.READY, ""
     taints = {str(t.get("key")) for t in spec.get("taints") or [] if isinstance(t, dict)}
     if not _ready(status) or taints & _NOT_READY_TAINTS:
@@ -89,6 +95,30 @@ def _gfd_gpus(name: str, count: int, labels: Mapping[str, str]) -> tuple[Gpu, ..
     product = str(labels.get(PRODUCT, "")) or "NVIDIA GPU"
     memory = _count(labels.get(MEMORY))
     return tuple(Gpu(f"{name}/{i}", name, i, product, memory, gpu_type_of(product)) for i in range(count))
+
+
+def resource_of(gpu: Gpu) -> str:
+    """The extended resource a GPU of :func:`node_facts` is: ``nvidia.com/gpu`` or a MIG profile's."""
+    _, sep, rest = gpu.uuid.partition("/mig-")
+    return MIG_PREFIX + rest.rsplit("/", 1)[0] if sep else GPU
+
+
+def _mig_gpus(name: str, alloc: Mapping[str, Any], labels: Mapping[str, str], first: int) -> tuple[Gpu, ...]:
+    """GFD's mixed MIG strategy: ``nvidia.com/mig-3g.40gb: N`` instances, each a GPU of its own
+    of type ``<family>-3g.40gb`` (as a Horus worker reports MIG instances: docs/sharing.md)."""
+    out: list[Gpu] = []
+    product = str(labels.get(PRODUCT, "")) or "NVIDIA GPU"
+    for key in sorted(k for k in alloc if _MIG.match(str(k))):
+        m = _MIG.match(str(key))
+        assert m is not None
+        profile = f"{m.group(1)}g.{m.group(2)}gb"
+        model = f"{product} MIG {profile}"
+        for i in range(_count(alloc.get(key))):
+            uuid = f"{name}/mig-{profile}/{i}"
+            fraction = min(1.0, int(m.group(1)) / _SLICES)
+            gpu = Gpu(uuid, name, first + len(out), model, int(m.group(2)) * 1024, gpu_type_of(model))
+            out.append(dataclasses.replace(gpu, compute_fraction=fraction))
+    return tuple(out)
 
 
 def _hami_gpus(name: str, register: str) -> tuple[Gpu, ...]:

@@ -36,6 +36,7 @@ from horus_core.queues.config import QueueConfig
 from horus_core.validation import MAX_GPUS_PER_JOB, MAX_GRACE_S, MAX_PRIORITY, validate_spec
 
 GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
 HAMI_MEM = "nvidia.com/gpumem"
 HAMI_MEM_PCT = "nvidia.com/gpumem-percentage"
 HAMI_CORES = "nvidia.com/gpucores"
@@ -100,6 +101,7 @@ class PodAsk:
     planned: tuple[str, tuple[int, ...]] | None = None  # Horus's plan on it: (node, GPU indices)
     container_gpus: tuple[int, ...] = ()  # GPUs per container (HAMi's annotations are per container)
     gang_rank: int = -1  # a placed gang pod's node rank (horus.io/rank; -1 = none)
+    mig: str = ""  # a MIG profile asked for ("1g.10gb": nvidia.com/mig-1g.10gb), "" = none
     waiting: tuple[str, str] = ("", "")  # its PodScheduled=False (reason, message) as last written
 
     @property
@@ -122,7 +124,12 @@ def pod_ask(pod: Mapping[str, Any], queues: QueueConfig | None = None) -> PodAsk
     spec = pod.get("spec") or {}
     namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
     res = _resources(spec)
-    gpus, share, mem_mib, cores = _gpu_ask(res, notes)
+    mig, mig_count = _mig(spec)
+    if mig and res.gpu:
+        raise InvalidArgument(
+            f"resources.limits[{MIG_PREFIX}{mig}]", f"ask for {GPU} or a MIG profile, not both"
+        )
+    gpus, share, mem_mib, cores = _gpu_ask(replace(res, gpu=res.gpu or mig_count), notes)
     job = JobSpec(
         command=_command(spec, namespace, name),
         gpus=gpus,
@@ -161,6 +168,7 @@ def pod_ask(pod: Mapping[str, Any], queues: QueueConfig | None = None) -> PodAsk
         container_gpus=res.container_gpus,
         gang_rank=_rank(notes),
         waiting=_waiting(pod),
+        mig=mig,
     )
 
 
@@ -219,6 +227,29 @@ def _resources(spec: Mapping[str, Any]) -> _Resources:
         total["memory"],
         tuple(per),
     )
+
+
+def _mig(spec: Mapping[str, Any]) -> tuple[str, int]:
+    """The MIG profile the containers ask for and how many instances (("", 0): none)."""
+    asked: dict[str, int] = {}
+    for i, c in enumerate(spec.get("containers") or []):
+        res = c.get("resources") or {}
+        for key, value in ((res.get("limits") or {}) | (res.get("requests") or {})).items():
+            if str(key).startswith(MIG_PREFIX):
+                field = f"spec.containers[{i}].resources.limits[{key}]"
+                try:
+                    asked[str(key)] = asked.get(str(key), 0) + parse_count(value)
+                except ValueError as exc:
+                    raise InvalidArgument(field, str(exc)) from None
+    asked = {k: v for k, v in asked.items() if v}
+    if len(asked) > 1:
+        raise InvalidArgument(
+            f"resources.limits[{MIG_PREFIX}*]", f"one MIG profile per pod, got {', '.join(asked)}"
+        )
+    if not asked:
+        return "", 0
+    key, count = next(iter(asked.items()))
+    return key.removeprefix(MIG_PREFIX), count
 
 
 def _container(c: Mapping[str, Any], where: str, keys: Sequence[str]) -> dict[str, float]:

@@ -24,13 +24,15 @@ from typing import Any
 
 from horus_core import reasoncodes as rc
 from horus_core.errors import InvalidArgument
-from horus_core.k8s.nodes import NodeFacts, node_facts
-from horus_core.k8s.pods import GANG, GPU, PodAsk, pod_ask, with_gpus
+from horus_core.k8s.nodes import NodeFacts, node_facts, resource_of
+from horus_core.k8s.pods import GANG, GPU, MIG_PREFIX, PodAsk, pod_ask, with_gpus
 from horus_core.k8s.quantity import parse_count, parse_quantity
-from horus_core.model import ClusterSnapshot, Job, JobSpec, JobState, Node, Wait
+from horus_core.model import ClusterSnapshot, Gpu, Job, JobSpec, JobState, Node, Wait
 from horus_core.queues.config import QueueConfig
 
 DONE_PHASES = frozenset({"Succeeded", "Failed"})
+MAX_MEMO = 200_000  # pods' asks remembered (cleared beyond: read again)
+AskMemo = dict[tuple[str, str], "PodAsk | InvalidArgument"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,8 @@ class World:
     resume: list[PodAsk] = field(default_factory=list)  # planned, unbound: bind as planned
     cpu_used: dict[str, float] = field(default_factory=dict)  # node -> cores requested by its pods
     memory_used: dict[str, float] = field(default_factory=dict)  # node -> bytes requested
+    gpus: dict[str, Gpu] = field(default_factory=dict)  # uuid -> GPU, every node's
+    asks: AskMemo | None = None  # pods read in earlier passes (build's ``memo``)
 
     def free(self, node: str) -> tuple[float, float]:
         """(cores, bytes) a node has left for new pods."""
@@ -76,20 +80,23 @@ def build(
     scheduler: str,
     queues: QueueConfig | None = None,
     groups: Mapping[str, int] | None = None,
+    memo: AskMemo | None = None,
 ) -> World:
     """The world of ``nodes`` and ``pods`` for the scheduler named ``scheduler``; ``groups``:
-    the coscheduling PodGroups' ``minMember`` by ``NAMESPACE/NAME``."""
+    the coscheduling PodGroups' ``minMember`` by ``NAMESPACE/NAME``; ``memo``: what earlier
+    passes read of the pods (kept by the caller, for one ``queues``)."""
     facts = {f.node.name: f for f in map(node_facts, nodes)}
-    world = World(ClusterSnapshot((), ()), {}, facts)
+    world = World(ClusterSnapshot((), ()), {}, facts, asks=memo)
     pending: list[PodAsk] = []
     placed: list[PodAsk] = []
-    foreign: dict[str, int] = {}
+    foreign: dict[tuple[str, str], int] = {}  # (node, resource) -> instances other pods hold
     for pod in pods:
         _take(world, pod, scheduler, queues, pending, placed, foreign)
     jobs = _placed_jobs(world, placed)
     jobs += _pending_jobs(world, pending, groups or {}, {u for j in jobs for u in j.gpus})
-    node_list = tuple(_hide_foreign(f.node, foreign.get(name, 0), jobs) for name, f in facts.items())
+    node_list = tuple(_hide_foreign(f.node, foreign, jobs) for f in facts.values())
     world.facts = {n.name: dataclasses.replace(facts[n.name], node=n) for n in node_list}
+    world.gpus = {g.uuid: g for n in node_list for g in n.gpus}
     jobs.sort(key=lambda j: (j.submitted_at, j.id))
     world.snapshot = ClusterSnapshot(node_list, tuple(jobs))
     return world
@@ -102,18 +109,20 @@ def _take(
     queues: QueueConfig | None,
     pending: list[PodAsk],
     placed: list[PodAsk],
-    foreign: dict[str, int],
+    foreign: dict[tuple[str, str], int],
 ) -> None:
     """Sort one pod: pending / placed by us, or another's that holds resources."""
     spec, status, meta = pod.get("spec") or {}, pod.get("status") or {}, pod.get("metadata") or {}
     if status.get("phase") in DONE_PHASES:
         return
     node = str(spec.get("nodeName") or "")
+    if not node and meta.get("deletionTimestamp"):
+        return  # (going away before it was placed)
     ours = spec.get("schedulerName") == scheduler
     ask: PodAsk | None = None
     if ours:
         try:
-            ask = pod_ask(pod, queues)
+            ask = _ask(pod, queues, world.asks)
         except InvalidArgument as exc:
             if not node:
                 world.refused.append(
@@ -125,13 +134,15 @@ def _take(
                     )
                 )
                 return
-    where = node or (ask.planned[0] if ask is not None and ask.planned else "")
+    planned = ask.planned[0] if ask is not None and ask.planned and ask.planned[0] in world.facts else ""
+    where = node or planned  # (a plan on a node gone: decided again)
     if where:
-        cpu, memory, gpus = _requests(spec)
+        cpu, memory, held = _requests(spec)
         world.cpu_used[where] = world.cpu_used.get(where, 0.0) + cpu
         world.memory_used[where] = world.memory_used.get(where, 0.0) + memory
         if ask is None or ask.planned is None or ask.planned[0] != where:
-            foreign[where] = foreign.get(where, 0) + gpus  # (not placed by Horus: count only)
+            for resource, n in held.items():  # (not placed by Horus: counted only)
+                foreign[where, resource] = foreign.get((where, resource), 0) + n
             return
         placed.append(ask)
         if not node:
@@ -140,18 +151,42 @@ def _take(
         pending.append(ask)
 
 
-def _requests(spec: Mapping[str, Any]) -> tuple[float, float, int]:
-    """(cores, bytes, GPUs) a placed pod holds; what does not parse counts 0."""
-    out = [0.0, 0.0, 0.0]
+def _ask(pod: Mapping[str, Any], queues: QueueConfig | None, memo: AskMemo | None) -> PodAsk:
+    """``pod_ask``, remembered per (uid, resourceVersion): an unchanged pod is read once."""
+    if memo is None:
+        return pod_ask(pod, queues)
+    meta = pod.get("metadata") or {}
+    key = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+    got = memo.get(key) if key[1] else None
+    if got is None:
+        try:
+            got = pod_ask(pod, queues)
+        except InvalidArgument as exc:
+            got = exc
+        if key[1]:
+            if len(memo) > MAX_MEMO:
+                memo.clear()
+            memo[key] = got
+    if isinstance(got, InvalidArgument):
+        raise got
+    return got
+
+
+def _requests(spec: Mapping[str, Any]) -> tuple[float, float, dict[str, int]]:
+    """(cores, bytes, GPU resource -> count) a placed pod holds; what does not parse counts 0."""
+    cpu, memory, held = 0.0, 0.0, dict[str, int]()
     for c in spec.get("containers") or []:
         res = c.get("resources") or {}
-        for i, key in enumerate(("cpu", "memory", GPU)):
-            value = (res.get("requests") or {}).get(key, (res.get("limits") or {}).get(key, 0))
-            if key == GPU:
-                value = (res.get("limits") or {}).get(key, value)
-            with contextlib.suppress(ValueError):
-                out[i] += parse_count(value) if key == GPU else parse_quantity(value)
-    return out[0], out[1], int(out[2])
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        with contextlib.suppress(ValueError):
+            cpu += parse_quantity(requests.get("cpu", limits.get("cpu", 0)))
+        with contextlib.suppress(ValueError):
+            memory += parse_quantity(requests.get("memory", limits.get("memory", 0)))
+        for key, value in (requests | limits).items():
+            if key == GPU or str(key).startswith(MIG_PREFIX):
+                with contextlib.suppress(ValueError):
+                    held[str(key)] = held.get(str(key), 0) + parse_count(value)
+    return cpu, memory, held
 
 
 def _placed_jobs(world: World, placed: Sequence[PodAsk]) -> list[Job]:
@@ -215,6 +250,8 @@ def _pending_jobs(
                 )
             continue
         spec = _shared_memory(_gang_spec(asks) if asks[0].gang else asks[0].spec, asks[0], world)
+        if asks[0].mig:
+            spec = dataclasses.replace(spec, gpu_types=_mig_types(world, asks[0].mig))
         code, reason = asks[0].waiting
         job = Job(
             jid,
@@ -252,6 +289,14 @@ def _complete(world: World, jid: str, asks: list[PodAsk], groups: Mapping[str, i
     return asks[:size]
 
 
+def _mig_types(world: World, profile: str) -> tuple[str, ...]:
+    """The GPU types of the cluster's MIG instances of ``profile`` (none: one no GPU has)."""
+    types = {
+        g.gpu_type for f in world.facts.values() for g in f.node.gpus if g.gpu_type.endswith(f"-{profile}")
+    }
+    return tuple(sorted(types)) or (f"mig-{profile}",)
+
+
 def _shared_memory(spec: JobSpec, ask: PodAsk, world: World) -> JobSpec:
     """A share of a GPU's memory (HAMi percentage, KAI fraction) in MiB of the smallest GPU it
     may run on (so that it fits wherever it lands)."""
@@ -268,13 +313,18 @@ def _shared_memory(spec: JobSpec, ask: PodAsk, world: World) -> JobSpec:
     return dataclasses.replace(spec, gpu_memory_mib=max(1, math.ceil(ask.memory_share * min(sizes))))
 
 
-def _hide_foreign(node: Node, count: int, jobs: Sequence[Job]) -> Node:
-    """``node`` with ``count`` of its free GPUs (highest index first) hidden: other schedulers'
-    pods hold them."""
-    if count <= 0:
+def _hide_foreign(node: Node, foreign: Mapping[tuple[str, str], int], jobs: Sequence[Job]) -> Node:
+    """``node`` with as many of its free GPUs (highest index first) of each resource hidden as
+    other schedulers' pods hold there."""
+    wanted = {r: n for (name, r), n in foreign.items() if name == node.name and n > 0}
+    if not wanted:
         return node
     busy = {u for j in jobs for u in j.gpus}
-    free = [g.uuid for g in sorted(node.gpus, key=lambda g: -g.index) if g.uuid not in busy]
-    hide = set(free[:count])
+    hide: set[str] = set()
+    for g in sorted(node.gpus, key=lambda g: -g.index):
+        resource = resource_of(g)
+        if g.uuid not in busy and wanted.get(resource, 0) > 0:
+            hide.add(g.uuid)
+            wanted[resource] -= 1
     gpus = tuple(dataclasses.replace(g, healthy=False) if g.uuid in hide else g for g in node.gpus)
     return dataclasses.replace(node, gpus=gpus)

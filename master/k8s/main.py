@@ -25,6 +25,7 @@ import pathlib
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 
 from horus_core import __version__
@@ -36,8 +37,11 @@ from horus_core.queues import QueueConfig, QueuedPolicy, load_config
 from master.clock import SystemClock
 from master.k8s.extender import Extender
 from master.k8s.extender import serve as serve_extender
+from master.k8s.learning import ReportFeed
 from master.k8s.lease import Elector, FencedKube
 from master.k8s.scheduler import K8sScheduler
+from master.learning.learner import Learner
+from master.store import Store
 
 log = logging.getLogger("horus.k8s")
 
@@ -86,6 +90,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="this replica's name in the Lease (default: the host name, i.e. the pod's name, so a "
         "restarted container takes its own lease back at once); distinct for every replica",
     )
+    p.add_argument(
+        "--namespace", default="horus-system", help="where the node agents' reports are (horus-system)"
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--version", action="version", version=f"horus-k8s {__version__}")
     return p.parse_args(argv)
@@ -101,22 +108,20 @@ def _policy(args: argparse.Namespace, model: InterferenceModel, queues: QueueCon
 
 
 @contextlib.asynccontextmanager
-async def _learned(db: str) -> AsyncIterator[InterferenceModel]:
-    """The packaged model, with what ``db`` learned (the master's store and learner)."""
+async def _learned(db: str) -> AsyncIterator[tuple[InterferenceModel, Learner]]:
+    """The packaged model with what ``db`` learned, and the master's learner over that store
+    (no ``db``: a store in a temporary folder, gone at exit)."""
     model = default_model()
-    if not db:
-        yield model
-        return
-    from master.learning.learner import Learner  # (the store only when asked for)
-    from master.store import Store
-
-    store = await Store.open(db)
-    try:
-        loaded = await Learner(store, SystemClock(), model).load()
-        log.info("interference model: %d stored observations loaded from %s", loaded, db)
-        yield model
-    finally:
-        await store.close()
+    with tempfile.TemporaryDirectory(prefix="horus-k8s-") as tmp:
+        store = await Store.open(db or str(pathlib.Path(tmp, "learned.db")))
+        try:
+            learner = Learner(store, SystemClock(), model)
+            loaded = await learner.load()
+            if db:
+                log.info("interference model: %d stored observations loaded from %s", loaded, db)
+            yield model, learner
+        finally:
+            await store.close()
 
 
 def listen_address(text: str) -> tuple[str, int]:
@@ -128,7 +133,12 @@ def listen_address(text: str) -> tuple[str, int]:
 
 
 async def _work(
-    args: argparse.Namespace, kube: Kube, policy: Policy, queues: QueueConfig | None, stop: asyncio.Event
+    args: argparse.Namespace,
+    kube: Kube,
+    policy: Policy,
+    queues: QueueConfig | None,
+    feed: ReportFeed,
+    stop: asyncio.Event,
 ) -> None:
     """What a (leading) replica does: schedule, or serve the extender verbs."""
     if args.extender:
@@ -136,7 +146,15 @@ async def _work(
         extender = Extender(kube, policy, scheduler=args.scheduler_name or "default-scheduler")
         await serve_extender(extender, host, port, stop)
         return
-    sched = K8sScheduler(kube, policy, name=args.scheduler_name or "horus", queues=queues, tick_s=args.tick)
+    sched = K8sScheduler(
+        kube,
+        policy,
+        name=args.scheduler_name or "horus",
+        queues=queues,
+        tick_s=args.tick,
+        feed=feed,
+        namespace=args.namespace,
+    )
     await sched.run(stop)
 
 
@@ -145,8 +163,9 @@ async def serve(args: argparse.Namespace, config: KubeConfig, queues: QueueConfi
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with _learned(args.db) as model, Kube(config, agent=f"horus-k8s/{__version__}") as kube:
+    async with _learned(args.db) as (model, learner), Kube(config, agent=f"horus-k8s/{__version__}") as kube:
         policy = _policy(args, model, queues)
+        feed = ReportFeed(learner)
         mode = (
             f"extender on {args.extender}"
             if args.extender
@@ -154,13 +173,13 @@ async def serve(args: argparse.Namespace, config: KubeConfig, queues: QueueConfi
         )
         log.info("horus-k8s: %s, policy %s, on %s", mode, args.policy, config.server)
         if not args.leader_elect:
-            await _work(args, kube, policy, queues, stop)
+            await _work(args, kube, policy, queues, feed, stop)
             return
         identity = args.lease_identity or socket.gethostname()
         elector = Elector(kube, args.lease_namespace, args.lease_name, identity)
         fenced = FencedKube(kube, lambda: elector.leading)
         log.info("horus-k8s: %s campaigns for lease %s/%s", identity, args.lease_namespace, args.lease_name)
-        await elector.run(stop, lambda: _work(args, fenced, policy, queues, stop))
+        await elector.run(stop, lambda: _work(args, fenced, policy, queues, feed, stop))
 
 
 def main(argv: list[str] | None = None) -> int:

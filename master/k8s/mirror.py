@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from horus_core.kubeapi import JsonObj, Kube, KubeError, sleep_or
 
@@ -27,15 +28,18 @@ def key_of(obj: Mapping[str, object]) -> str:
 class Mirror:
     """The objects of ``path`` (a list URL) by ``NAMESPACE/NAME``, kept up to date by :meth:`run`."""
 
-    def __init__(self, kube: Kube, path: str, changed: asyncio.Event, selector: str = "") -> None:
-        self.kube, self.path, self.changed, self.selector = kube, path, changed, selector
+    def __init__(
+        self, kube: Kube, path: str, changed: asyncio.Event, selector: str = "", labels: str = ""
+    ) -> None:
+        self.kube, self.path, self.changed, self.selector, self.labels = kube, path, changed, selector, labels
         self.objects: dict[str, JsonObj] = {}
         self.synced = asyncio.Event()  # set once the first list is in
         self.missing = False  # the collection is not served (a CRD not installed): empty
         self._version = ""
 
     def _params(self) -> dict[str, str]:
-        return {"fieldSelector": self.selector} if self.selector else {}
+        out = {"fieldSelector": self.selector} if self.selector else {}
+        return out | ({"labelSelector": self.labels} if self.labels else {})
 
     async def relist(self) -> None:
         try:
@@ -102,8 +106,13 @@ class Mirror:
         """What this process just wrote (seen before the watch brings it back)."""
         key = key_of(obj)
         if key:
-            old = self.objects.get(key)
-            old_v = int((old or {}).get("metadata", {}).get("resourceVersion") or 0) if old else 0
-            new_v = int(obj.get("metadata", {}).get("resourceVersion") or 0)
-            if new_v >= old_v:
+            old = self.objects.get(key) or {}
+            if _version(obj) >= _version(old):
                 self.objects[key] = obj
+
+
+def _version(obj: Mapping[str, Any]) -> int:
+    """An object's resourceVersion as a number (etcd's revision; a local mark after it ignored)."""
+    text = str((obj.get("metadata") or {}).get("resourceVersion") or "0")
+    digits = text.split("+", 1)[0]
+    return int(digits) if digits.isdigit() else 0

@@ -3,8 +3,9 @@ policy's ``decide(snapshot, now)`` (off the loop) -> the apiserver.
 
 A pass runs when a watch brings a change (coalesced) and every ``tick_s``. It first finishes the
 plans a previous run wrote and did not bind (never decided twice), tells refused and held pods
-why, then applies the policy's checked actions: an Assign writes its plan on every pod and then
-binds them (a gang's all, or, if a plan cannot be written, none); a Preempt evicts the job's pods
+why, then applies the policy's checked actions: an Assign binds a single pod with its plan on
+the Binding (the apiserver writes it on the pod), a gang's pods with their plans written first
+(all of them, or, if a plan cannot be written, none); a Preempt evicts the job's pods
 (a 429 from a PodDisruptionBudget: it waits, said in an Event); a Wait whose reason changed is
 written as the pod's condition and an Event. What this process wrote is put in the mirror at
 once, so the next pass never places a pod it already placed.
@@ -15,22 +16,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from horus_core import reasoncodes as rc
 from horus_core.k8s import actions as act
 from horus_core.k8s.pods import PodAsk
-from horus_core.k8s.world import World, build
+from horus_core.k8s.world import AskMemo, World, build
+from horus_core.k8sreport import LABEL_NODE_REPORT
 from horus_core.kubeapi import JsonObj, Kube, KubeError, sleep_or
 from horus_core.model import Action, Assign, Preempt
 from horus_core.policies import Policy
 from horus_core.policies.checks import check_actions
 from horus_core.queues import QueueConfig
+from master.k8s.learning import ReportFeed
 from master.k8s.mirror import Mirror
 
 log = logging.getLogger("horus.k8s")
 PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+PARALLEL = 32  # jobs whose writes are in flight at once (the ports and requests: computed before)
 
 
 @dataclass
@@ -57,6 +62,8 @@ class K8sScheduler:
         queues: QueueConfig | None = None,
         tick_s: float = 5.0,
         clock: Callable[[], float] = time.time,
+        feed: ReportFeed | None = None,
+        namespace: str = "horus-system",
     ) -> None:
         self.kube, self.policy, self.name, self.queues = kube, policy, name, queues
         self.tick_s, self.clock = tick_s, clock
@@ -64,12 +71,18 @@ class K8sScheduler:
         self.nodes = Mirror(kube, "/api/v1/nodes", self.changed)
         self.pods = Mirror(kube, "/api/v1/pods", self.changed, "status.phase!=Succeeded,status.phase!=Failed")
         self.groups = Mirror(kube, PODGROUPS, self.changed)
+        self.feed = feed  # the node reports -> the learner (None: not learning)
+        reports = f"/api/v1/namespaces/{namespace}/configmaps"  # (a report wakes no pass)
+        self.reports = Mirror(kube, reports, asyncio.Event(), labels="=".join(LABEL_NODE_REPORT))
         self.stats = Stats()
         self._told: dict[str, tuple[str, str]] = {}  # pod uid -> (reason, message) written
         self._blocked: set[str] = set()  # pods whose eviction a PodDisruptionBudget refused (told once)
+        self._asks: AskMemo = {}  # pods read in earlier passes
+        self._evicted: set[str] = set()  # pods evicted (terminating until the kubelet ends them)
 
     async def run(self, stop: asyncio.Event) -> None:
-        mirrors = [asyncio.create_task(m.run(stop)) for m in (self.nodes, self.pods, self.groups)]
+        watched = (self.nodes, self.pods, self.groups) + ((self.reports,) if self.feed else ())
+        mirrors = [asyncio.create_task(m.run(stop)) for m in watched]
         try:
             for m in (self.nodes, self.pods, self.groups):
                 await m.synced.wait()
@@ -103,6 +116,9 @@ class K8sScheduler:
         now = self.clock()
         world = self.world()
         self.stats.passes += 1
+        self._forget()
+        if self.feed is not None:
+            await self._learn(world, now)
         await self._resume(world)
         for r in world.refused:
             await self._tell(r.namespace, r.name, r.uid, act.CONDITION_REASON_INVALID, f"{r.error}", now)
@@ -118,10 +134,41 @@ class K8sScheduler:
         for p in plan.preempts:
             await self._evict(world, p, now)
         ports: set[int] = set()
-        for a in plan.assigns:
-            await self._assign(world, a, now, ports)
-        for w in plan.waits:
-            await self._tell_pods(world.units[w.job_id].pods, w.code or rc.RESOURCES, w.reason, now)
+        todo = [self._assign(world, a, now, ports) for a in plan.assigns]
+        todo += [
+            self._tell_pods(world.units[w.job_id].pods, w.code or rc.RESOURCES, w.reason, now)
+            for w in plan.waits
+        ]
+        await self._all(todo)
+
+    async def _all(self, calls: Sequence[Coroutine[Any, Any, None]]) -> None:
+        """Run ``calls`` (each one job's writes, in order) at most ``PARALLEL`` at a time."""
+        gate = asyncio.Semaphore(PARALLEL)
+
+        async def one(call: Coroutine[Any, Any, None]) -> None:
+            async with gate:
+                await call
+
+        await asyncio.gather(*(one(c) for c in calls))
+
+    def _forget(self) -> None:
+        """What was written about pods that are gone (the records stay as small as the cluster)."""
+        if len(self._told) + len(self._blocked) + len(self._evicted) < 2 * len(self.pods.objects) + 1024:
+            return
+        live = {str((p.get("metadata") or {}).get("uid")) for p in self.pods.objects.values()}
+        self._told = {u: w for u, w in self._told.items() if u in live}
+        self._blocked &= live
+        self._evicted &= live
+        del self.stats.errors[:-100]
+
+    async def _learn(self, world: World, now: float) -> None:
+        """What the node reports measured, into the model before the policy runs (it is not
+        running now); ended attempts and running ones stored now and then."""
+        assert self.feed is not None
+        self.feed.feed(world, list(self.reports.objects.values()), now)
+        await self.feed.ended(world)
+        await self.feed.learner.checkpoint()
+        self.feed.learner.apply_observations()
 
     def _decide(self, world: World, now: float) -> list[Action]:
         s = world.snapshot
@@ -139,8 +186,12 @@ class K8sScheduler:
         port = next((p.annotations.get(act.ENV_PREFIX + "MASTER_PORT") for p in placed), None)
         if port:
             ports.add(int(port))
+        if len(placed) == 1:  # (one pod: the plan rides on its Binding)
+            p = placed[0]
+            await self._bind(p.namespace, p.name, p.uid, p.node, now, p.annotations)
+            return
         written: list[act.Placement] = []
-        for p in placed:  # the plan on every pod first: a restart finishes it
+        for p in placed:  # a gang: the plan on every pod first, a restart finishes it
             try:
                 obj = await self.kube.patch(_pod_path(p.namespace, p.name), p.patch())
             except KubeError as exc:
@@ -160,10 +211,18 @@ class K8sScheduler:
             except KubeError as exc:
                 log.warning("cannot clear the plan on %s/%s: %s", p.namespace, p.name, exc)
 
-    async def _bind(self, namespace: str, name: str, uid: str, node: str, now: float) -> None:
+    async def _bind(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        now: float,
+        plan: Mapping[str, str] | None = None,
+    ) -> None:
         path = _pod_path(namespace, name, "binding")
         try:
-            await self.kube.request("POST", path, act.binding(name, uid, node))
+            await self.kube.request("POST", path, act.binding(name, uid, node, plan))
         except KubeError as exc:
             if exc.status == 409:  # (bound already: by this plan before a restart)
                 return
@@ -173,7 +232,7 @@ class K8sScheduler:
         key = f"{namespace}/{name}"
         obj = self.pods.objects.get(key)
         if obj is not None:  # (bound: the next pass sees it placed before the watch says so)
-            self.pods.objects[key] = obj | {"spec": (obj.get("spec") or {}) | {"nodeName": node}}
+            self.pods.objects[key] = bound_copy(obj, node, plan)
         msg = f"Successfully assigned {key} to {node}"
         await self._event(namespace, name, uid, "Scheduled", msg, now, warning=False)
 
@@ -186,6 +245,8 @@ class K8sScheduler:
 
     async def _evict(self, world: World, p: Preempt, now: float) -> None:
         for ask in world.units[p.job_id].pods:
+            if ask.uid in self._evicted:
+                continue
             path = _pod_path(ask.namespace, ask.name, "eviction")
             try:
                 await self.kube.request("POST", path, act.eviction(ask.namespace, ask.name))
@@ -199,12 +260,16 @@ class K8sScheduler:
                     log.warning("cannot evict %s: %s", ask.key, exc)
                 continue
             self.stats.evicted += 1
+            self._evicted.add(ask.uid)
             await self._event(
                 ask.namespace, ask.name, ask.uid, "Preempted", f"Evicted by Horus: {p.reason}", now
             )
 
     async def _tell_pods(self, pods: Sequence[PodAsk], code: str, reason: str, now: float) -> None:
         for ask in pods:
+            if ask.waiting == (code, reason):  # (written already, by this run or one before)
+                self._told[ask.uid] = ask.waiting
+                continue
             await self._tell(ask.namespace, ask.name, ask.uid, code, reason, now)
 
     async def _tell(self, namespace: str, name: str, uid: str, code: str, reason: str, now: float) -> None:
@@ -230,6 +295,15 @@ class K8sScheduler:
             await self.kube.request("POST", f"/api/v1/namespaces/{namespace}/events", body)
         except KubeError as exc:
             log.warning("cannot write an event on %s/%s: %s", namespace, name, exc)
+
+
+def bound_copy(obj: JsonObj, node: str, plan: Mapping[str, str] | None) -> JsonObj:
+    """``obj`` as the apiserver has it once bound (with ``plan``'s annotations), under a version
+    of its own (what was read of it is read again)."""
+    meta = dict(obj.get("metadata") or {})
+    meta["annotations"] = dict(meta.get("annotations") or {}) | dict(plan or {})
+    meta["resourceVersion"] = f"{meta.get('resourceVersion', '')}+bound"
+    return obj | {"metadata": meta, "spec": dict(obj.get("spec") or {}) | {"nodeName": node}}
 
 
 async def _wait_any(stop: asyncio.Event, changed: asyncio.Event, within_s: float) -> None:

@@ -192,5 +192,15 @@ class HorusK8s:
             self.proc.kill()
             return self.proc.wait()
 
+    def until(self, what: str, probe: Callable[[], T | None], within_s: float = 10.0) -> T:
+        """:func:`until`, failing at once (with its log) if horus-k8s died meanwhile."""
+
+        def alive_probe() -> T | None:
+            if not self.alive():
+                raise AssertionError(f"horus-k8s exited while waiting for {what}: {self.text()[-3000:]}")
+            return probe()
+
+        return until(what, alive_probe, within_s)
+
     def text(self) -> str:
         return self.log.read_text(errors="replace")

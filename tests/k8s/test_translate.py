@@ -39,6 +39,7 @@ def pod(
     meta = {"name": name, "namespace": extra.pop("namespace", "team-a"), "uid": f"uid-{name}"}
     meta |= {"annotations": notes or {}, "labels": extra.pop("labels", {})}
     meta["creationTimestamp"] = "2024-01-01T00:00:00Z"
+    meta["resourceVersion"] = "1"
     return {"metadata": meta, "spec": spec, "status": {"phase": "Pending"}}
 
 
@@ -225,3 +226,50 @@ def test_refused_pods_and_wait_bodies() -> None:
     assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Resources")
     ev = actions.event("ns", "p", "u", "FailedScheduling", "Resources: no room", "horus", 0.0)
     assert (ev["involvedObject"]["name"], ev["type"], ev["source"]["component"]) == ("p", "Warning", "horus")
+
+
+def test_a_podgroup_min_member_makes_the_gang() -> None:
+    labels = {"scheduling.x-k8s.io/pod-group": "pg"}
+    pods = [pod(f"pg-{i}", 1, labels=labels) for i in range(2)]
+    held = build([node("n1"), node("n2")], pods[:1], "horus", groups={"team-a/pg": 2})
+    assert not held.snapshot.jobs and "1 of its 2 pods" in held.held[0][0].reason
+    missing = build([node("n1")], pods, "horus")
+    assert not missing.snapshot.jobs and "PodGroup pg: not found" in missing.held[0][0].reason
+    w = build([node("n1"), node("n2")], pods, "horus", groups={"team-a/pg": 2})
+    (job,) = w.snapshot.jobs
+    assert (job.id, job.spec.gpus, job.spec.nodes) == ("team-a/gang:pg", 2, 2)
+
+
+def test_a_plan_on_a_node_gone_is_decided_again() -> None:
+    stale = pod("s", notes={"horus.io/node": "gone", "horus.io/gpus": "0"})
+    w = build([node("n1")], [stale], "horus")
+    assert [(j.id, j.state.value) for j in w.snapshot.jobs] == [("team-a/s", "PENDING")] and not w.resume
+
+
+def test_mig_instances_are_gpus_of_their_profile() -> None:
+    mixed = node("m1", 2)
+    mixed["status"]["allocatable"] |= {"nvidia.com/mig-1g.5gb": "3", "nvidia.com/mig-3g.20gb": "1"}
+    facts = node_facts(mixed)
+    migs = [g for g in facts.node.gpus if g.uuid.startswith("m1/mig-")]
+    assert [(g.gpu_type, g.memory_mib, g.index) for g in migs] == [
+        ("a100-1g.5gb", 5120, 2),
+        ("a100-1g.5gb", 5120, 3),
+        ("a100-1g.5gb", 5120, 4),
+        ("a100-3g.20gb", 20480, 5),
+    ]
+    assert abs(migs[-1].compute_fraction - 3 / 7) < 1e-9
+    ask = pod("small", gpus=None, limits={"nvidia.com/mig-1g.5gb": 1})
+    other = pod(
+        "other", gpus=None, limits={"nvidia.com/mig-1g.5gb": 2}, spec={"nodeName": "m1", "schedulerName": "x"}
+    )
+    w = build([mixed], [ask, other], "horus")
+    (job,) = w.snapshot.jobs
+    assert (job.spec.gpus, job.spec.gpu_types) == (1, ("a100-1g.5gb",))
+    free = [g.uuid for g in w.snapshot.nodes[0].gpus if g.healthy and g.gpu_type == "a100-1g.5gb"]
+    assert free == ["m1/mig-1g.5gb/0"]  # the other scheduler's pod holds two of the three
+    (assign,) = [a for a in make_policy("fifo").decide(w.snapshot, 0.0) if isinstance(a, Assign)]
+    assert assign.gpus == ("m1/mig-1g.5gb/0",)
+    with pytest.raises(InvalidArgument, match="not both"):
+        pod_ask(pod("both", gpus=1, limits={"nvidia.com/mig-1g.5gb": 1}))
+    lost = build([node("n1")], [ask], "horus").snapshot.jobs[0]
+    assert lost.spec.gpu_types == ("mig-1g.5gb",)  # no such instance: it waits GpuTypeUnavailable

@@ -1,4 +1,4 @@
-"""``horus-worker --kubernetes``: the node agent's command line (docs/kubernetes-node.md).
+"""``horus-worker --kubernetes``: the node agent's command line (docs/kubernetes.md).
 
     horus-worker --kubernetes [--node-name NAME] [--kubeconfig FILE [--context C]]
                  [--namespace horus-system] [--report-interval 15] [--fake-gpus N|NxMODEL]
@@ -36,7 +36,7 @@ _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 def parse_args(argv: list[str]) -> argparse.Namespace:
     about = (
         "The Horus node agent of a Kubernetes GPU node: per-pod GPU readings and progress for "
-        "horus-k8s, GPU memory caps enforced (docs/kubernetes-node.md)."
+        "horus-k8s, GPU memory caps enforced (docs/kubernetes.md)."
     )
     p = argparse.ArgumentParser(prog="horus-worker --kubernetes", description=about)
     p.add_argument("--kubernetes", action="store_true", help="run as the Kubernetes node agent (this mode)")

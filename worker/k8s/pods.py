@@ -1,7 +1,7 @@
 """A pod of this node as the node agent needs it, read from the apiserver's JSON (pure): who it is,
 its GPU memory cap, and how its containers ended.
 
-The cap, per GPU in MiB, from the first of these the pod carries (docs/kubernetes-node.md):
+The cap, per GPU in MiB, from the first of these the pod carries (docs/kubernetes.md):
 
 1. ``horus.io/exclusive: "true"``: no cap (its GPUs are its own: docs/sharing.md);
 2. HAMi's allocation, ``hami.io/vgpu-devices-allocated`` (``UUID,Type,MiB,cores:`` per device,
