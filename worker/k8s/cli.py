@@ -96,6 +96,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if (args.sim_interference or args.fake_gpu_faults) and not args.fake_gpus:
         p.error("--sim-interference and --fake-gpu-faults need --fake-gpus")
     args.name = args.node_name  # what worker.main.open_probe names simulated GPUs after
+    args.pilot = None  # (open_probe also serves Slurm pilots; a node agent is none)
     return args
 
 
