@@ -13,7 +13,8 @@ Everything a new policy needs, importable without a leading underscore:
 - **a preemption rule**: a ``serve`` that returns :class:`Preempt` actions too (first: the GPUs
   they free may be assigned in the same pass); :func:`running_for` says how long a job has run.
 
-:func:`register` makes ``--policy`` / ``--policies`` find the policy.
+The orders' own module, :mod:`horus_core.policies.order`, is public too. :func:`register`
+makes ``--policy`` / ``--policies`` find the policy.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from horus_core.model import Action, Assign, ClusterSnapshot, Job, Preempt, Wait
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies import register
-from horus_core.policies._order import arrival_positions, by_keys, las_positions, util_positions
 from horus_core.policies.base import arrival_order, busy_gpu_uuids
 from horus_core.policies.binpack import BINPACK
 from horus_core.policies.fifo import free_gpus, place_exclusive
 from horus_core.policies.horus import HORUS
+from horus_core.policies.order import arrival_positions, by_keys, las_positions, util_positions
 from horus_core.policies.pack import Order, Packing, PackingPolicy, by_arrival, by_service, by_utilisation
 from horus_core.policies.staged import Placing
 from horus_core.policies.views import View

@@ -35,9 +35,9 @@ from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies import Policy, make_policy
-from horus_core.policies._order import by_keys
 from horus_core.policies._wide import split
 from horus_core.policies.gandiva import GandivaPolicy
+from horus_core.policies.order import by_keys
 from horus_core.policies.pack import PackingPolicy
 from horus_core.policies.packer import Ask, Ix
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
