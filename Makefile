@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 SHARED  ?= ../shared
 
-.PHONY: demo test check lint typecheck contracts proto bench sim clean docker-setup describe-extra
+.PHONY: demo test check lint typecheck contracts structure proto bench sim clean docker-setup describe-extra
 
 # Installs print a line per step and, while pip is quiet, one every 15 s (scripts/pip_progress.py).
 INSTALL := $(BIN)/python scripts/pip_progress.py
@@ -32,7 +32,7 @@ test: $(STAMP)  ## the whole test suite (lint, types and import contracts includ
 	$(MAKE) check
 	$(BIN)/python -m pytest -q -ra
 
-check: lint typecheck contracts  ## static checks only
+check: lint typecheck contracts structure  ## static checks only
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -43,6 +43,9 @@ typecheck: $(STAMP)
 
 contracts: $(STAMP)
 	$(BIN)/lint-imports
+
+structure: $(STAMP)  ## the policy core's structure rules (scripts/check_structure.py)
+	$(BIN)/python scripts/check_structure.py
 
 proto: $(STAMP)  ## regenerate horus_core/gen from proto/
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python scripts/gen_proto.py

@@ -14,11 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.packing.cluster import ClusterLayout
-from horus_core.packing.jobs import Live
-from horus_core.policies import horus, register
-from horus_core.policies._order import by_keys
-from horus_core.policies.pack import Packing, PackingPolicy
+from horus_core.policies.api import HORUS, ClusterLayout, Live, Packing, PackingPolicy, by_keys, register
 
 
 def fewest_gpus_first(
@@ -29,6 +25,6 @@ def fewest_gpus_first(
     return by_keys([-live.p_prio, live.p_gpus.astype(np.int64), live.p_sub], live.p_ids)
 
 
-FEWEST_GPUS = Packing("fewest-gpus", horus.params(), horus.HORUS.refused, fewest_gpus_first, hetero=True)
+FEWEST_GPUS = Packing("fewest-gpus", HORUS.params, HORUS.refused, fewest_gpus_first, hetero=True)
 
 register("fewest-gpus", FEWEST_GPUS.build)

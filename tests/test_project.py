@@ -36,6 +36,15 @@ def test_import_contracts_hold() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_policy_core_keeps_its_structure_rules() -> None:
+    """scripts/check_structure.py (also in ``make check``): examples and docs import no private
+    module, no long function in policies/packing, no new cache in policies, no larger closure."""
+    script = ROOT / "scripts" / "check_structure.py"
+    result = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("kept: ") == 6, result.stdout
+
+
 def test_pure_core_imports_without_grpc() -> None:
     code = (
         "import sys; import horus_core.model, horus_core.policies, horus_core.validation;"

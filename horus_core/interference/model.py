@@ -36,7 +36,7 @@ from horus_core.caps import with_margin
 from horus_core.interference.analytic import Sample, fit_constants
 from horus_core.interference.cards import CardBook
 from horus_core.interference.learned import Choice, CompletedPairs, PairObservations
-from horus_core.interference.predictor import Predictor
+from horus_core.interference.predictor import Predictor, packaged_predictor
 from horus_core.interference.profiles import (
     GAVEL_PROFILES,
     RESERVE_MIB,
@@ -99,18 +99,39 @@ class InterferenceModel:
         with its declared GPU memory cap); :meth:`profile_of` gives that cap as its memory."""
         return demand_key(spec)
 
-    def profile(self, spec: JobSpec) -> JobProfile:
+    def enter(self, spec: JobSpec) -> None:
+        """Register what a job brings when it enters a pass (the job table, at its first sight
+        of the spec): its model card, and the hints of an unknown job type under its signature
+        (the last job to enter with other hints wins). Changes what the model answers."""
         sig = signature_of(spec)
         if spec.model_card is not None:
             self.add_card(sig, spec.model_card)
         known = self._measured.get(sig) or self._table_profile(sig) or self._cards.profiles.get(sig)
         if known is None and spec.job_type and spec.hints != ProfileHints():
-            # an unknown job type with hints: remember them under its signature
             prof = profile_from_hints(spec.hints)
             if self._hinted.get(sig) != prof:
                 self._hinted[sig] = prof
                 self._invalidate()
+
+    def profile(self, spec: JobSpec) -> JobProfile:
+        """What the model knows of ``spec``'s job, changing nothing: its signature's profile,
+        where the spec brings a card or the hints of an unknown job type, those (as
+        :meth:`enter` would register them)."""
+        sig = signature_of(spec)
+        known = self._measured.get(sig) or self._table_profile(sig)
+        if known is None and spec.model_card is not None:
+            known = self._card_profile(sig, spec.model_card)
+        known = known or self._cards.profiles.get(sig)
+        if known is None and spec.job_type and spec.hints != ProfileHints():
+            return self._with_memory(sig, profile_from_hints(spec.hints))
         return known or self.profile_of(sig)
+
+    def _card_profile(self, signature: str, card: ModelCard) -> JobProfile:
+        """The profile ``card`` predicts (the registered one where it is ``signature``'s card)."""
+        if self._cards.cards.get(signature) == card:
+            return self._cards.profiles[signature]
+        p = (self._cards.predictor or packaged_predictor()).predict(card)
+        return JobProfile(p.util_avg, p.util_peak, p.mem_mib, "card")
 
     def profile_of(self, signature: str) -> JobProfile:
         if CAP_MARK in signature:
@@ -126,6 +147,9 @@ class InterferenceModel:
         if known is None:
             hints = hints_of_signature(signature)
             known = default_profile() if hints is None else profile_from_hints(hints)
+        return self._with_memory(signature, known)
+
+    def _with_memory(self, signature: str, known: JobProfile) -> JobProfile:
         mem = self._memory.get(signature)
         if mem is not None and known.source != "measured":  # (a live reading: the caps' margin too)
             return JobProfile(known.util_avg, known.util_peak, with_margin(mem), known.source)

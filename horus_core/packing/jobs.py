@@ -3,7 +3,10 @@
 A job's packing facts (signature, GPUs, exclusive, priority, known work, submission time) are
 computed once and kept in flat arrays indexed by a *slot*, with the ``version`` its spec was last
 confirmed at: a job seen again at that version is not looked at again; at a new version its spec
-is compared (different: the slot is refilled). Signatures are interned to integer codes.
+is compared (different: the slot is refilled). Signatures are interned to integer codes. A job
+entering the table (a new slot, or a new spec) registers the hints of an unknown job type with
+the model (``model.enter``; the last to enter with other hints wins): nothing else in a pass
+changes the model, and reading a profile changes nothing.
 """
 
 from __future__ import annotations
@@ -20,8 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
-from horus_core.interference.signature import JobProfile, profile_from_hints
-from horus_core.model import ClusterSnapshot, Job, JobChanges, JobSpec
+from horus_core.model import ClusterSnapshot, Job, JobChanges, JobSpec, ProfileHints
 from horus_core.packing._assemble_kernel import BIAS, SHIFT
 from horus_core.packing.build import PairFilter, class_speeds
 from horus_core.packing.cluster import Kind
@@ -37,7 +39,7 @@ Ix = NDArray[np.intp]
 _ID, _VERSION = operator.attrgetter("id"), operator.attrgetter("version")
 _INT31 = 1 << 31
 _INT64_MAX = (1 << 63) - 1
-_KNOWN = ("measured", "table")
+_NO_HINTS = ProfileHints()
 _SPEEDS_KEPT = 1024  # class speed matrices kept (a simulator round mostly asks for the same again)
 _BEYOND = np.iinfo(np.int32).max  # ``reach`` of a job shaped over nodes: more than any node has
 
@@ -161,8 +163,6 @@ class JobTable:
         self.floor: F64 = np.empty(cap, np.float64)  # spec.min_speed
         self.sub: F64 = np.empty(cap, np.float64)  # the job's submitted_at (confirmed with the spec)
         self.reach: I32 = np.empty(cap, np.int32)  # GPUs it needs on one node (shaped over nodes: beyond any)
-        self.hint: I32 = np.empty(cap, np.int32)  # job_type + hints (model.profile may register them)
-        self._hints: dict[tuple[int, JobProfile], int] = {}  # (signature, their profile) -> hint
         self._speeds: dict[tuple[object, ...], F64] = {}
 
     def scan(
@@ -273,7 +273,6 @@ class JobTable:
             "steps",
             "floor",
             "sub",
-            "hint",
             "reach",
             "seen",
         ):
@@ -288,13 +287,9 @@ class JobTable:
         codes = self.sigs.codes_of([model.demand(sp) for sp in specs])  # (a declared cap: its memory)
         self.code[at] = codes
         self.tcode[at] = self.sigs.codes_of(types)
-        hints = self._hints
-        self.hint[at] = [
-            hints.setdefault((c, profile_from_hints(h)), len(hints))
-            if t and (h.util_avg is not None or h.util_peak is not None or h.mem_mib is not None)
-            else -1
-            for c, t, h in zip(codes, types, (sp.hints for sp in specs), strict=True)
-        ]
+        for sp in specs:  # a job enters: the model registers its hints (of an unknown job type)
+            if sp.job_type and sp.hints != _NO_HINTS:
+                model.enter(sp)
         self.gpus[at] = [sp.gpus for sp in specs]  # within int32: _check_gpus
         self.prio[at] = _int64([sp.priority for sp in specs])
         self.steps[at] = _int64([sp.total_steps for sp in specs])
@@ -338,24 +333,6 @@ class JobTable:
         if self._profiles is None or model.version != self._version or len(self._profiles.util) < len(names):
             self._profiles, self._version = Profiles.of(model, names), model.version
         return self._profiles
-
-    def hinted(self) -> bool:
-        """Whether any job this table has seen had hints of an unknown job type."""
-        return bool(self._hints)
-
-    def hints_conflict(self, slots: Ix, model: InterferenceModel) -> bool:
-        """Whether a job among ``slots`` has hints whose profile differs from the model's for its
-        signature (then the order of ``model.profile(spec)`` calls matters)."""
-        if not self._hints:
-            return False  # no job ever had hints
-        hint = self.hint[slots]
-        used = set(np.unique(hint[hint >= 0]).tolist())
-        for (code, own), h in self._hints.items():
-            if h in used:
-                prof = model.profile_of(self.sigs.names[code])
-                if prof.source not in _KNOWN and prof != own:
-                    return True
-        return False
 
 
 def _stale(got: Ix, seen: I64, version: I64) -> Ix:

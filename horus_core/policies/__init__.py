@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -57,9 +58,11 @@ def load_policy_module(path: str) -> list[str]:
     if spec is None or spec.loader is None or not os.path.isfile(path):
         raise InvalidArgument("policy_module", f"no Python file at {path!r}")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (a dataclass defined in it looks its module up there)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # (whatever the file raises: a clear error, not a traceback)
+        del sys.modules[spec.name]
         raise InvalidArgument("policy_module", f"{path}: {type(exc).__name__}: {exc}") from None
     _MODULES.append(module)
     return sorted(set(_FACTORIES) - before)

@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 
 from horus_core.errors import InvalidArgument
 from horus_core.model import Action, ClusterSnapshot, Job, Node, NodeState, Preempt, Wait
+from horus_core.policies.base import residents
 from horus_core.policies.ledger import Columns
 from horus_core.policies.remaining import RemainingWork
 from horus_core.policies.state import PassState
@@ -158,10 +159,7 @@ class Attained:
         victims = self.columns.jobs(stoppable)
         waiting.sort(key=lambda j: (self._class(j), j.submitted_at, j.id))
         victims.sort(key=lambda j: (self._class(j), self._served(j.id), j.id), reverse=True)
-        held: dict[str, set[str]] = {}  # GPU uuid -> the active jobs on it (one walk, not one per node)
-        for active in snapshot.active():
-            for uuid in active.gpus:
-                held.setdefault(uuid, set()).add(active.id)
+        held = {uuid: {j.id for j in on} for uuid, on in residents(snapshot.jobs).items()}  # (one walk)
         rooms = [_Node(n, held) for n in snapshot.nodes if n.state is NodeState.READY]
         out: list[Preempt] = []
         for job in waiting:

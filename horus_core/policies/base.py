@@ -69,14 +69,19 @@ def progress_of(policy: object) -> HearsProgress | None:
     return progress if isinstance(progress, HearsProgress) else None
 
 
-def busy_gpu_uuids(jobs: Iterable[Job]) -> dict[str, list[str]]:
-    """GPU uuid -> ids of the active jobs on it."""
-    out: dict[str, list[str]] = {}
+def residents(jobs: Iterable[Job]) -> dict[str, list[Job]]:
+    """Who is on GPU g: GPU uuid -> the active jobs of ``jobs`` on it (in their order)."""
+    out: dict[str, list[Job]] = {}
     for job in jobs:
         if job.state.active:
             for uuid in job.gpus:
-                out.setdefault(uuid, []).append(job.id)
+                out.setdefault(uuid, []).append(job)
     return out
+
+
+def busy_gpu_uuids(jobs: Iterable[Job]) -> dict[str, list[str]]:
+    """GPU uuid -> ids of the active jobs on it (:func:`residents`)."""
+    return {uuid: [j.id for j in on] for uuid, on in residents(jobs).items()}
 
 
 def arrival_order(jobs: Sequence[Job]) -> list[Job]:

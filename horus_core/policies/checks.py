@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Protocol
 
 from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, JobState, NodeState, Preempt, Wait
+from horus_core.policies.base import residents
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +75,7 @@ class SnapshotLookup:
 
     @cached_property
     def _residents(self) -> dict[str, list[Job]]:
-        out: dict[str, list[Job]] = {}
-        for j in self.snapshot.jobs:
-            if j.state.active:
-                for uuid in j.gpus:
-                    out.setdefault(uuid, []).append(j)
-        return out
+        return residents(self.snapshot.jobs)
 
     def job(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)

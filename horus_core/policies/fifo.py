@@ -8,29 +8,40 @@ arrival order; one that does not fit waits with a reason and later jobs may pass
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
-from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action
 from horus_core.policies._wide import free_on, place_wide
 from horus_core.policies.base import busy_gpu_uuids
-from horus_core.policies.gputypes import TypeGate
-from horus_core.policies.staged import Stages
-from horus_core.policies.state import Book
+from horus_core.policies.spread import FreeNode
+from horus_core.policies.staged import Placing
 from horus_core.policies.views import View
 
 
+def free_gpus(view: View) -> dict[str, list[str]]:
+    """Per ready node of ``view``, its healthy GPUs no active job holds (uuids, in index order;
+    the GPUs the view hides left out)."""
+    return {n.name: list(n.free) for n in _free(view, busy_gpu_uuids(view.snapshot.jobs).keys())}
+
+
+def place_exclusive(view: View) -> list[Action]:
+    """Every pending job of ``view`` on whole GPUs nobody else uses, in arrival order (higher
+    priority first): one node, best fit; a gang larger than every node over the fewest nodes
+    of one rack, else the fewest racks. A job that does not fit gets a Wait with the reason."""
+    s = view.snapshot
+    busy = busy_gpu_uuids(s.jobs).keys()
+    return place_wide(s, view.layout.largest_node, s.pending(), (), busy, _free(view, busy))[0]
+
+
+def _free(view: View, busy: AbstractSet[str]) -> list[FreeNode]:
+    return free_on(view.layout, {n.name: n.rack for n in view.snapshot.nodes}, busy)
+
+
 @dataclass
-class FifoPolicy(Stages):
+class FifoPolicy(Placing):
     name: str = "fifo"
-    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
-    # Read only for the GPU types a job cannot run on (throughput 0 in the table).
-    model: InterferenceModel = field(default_factory=default_model, repr=False, compare=False)
-    book: Book = field(default_factory=Book, init=False, repr=False, compare=False)
 
     def serve(self, view: View) -> list[Action]:
         """Every pending job placed as the packing policies place their gangs across nodes."""
-        s, layout = view.snapshot, view.layout
-        busy = busy_gpu_uuids(s.jobs).keys()
-        free = free_on(layout, {n.name: n.rack for n in s.nodes}, busy)
-        return place_wide(s, layout.largest_node, s.pending(), (), busy, free)[0]
+        return place_exclusive(view)

@@ -14,10 +14,10 @@ from numpy.typing import NDArray
 
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
-from horus_core.policies._order import las_positions
 from horus_core.policies.attained import Attained
 from horus_core.policies.horus import MIN_GAIN, MIN_SPEED, params
 from horus_core.policies.kmeans import choose_k
+from horus_core.policies.order import las_positions
 from horus_core.policies.pack import Ix, Order, Packing, PackingPolicy
 from horus_core.policies.reasons import interference_text
 

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from horus_core.packing import PackParams, codes
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
-from horus_core.policies._order import work_positions
+from horus_core.policies.order import work_positions
 from horus_core.policies.pack import Ix, Packing, PackingPolicy
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
@@ -45,7 +45,7 @@ def lucid_filter(speed: NDArray[np.float64], classes: Sequence[tuple[str, int]])
 
 
 def by_work(policy: PackingPolicy, live: Live, layout: ClusterLayout, now: float) -> Ix:
-    """Shortest estimated work x GPUs first (:func:`~._order.work_positions`)."""
+    """Shortest estimated work x GPUs first (:func:`~.order.work_positions`)."""
     return work_positions(live, layout, policy.model)
 
 

@@ -33,8 +33,8 @@ from numpy.typing import NDArray
 
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
-from horus_core.policies._order import by_keys, solo_seconds
 from horus_core.policies.horus import HORUS
+from horus_core.policies.order import by_keys, solo_seconds
 from horus_core.policies.pack import Ix, PackingPolicy
 
 OBJECTIVES = ("jct", "makespan")

@@ -21,10 +21,10 @@ from horus_core.model import Action
 from horus_core.packing import PackParams, PairFilter
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
-from horus_core.policies._order import arrival_positions, las_positions, util_positions
 from horus_core.policies.attained import Attained
 from horus_core.policies.backfill import WAIT_S, GangReserve
 from horus_core.policies.gputypes import HeteroRule, TypeGate
+from horus_core.policies.order import arrival_positions, las_positions, util_positions
 from horus_core.policies.packer import Ask, Packer
 from horus_core.policies.remaining import RemainingWork
 from horus_core.policies.staged import Stages

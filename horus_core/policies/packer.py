@@ -20,7 +20,6 @@ from horus_core.model import Action, Assign, Wait
 from horus_core.packing import PackParams, PairFilter, Placement, Problem, codes, place
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout
-from horus_core.packing.hints import register_hints
 from horus_core.packing.jobs import Live
 from horus_core.policies._wide import free_on, has_wide, narrowed, place_wide, wide_of
 from horus_core.policies.reasons import wait_codes, wait_texts
@@ -75,7 +74,6 @@ class Packer:
     def _place(self, view: View, live: Live, layout: ClusterLayout, ask: Ask) -> list[Action]:
         """Place the queue (``ask.order`` over ``live.pending``) with the kernel."""
         positions = ask.order(live, layout)
-        register_hints(live, layout, positions, ask.model)
         problem, _ = assemble(layout, live, positions, ask.model, split_by_gpus=ask.split_by_gpus,
                               pair_filter=ask.pair_filter)  # fmt: skip
         placement = place(problem, ask.params)

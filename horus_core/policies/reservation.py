@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from horus_core.interference import InterferenceModel
 from horus_core.model import ClusterSnapshot, Gpu, Job, NodeState
 from horus_core.packing.cluster import gpu_type
+from horus_core.policies.base import residents
 
 # A job -> the GPU types it may use now (None: any; empty: none).
 TypesOf = Callable[[Job], "frozenset[str] | None"]
@@ -65,13 +66,8 @@ def solo_seconds(job: Job, kind: str, model: InterferenceModel | None) -> float 
 
 def holders(snapshot: ClusterSnapshot, uuids: Iterable[str]) -> dict[str, set[str]]:
     """GPU uuid of ``uuids`` -> the ids of the active jobs on it."""
-    wanted = set(uuids)
-    out: dict[str, set[str]] = {u: set() for u in wanted}
-    for job in snapshot.active():
-        for uuid in job.gpus:
-            if uuid in wanted:
-                out[uuid].add(job.id)
-    return out
+    on = residents(snapshot.jobs)
+    return {u: {j.id for j in on.get(u, ())} for u in set(uuids)}
 
 
 def all_idle(res: Reservation, snapshot: ClusterSnapshot) -> bool:

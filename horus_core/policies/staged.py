@@ -12,9 +12,10 @@ preempt over one view. A policy written only as ``decide`` is served whole (:fun
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from horus_core.interference import InterferenceModel
+from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, ClusterSnapshot
 from horus_core.policies.base import Policy
 from horus_core.policies.gputypes import TypeGate
@@ -74,6 +75,19 @@ class Stages:
         """Start from what a restarted master rebuilt: GPU-seconds attained per job and each
         running job's (attempt, start), so the first pass keeps their running stints."""
         self.book.restore(running)
+
+
+@dataclass
+class Placing(Stages):
+    """A policy that places the pending jobs itself: a subclass gives ``name`` and writes
+    :meth:`Stages.serve`. Its tiers: no job on a GPU type it cannot run on (the model's
+    throughput 0, or the spec's ``gpu_types``) and the head gang's reservation."""
+
+    name: str = "placing"
+    # Read only for the GPU types a job cannot run on (throughput 0 in the table).
+    model: InterferenceModel = field(default_factory=default_model, repr=False, compare=False)
+    gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
+    book: Book = field(default_factory=Book, init=False, repr=False, compare=False)
 
 
 class Whole:

@@ -1,9 +1,9 @@
 """The plain per-job Problem builder: the test oracle :mod:`horus_core.packing.assemble` is held to.
 
 One job at a time, written to be read: :func:`build_problem` turns a snapshot and a queue into
-the kernel's arrays, calling ``model.profile`` for every job in the order the fast path
-reproduces (:mod:`horus_core.packing.hints`). No production module imports it (an import contract
-in pyproject.toml).
+the kernel's arrays, reading the model only (the hints and cards of the jobs were registered
+when they entered the pass's job table: ``model.enter``). No production module imports it (an
+import contract in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ def build_problem(
     classes: dict[tuple[str, int], int] = {}
 
     def class_of(job: Job) -> int:
-        model.profile(job.spec)  # registers the hints of an unknown job type
         key = (model.demand(job.spec), job.spec.gpus if split_by_gpus else 0)
         return classes.setdefault(key, len(classes))
 

@@ -109,9 +109,13 @@ def test_profile_sources_in_order_of_trust(model: InterferenceModel) -> None:
     hinted = ProfileHints(util_avg=10.0, util_peak=20.0, mem_mib=1000)
     table = model.profile(JobSpec(("x",), job_type=R18_16, hints=hinted))
     assert table.source == "table" and table.mem_mib == GAVEL_PROFILES[R18_16][2]
-    hints = model.profile(JobSpec(("x",), job_type="my-bert", hints=hinted))
+    bert = JobSpec(("x",), job_type="my-bert", hints=hinted)
+    hints = model.profile(bert)
     assert hints == JobProfile(10.0, 20.0, 1000, "hints")
-    assert model.profile_of("my-bert") == hints
+    assert model.profile_of("my-bert").source == "default"  # reading a profile changes nothing
+    version = model.version
+    model.enter(bert)  # a job enters: its hints are registered
+    assert model.profile_of("my-bert") == hints and model.version > version
     assert model.profile(JobSpec(("x",))).source == "default"
     model.observe_profile(R18_16, 50.0, 70.0, 3000)  # a measured peak: the cap carries the margin
     assert model.profile_of(R18_16) == JobProfile(50.0, 70.0, with_margin(3000), "measured")

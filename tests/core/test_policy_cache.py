@@ -35,9 +35,9 @@ from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout, NodeCache
 from horus_core.packing.jobs import JobTable, Live
 from horus_core.policies import Policy, make_policy
-from horus_core.policies._order import by_keys
 from horus_core.policies._wide import split
 from horus_core.policies.gandiva import GandivaPolicy
+from horus_core.policies.order import by_keys
 from horus_core.policies.pack import PackingPolicy
 from horus_core.policies.packer import Ask, Ix
 from horus_core.policies.reasons import WaitFacts, wait_reason, wait_texts
@@ -147,7 +147,7 @@ def warm_model() -> InterferenceModel:
     """A model that has seen each type's hints (else the first pass changes it for the next)."""
     model = default_model()
     for job_type, hints in SHAPES:
-        model.profile(JobSpec(("x",), job_type=job_type, hints=hints))
+        model.enter(JobSpec(("x",), job_type=job_type, hints=hints))
     return model
 
 
@@ -222,9 +222,9 @@ def _hinted(jid: str, hints: ProfileHints, at: float, state: JobState = JobState
 
 
 def test_an_unknown_type_with_conflicting_hints_decides_like_the_plain_oracle() -> None:
-    """Which hints win depends on the order of ``model.profile`` calls: the one path makes them
-    in the oracle's order (active jobs on the cluster, then the queue), so the placements and
-    the profile the model keeps are the same."""
+    """Which hints win depends on the order jobs enter the job table (``model.enter``: the
+    last one with other hints wins); the oracle packs on the same registrations, so the
+    placements and the profile the model keeps are the same."""
     gpus = tuple(Gpu(f"g{k}", "n0", k, "V100", 16160, "v100") for k in range(2))
     small, big = ProfileHints(util_avg=5.0), ProfileHints(mem_mib=12000)
     runner = _hinted("r", big, 0.0, JobState.RUNNING)

@@ -74,8 +74,10 @@ def test_order_of_trust_measured_table_card_hints_default() -> None:
     sig = model.signature(spec)
     assert sig == card_signature(VIT)
     assert model.profile_of(sig).source == "default"
-    prof = model.profile(spec)  # registers the card
-    assert prof.source == "card" and model.profile_of(sig) == prof
+    prof = model.profile(spec)  # the card's prediction, changing nothing
+    assert prof.source == "card" and model.profile_of(sig).source == "default"
+    model.enter(spec)  # registers the card
+    assert model.profile_of(sig) == prof
     predicted = packaged_predictor().predict(VIT)
     assert (prof.util_avg, prof.mem_mib) == (predicted.util_avg, predicted.mem_mib)
     # a table job type keeps its table profile whatever card it carries

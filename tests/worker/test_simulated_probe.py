@@ -108,6 +108,9 @@ class _P:
 class PairTable:
     """A stand-in interference model: 'bad' pairs run at 0.5, anything else at 1.0."""
 
+    def enter(self, spec: JobSpec) -> None:
+        return None
+
     def profile(self, spec: JobSpec) -> Profile:
         return _P(30.0, 30.0, 1000)
 

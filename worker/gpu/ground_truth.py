@@ -119,6 +119,9 @@ class GroundTruthModel:
             self._pairs[(p.gpu_type, p.a, p.b)] = (p.speed_a, p.speed_b)
             self._pairs[(p.gpu_type, p.b, p.a)] = (p.speed_b, p.speed_a)
 
+    def enter(self, spec: JobSpec) -> None:
+        self._base.enter(spec)
+
     def profile(self, spec: JobSpec) -> Profile:
         return self._base.profile(spec)
 

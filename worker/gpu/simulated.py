@@ -92,6 +92,9 @@ class FallbackModel:
     def __init__(self) -> None:
         self._util: dict[str, float] = {}
 
+    def enter(self, spec: JobSpec) -> None:
+        return None  # (it keeps nothing of a job but what signature() records)
+
     def profile(self, spec: JobSpec) -> Profile:
         h = spec.hints
         avg = h.util_avg if h.util_avg is not None else 50.0
@@ -155,6 +158,7 @@ class SimulatedProbe:
         out = []
         for t in running:
             if t.pids:
+                model.enter(t.spec)
                 mem = self._memory(t, model.profile(t.spec))
                 out += [ProcessReading(t.pids[0], uuid, mem) for uuid in t.gpu_uuids]
         return out
@@ -185,6 +189,8 @@ class SimulatedProbe:
     ) -> tuple[list[GpuReading], list[ProcessReading], dict[tuple[str, int], float]]:
         """The synchronous computation behind :meth:`read` (runs in a thread)."""
         model = self._model_now()
+        for t in running:
+            model.enter(t.spec)  # (its card and hints, before the co-location speeds read them)
         profiles = {(t.job_id, t.attempt): model.profile(t.spec) for t in running}
         mems = {(t.job_id, t.attempt): self._memory(t, profiles[(t.job_id, t.attempt)]) for t in running}
         speeds = {key: 1.0 for key in profiles}

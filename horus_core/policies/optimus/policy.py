@@ -26,7 +26,7 @@ from horus_core import reasoncodes as rc
 from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Gpu, Job, NodeState, Preempt, Wait
 from horus_core.policies._wide import split
-from horus_core.policies.base import Reports, arrival_order
+from horus_core.policies.base import Reports, arrival_order, residents
 from horus_core.policies.gputypes import TypeGate
 from horus_core.policies.optimus.allocate import Demand, allocate
 from horus_core.policies.optimus.fit import LossCurve, SpeedModel, fit_loss_curve, fit_speed
@@ -245,10 +245,7 @@ def _free_gpus(
     active: Sequence[Job], gpus: dict[str, list[Gpu]]
 ) -> tuple[dict[str, list[Gpu]], dict[str, list[tuple[Gpu, Job]]]]:
     """GPUs with no resident, and GPUs with exactly one resident that may share."""
-    holders: dict[str, list[Job]] = {}
-    for job in active:
-        for uuid in job.gpus:
-            holders.setdefault(uuid, []).append(job)
+    holders = residents(active)
     free: dict[str, list[Gpu]] = {}
     alone: dict[str, list[tuple[Gpu, Job]]] = {}
     for node, gs in gpus.items():
