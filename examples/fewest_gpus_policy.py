@@ -14,7 +14,16 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.policies.api import HORUS, ClusterLayout, Live, Packing, PackingPolicy, by_keys, register
+from horus_core.policies.api import (
+    HORUS,
+    ClusterLayout,
+    Live,
+    Packing,
+    PackingPolicy,
+    by_keys,
+    factory,
+    register,
+)
 
 
 def fewest_gpus_first(
@@ -27,4 +36,4 @@ def fewest_gpus_first(
 
 FEWEST_GPUS = Packing("fewest-gpus", HORUS.params, HORUS.refused, fewest_gpus_first, hetero=True)
 
-register("fewest-gpus", FEWEST_GPUS.build)
+register("fewest-gpus", factory(FEWEST_GPUS))

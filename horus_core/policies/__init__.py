@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING
 from horus_core.errors import InvalidArgument
 from horus_core.policies import binpack, gandiva, gavel, horus, horus_plus, iasp, lucid, makespan, optimus
 from horus_core.policies.base import Policy
-from horus_core.policies.fifo import FifoPolicy
+from horus_core.policies.fifo import Fifo
+from horus_core.policies.pack import build, factory
+from horus_core.policies.staged import drive
 
 if TYPE_CHECKING:
     from horus_core.interference import InterferenceModel
@@ -22,16 +24,16 @@ if TYPE_CHECKING:
 Factory = Callable[["InterferenceModel | None"], Policy]
 
 _FACTORIES: dict[str, Factory] = {
-    "fifo": lambda _model: FifoPolicy(),
-    "binpack": binpack.BINPACK.build,
+    "fifo": lambda _model: drive(Fifo()),
+    "binpack": factory(binpack.BINPACK),
     "gandiva": gandiva.make,
-    "horus": horus.HORUS.build,
-    "horus-paper": horus.HORUS_PAPER.build,
-    "horus-util": horus.HORUS_UTIL.build,
-    "horus-las": horus.HORUS_LAS.build,
-    "horus-tiers": horus.HORUS_TIERS.build,
-    "horus+": horus_plus.HORUS_PLUS.build,
-    "lucid": lucid.LUCID.build,
+    "horus": factory(horus.HORUS),
+    "horus-paper": factory(horus.HORUS_PAPER),
+    "horus-util": factory(horus.HORUS_UTIL),
+    "horus-las": factory(horus.HORUS_LAS),
+    "horus-tiers": factory(horus.HORUS_TIERS),
+    "horus+": factory(horus_plus.HORUS_PLUS),
+    "lucid": factory(lucid.LUCID),
     "iasp": iasp.make,
     **{name: gavel.factory(name) for name in gavel.VARIANTS},
     "optimus": optimus.make,
@@ -95,7 +97,7 @@ def make_policy(
             "objective", f"unknown objective {objective!r}; choose one of {', '.join(OBJECTIVES)}"
         )
     if objective == "makespan" and name == "horus":
-        return makespan.HORUS_MAKESPAN.build(interference)
+        return build(makespan.HORUS_MAKESPAN, interference)
     if round_s is not None and name in gavel.VARIANTS:
         return gavel.make(name, interference, round_s)
     try:

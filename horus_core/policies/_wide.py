@@ -13,33 +13,12 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import compress
 
-import numpy as np
-from numpy.typing import NDArray
-
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState
 from horus_core.packing.cluster import ClusterLayout
-from horus_core.packing.jobs import Live
 from horus_core.policies import spread
-from horus_core.policies.base import arrival_order, busy_gpu_uuids
-from horus_core.policies.views import hide_gpus
+from horus_core.policies.base import arrival_order, busy_gpu_uuids, hide_gpus
 
 _ID = operator.attrgetter("id")
-Ix = NDArray[np.intp]
-
-
-def has_wide(live: Live, layout: ClusterLayout) -> bool:
-    """Whether any live job (pending or active) is wide: the cheap test run every pass."""
-    largest = layout.largest_node
-    if largest == 0:
-        return False  # no ready GPU: every job waits with the kernel's reason
-    reach = live.table.reach
-    return bool((reach[live.p_slot] > largest).any() or (reach[live.a_slot] > largest).any())
-
-
-def _wide(live: Live, slots: Ix, largest: int) -> NDArray[np.bool_]:
-    """Per job of ``slots``: wider than every node (``largest`` GPUs), or shaped over nodes."""
-    reach: NDArray[np.bool_] = live.table.reach[slots] > largest
-    return reach
 
 
 def split(snapshot: ClusterSnapshot) -> tuple[list[Action], ClusterSnapshot]:
@@ -55,25 +34,6 @@ def split(snapshot: ClusterSnapshot) -> tuple[list[Action], ClusterSnapshot]:
     gone = {j.id for j in pending}
     rest = tuple(compress(snapshot.jobs, map(operator.not_, map(gone.__contains__, map(_ID, snapshot.jobs)))))
     return actions, ClusterSnapshot(hide_gpus(snapshot.nodes, hidden), rest)
-
-
-def wide_of(live: Live, layout: ClusterLayout) -> tuple[list[Job], list[Job]]:
-    """The wide pending and active jobs of a pass, from the job table's arrays."""
-    largest = layout.largest_node
-    pw = np.flatnonzero(_wide(live, live.p_slot, largest)).tolist()
-    aw = np.flatnonzero(_wide(live, live.a_slot, largest)).tolist()
-    return [live.pending[i] for i in pw], [live.active[i] for i in aw]
-
-
-def narrowed(live: Live, layout: ClusterLayout) -> Live:
-    """``live`` without its wide pending jobs (the same active jobs)."""
-    table, p = live.table, live.p_slot
-    keep = np.flatnonzero(~_wide(live, p, layout.largest_node))
-    out = Live(table, list(map(live.pending.__getitem__, keep.tolist())), p[keep], live.active, live.a_slot,
-               live.a_versions, duplicates=live.duplicates, scan=live.scan, placed=live.placed,
-               prio=None if live.prio is None else live.prio[keep])  # fmt: skip
-    out.profiles = live.profiles
-    return out
 
 
 def free_on(layout: ClusterLayout, racks: Mapping[str, str], busy: AbstractSet[str]) -> list[spread.FreeNode]:

@@ -28,8 +28,10 @@ from horus_core.policies.binpack import BINPACK
 from horus_core.policies.fifo import free_gpus, place_exclusive
 from horus_core.policies.horus import HORUS
 from horus_core.policies.order import arrival_positions, by_keys, las_positions, util_positions
-from horus_core.policies.pack import Order, Packing, PackingPolicy, by_arrival, by_service, by_utilisation
-from horus_core.policies.staged import Placing
+from horus_core.policies.pack import PackingPolicy, factory
+from horus_core.policies.packing_config import Order, Packing, by_arrival, by_service, by_utilisation
+from horus_core.policies.stage import Serving, Tier
+from horus_core.policies.staged import Placing, drive
 from horus_core.policies.views import View
 
 __all__ = [
@@ -46,6 +48,8 @@ __all__ = [
     "PackingPolicy",
     "Placing",
     "Preempt",
+    "Serving",
+    "Tier",
     "View",
     "Wait",
     "arrival_order",
@@ -54,6 +58,8 @@ __all__ = [
     "by_keys",
     "by_service",
     "by_utilisation",
+    "drive",
+    "factory",
     "free_gpus",
     "holders",
     "las_positions",

@@ -25,6 +25,7 @@ from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, Preempt, Wait
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies.reservation import (
+    WAIT_S,
     Reservation,
     TypesOf,
     all_idle,
@@ -39,7 +40,6 @@ from horus_core.policies.reservation import (
 from horus_core.policies.state import PassState
 from horus_core.policies.views import View
 
-WAIT_S = 3600.0  # a gang may become head after this long in the queue
 AGE_S = 24 * 3600.0  # a gang queued this long goes ahead of the policy's order
 MIN_REMAINING_S = 600.0  # unknown work: at least this long left
 

@@ -7,14 +7,15 @@ policy that wants progress reports has a ``progress`` attribute that :class:`Hea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from horus_core.model import Action, ClusterSnapshot, Job
+from horus_core.model import Action, ClusterSnapshot, Job, Node
 
 
 class Policy(Protocol):
@@ -87,3 +88,14 @@ def busy_gpu_uuids(jobs: Iterable[Job]) -> dict[str, list[str]]:
 def arrival_order(jobs: Sequence[Job]) -> list[Job]:
     """Higher priority first, then submission time, then id (a total, deterministic order)."""
     return sorted(jobs, key=lambda j: (-j.spec.priority, j.submitted_at, j.id))
+
+
+def hide_gpus(nodes: Sequence[Node], hidden: Collection[str]) -> tuple[Node, ...]:
+    """The nodes with the GPUs of ``hidden`` marked unhealthy (a node with none of them: itself)."""
+    out = []
+    for n in nodes:
+        if any(g.uuid in hidden for g in n.gpus):
+            gpus = tuple(dataclasses.replace(g, healthy=False) if g.uuid in hidden else g for g in n.gpus)
+            n = dataclasses.replace(n, gpus=gpus)
+        out.append(n)
+    return tuple(out)

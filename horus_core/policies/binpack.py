@@ -8,8 +8,9 @@ GPUs, and pays for it in interference.
 
 from __future__ import annotations
 
-from horus_core.packing import PackParams, codes
-from horus_core.policies.pack import Packing, by_arrival
+from horus_core.packing import codes
+from horus_core.packing.problem import PackParams
+from horus_core.policies.packing_config import Packing, by_arrival
 from horus_core.policies.reasons import interference_text
 
 BINPACK = Packing(

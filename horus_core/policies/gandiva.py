@@ -19,7 +19,8 @@ from horus_core.model import Action, ClusterSnapshot, Job, Preempt
 from horus_core.packing import PackParams, PairFilter, codes
 from horus_core.packing.cluster import gpu_type
 from horus_core.policies.base import busy_gpu_uuids
-from horus_core.policies.pack import Packing, PackingPolicy, by_arrival
+from horus_core.policies.pack import PackingPolicy
+from horus_core.policies.packing_config import Packing, by_arrival
 from horus_core.policies.views import View
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)

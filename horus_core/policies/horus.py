@@ -36,7 +36,7 @@ allocation over effective throughput each pass (:mod:`.allocate`: solo speed per
 speeds where it shares; the jobs that lose most on a slow type get the fast ones), tries that type
 first, and moves a running job to the GPUs it should have when they free (:mod:`.upgrade`).
 ``horus-tiers`` is ``horus`` with the tiers alone, as it was before, for comparison. Each is a
-:class:`~.pack.Packing` configuration of the one packing shell (:class:`~.pack.PackingPolicy`).
+:class:`~.packing_config.Packing` configuration of the one packing shell (:class:`~.pack.PackingPolicy`).
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from horus_core.packing import PackParams, codes
-from horus_core.policies.pack import Packing, by_service, by_utilisation
+from horus_core.packing import codes
+from horus_core.packing.problem import PackParams
+from horus_core.policies.packing_config import Packing, by_service, by_utilisation
 from horus_core.policies.reasons import interference_text
 
 MIN_SPEED = 0.3

@@ -18,7 +18,8 @@ from horus_core.policies.attained import Attained
 from horus_core.policies.horus import MIN_GAIN, MIN_SPEED, params
 from horus_core.policies.kmeans import choose_k
 from horus_core.policies.order import las_positions
-from horus_core.policies.pack import Ix, Order, Packing, PackingPolicy
+from horus_core.policies.pack import PackingPolicy
+from horus_core.policies.packing_config import Ix, Order, Packing
 from horus_core.policies.reasons import interference_text
 
 # Hysteresis against thrashing: a job stopped k times for a waiting one runs 6 min x 1.5^k before

@@ -20,7 +20,8 @@ from horus_core.packing import PackParams, codes
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies.order import work_positions
-from horus_core.policies.pack import Ix, Packing, PackingPolicy
+from horus_core.policies.pack import PackingPolicy
+from horus_core.policies.packing_config import Ix, Packing
 
 PARAMS = PackParams(mode=codes.MODE_HORUS, max_per_gpu=2)
 REFUSED = (

@@ -35,7 +35,8 @@ from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
 from horus_core.policies.horus import HORUS
 from horus_core.policies.order import by_keys, solo_seconds
-from horus_core.policies.pack import Ix, PackingPolicy
+from horus_core.policies.pack import PackingPolicy
+from horus_core.policies.packing_config import Ix
 
 OBJECTIVES = ("jct", "makespan")
 CRITICAL = 0.4  # a job is critical when its length is at least this share of the horizon

@@ -16,12 +16,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core.interference import InterferenceModel
-from horus_core.model import Action, Assign, Wait
+from horus_core.model import Action, Assign, Job, Wait
 from horus_core.packing import PackParams, PairFilter, Placement, Problem, codes, place
 from horus_core.packing.assemble import assemble
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
-from horus_core.policies._wide import free_on, has_wide, narrowed, place_wide, wide_of
+from horus_core.policies._wide import free_on, place_wide
 from horus_core.policies.reasons import wait_codes, wait_texts
 from horus_core.policies.views import View
 
@@ -145,3 +145,40 @@ _NONE = Wait("", "")
 def _put(out: list[Action], at: NDArray[np.intp], items: Iterable[Action]) -> None:
     for i, item in zip(at.tolist(), items, strict=True):
         out[i] = item
+
+
+# ---------------------------------------------------------------- wide gangs in the job table
+
+
+def has_wide(live: Live, layout: ClusterLayout) -> bool:
+    """Whether any live job (pending or active) is wide: the cheap test run every pass."""
+    largest = layout.largest_node
+    if largest == 0:
+        return False  # no ready GPU: every job waits with the kernel's reason
+    reach = live.table.reach
+    return bool((reach[live.p_slot] > largest).any() or (reach[live.a_slot] > largest).any())
+
+
+def _wide(live: Live, slots: Ix, largest: int) -> NDArray[np.bool_]:
+    """Per job of ``slots``: wider than every node (``largest`` GPUs), or shaped over nodes."""
+    reach: NDArray[np.bool_] = live.table.reach[slots] > largest
+    return reach
+
+
+def wide_of(live: Live, layout: ClusterLayout) -> tuple[list[Job], list[Job]]:
+    """The wide pending and active jobs of a pass, from the job table's arrays."""
+    largest = layout.largest_node
+    pw = np.flatnonzero(_wide(live, live.p_slot, largest)).tolist()
+    aw = np.flatnonzero(_wide(live, live.a_slot, largest)).tolist()
+    return [live.pending[i] for i in pw], [live.active[i] for i in aw]
+
+
+def narrowed(live: Live, layout: ClusterLayout) -> Live:
+    """``live`` without its wide pending jobs (the same active jobs)."""
+    table, p = live.table, live.p_slot
+    keep = np.flatnonzero(~_wide(live, p, layout.largest_node))
+    out = Live(table, list(map(live.pending.__getitem__, keep.tolist())), p[keep], live.active, live.a_slot,
+               live.a_versions, duplicates=live.duplicates, scan=live.scan, placed=live.placed,
+               prio=None if live.prio is None else live.prio[keep])  # fmt: skip
+    out.profiles = live.profiles
+    return out

@@ -9,7 +9,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from horus_core import reasoncodes as rc
-from horus_core.packing import PackParams, codes
+from horus_core.packing import codes
+from horus_core.packing.problem import PackParams
 
 
 @dataclass(frozen=True, slots=True)

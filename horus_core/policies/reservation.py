@@ -15,6 +15,8 @@ from horus_core.policies.base import residents
 # A job -> the GPU types it may use now (None: any; empty: none).
 TypesOf = Callable[[Job], "frozenset[str] | None"]
 
+WAIT_S = 3600.0  # a gang may become head (its reservation) after this long in the queue
+
 
 @dataclass(frozen=True, slots=True)
 class Reservation:

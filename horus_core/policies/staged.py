@@ -19,6 +19,7 @@ from horus_core.interference import InterferenceModel, default_model
 from horus_core.model import Action, ClusterSnapshot
 from horus_core.policies.base import Policy
 from horus_core.policies.gputypes import TypeGate
+from horus_core.policies.stage import Serving
 from horus_core.policies.state import Book, PassState
 from horus_core.policies.views import View
 
@@ -88,6 +89,27 @@ class Placing(Stages):
     model: InterferenceModel = field(default_factory=default_model, repr=False, compare=False)
     gate: TypeGate = field(default_factory=TypeGate, repr=False, compare=False)
     book: Book = field(default_factory=Book, init=False, repr=False, compare=False)
+
+
+class Driven(Placing):
+    """A policy's own stages (:class:`~.stage.Serving`, written in its module without the tier
+    machinery) driven through the tiers: what :func:`drive` makes."""
+
+    def __init__(
+        self, stages: Serving, gate: TypeGate | None = None, model: InterferenceModel | None = None
+    ) -> None:
+        super().__init__(stages.name, model or default_model(), gate or TypeGate())
+        self.stages = stages
+
+    def serve(self, view: View) -> list[Action]:
+        return self.stages.serve(view)
+
+
+def drive(stages: Serving, gate: TypeGate | None = None) -> Driven:
+    """The policy whose own stages are ``stages``: its pending jobs through the GPU-type tiers and
+    the head gang's reservation (``gate``; default: the types' rule and a reservation after an
+    hour) to ``stages.serve``."""
+    return Driven(stages, gate)
 
 
 class Whole:

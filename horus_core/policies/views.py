@@ -19,21 +19,11 @@ from horus_core.interference import InterferenceModel
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node
 from horus_core.packing.cluster import ClusterLayout
 from horus_core.packing.jobs import Live
+from horus_core.policies.base import hide_gpus
 from horus_core.policies.state import PassState
 
 B = NDArray[np.bool_]
 _VIEWS = itertools.count(2)  # (``next`` on it is atomic: decide may run in a thread)
-
-
-def hide_gpus(nodes: Sequence[Node], hidden: Collection[str]) -> tuple[Node, ...]:
-    """The nodes with the GPUs of ``hidden`` marked unhealthy (a node with none of them: itself)."""
-    out = []
-    for n in nodes:
-        if any(g.uuid in hidden for g in n.gpus):
-            gpus = tuple(dataclasses.replace(g, healthy=False) if g.uuid in hidden else g for g in n.gpus)
-            n = dataclasses.replace(n, gpus=gpus)
-        out.append(n)
-    return tuple(out)
 
 
 def placed_view(job: Job, node: str, gpus: tuple[str, ...]) -> Job:

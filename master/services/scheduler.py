@@ -20,9 +20,8 @@ from horus_core.advice import DOCKER, runtime_gate
 from horus_core.caps import attempt_cap
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobState, Node, NodeState
 from horus_core.policies import Policy
-from horus_core.policies.base import Reports, progress_of
+from horus_core.policies.base import Reports, hide_gpus, progress_of
 from horus_core.policies.checks import Plan, check_actions
-from horus_core.policies.views import hide_gpus
 from master.clock import Clock
 from master.config import MasterConfig
 from master.learning.learner import Learner

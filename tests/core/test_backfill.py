@@ -11,9 +11,10 @@ from horus_core.interference import default_model
 from horus_core.model import Action, Assign, ClusterSnapshot, Job, JobSpec, JobState, Preempt, Wait
 from horus_core.policies import gandiva, lucid, make_policy
 from horus_core.policies.backfill import WAIT_S, GangReserve
-from horus_core.policies.fifo import FifoPolicy
+from horus_core.policies.fifo import Fifo
 from horus_core.policies.gputypes import TypeGate
 from horus_core.policies.reservation import TypesOf, free_times
+from horus_core.policies.staged import Driven, drive
 from horus_core.policies.state import Book, PassState
 from horus_core.policies.views import View
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
@@ -37,8 +38,8 @@ def job(job_id: str, gpus: int, hours: float, submitted: float = 0.0, at: int | 
     )
 
 
-def fifo(reserve: bool = True) -> FifoPolicy:
-    return FifoPolicy(gate=TypeGate(reserve=GangReserve(wait_s=0.0) if reserve else None))
+def fifo(reserve: bool = True) -> Driven:
+    return drive(Fifo(), TypeGate(reserve=GangReserve(wait_s=0.0) if reserve else None))
 
 
 def snap(*jobs: Job) -> ClusterSnapshot:

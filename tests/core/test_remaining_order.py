@@ -14,7 +14,7 @@ from horus_core.policies import horus, horus_plus
 from horus_core.policies.attained import Attained
 from horus_core.policies.base import Reports
 from horus_core.policies.optimus.fit import LossCurve
-from horus_core.policies.pack import PackingPolicy
+from horus_core.policies.pack import PackingPolicy, build, factory
 from horus_core.policies.remaining import RemainingWork
 from horus_core.testing import nodes, pending, running
 from horus_core.testing.ledgers import LasLedger
@@ -48,7 +48,7 @@ def first_served(policy: PackingPolicy, total: int, reports: int,
     return assign.job_id
 
 
-POLICIES = [horus.HORUS.build, horus_plus.HORUS_PLUS.build]
+POLICIES = [factory(horus.HORUS), factory(horus_plus.HORUS_PLUS)]
 
 
 @pytest.mark.parametrize("make", POLICIES)
@@ -77,11 +77,11 @@ def test_the_loss_curve_alone_gives_a_confident_estimate(make: object) -> None:
 def test_an_unconfident_estimate_keeps_the_las_order(
     total: int, reports: int, loss: LossCurve | None, noise: float, why: str
 ) -> None:
-    assert first_served(horus.HORUS.build(None), total, reports, loss, noise) == "fresh", why
+    assert first_served(build(horus.HORUS), total, reports, loss, noise) == "fresh", why
 
 
 def test_las_alone_ignores_progress() -> None:
-    policy = horus.HORUS_LAS.build(None)
+    policy = build(horus.HORUS_LAS)
     assert policy.las is not None and policy.las.work is None
     assert policy.progress is None  # the simulator reports nothing to it
     assert first_served(policy, total=8000, reports=10) == "fresh"

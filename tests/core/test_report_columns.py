@@ -14,6 +14,7 @@ from horus_core.model import Action, ClusterSnapshot
 from horus_core.policies import horus
 from horus_core.policies.base import Report, Reports
 from horus_core.policies.optimus.fit import LossCurve
+from horus_core.policies.pack import build
 from horus_core.policies.remaining import RemainingWork
 from horus_core.sim import SimConfig, Simulator, build_cluster, generate_synthetic, parse_synthetic
 from horus_core.sim.columns import JobColumns
@@ -121,7 +122,7 @@ class Hears:
     keeping what it heard."""
 
     def __init__(self, split: bool) -> None:
-        self.inner = horus.HORUS.build(default_model())
+        self.inner = build(horus.HORUS, default_model())
         self.name, self.split = self.inner.name, split
         self.heard: list[Report] = []
 

@@ -10,7 +10,7 @@ from typing import Any
 from horus_core.interference import default_model
 from horus_core.policies import horus
 from horus_core.policies.base import Reports
-from horus_core.policies.pack import PackingPolicy
+from horus_core.policies.pack import PackingPolicy, build
 from horus_core.sim import SimConfig, Simulator, TraceJob, build_cluster
 
 R50 = "ResNet-50 (batch size 64)"
@@ -19,7 +19,7 @@ JOBS = [TraceJob(R50, 1, 2_000_000, 60.0 * i) for i in range(12)]
 
 def run(**config: Any) -> tuple[Simulator, PackingPolicy, list[tuple[str, float | None, int]]]:
     """A 4-GPU run of 12 one-GPU jobs; returns what the policy heard (id, loss, total_steps)."""
-    policy = horus.HORUS.build(default_model())
+    policy = build(horus.HORUS, default_model())
     heard: list[tuple[str, float | None, int]] = []
     sim = Simulator(JOBS, build_cluster("v100:4"), policy, default_model(), SimConfig(**config))
     work = policy.progress
@@ -60,7 +60,7 @@ def test_each_rounds_reports_come_in_the_jobs_order_even_when_a_job_starts_behin
     """The reports of a round come in the snapshot's order (the jobs' indices), also after a job
     (stopped, or left waiting) starts again behind jobs that arrived after it."""
     jobs = [TraceJob(R50, 4 if i % 3 == 0 else 1, 400_000 * (1 + i % 4), 300.0 * i) for i in range(16)]
-    policy = horus.HORUS.build(default_model())
+    policy = build(horus.HORUS, default_model())
     sim = Simulator(jobs, build_cluster("v100:4"), policy, default_model(), SimConfig())
     work = policy.progress
     assert work is not None

@@ -11,15 +11,16 @@ from master_fakes import FakeWorker, client_for, config, spec
 from horus_core.gen import client_pb2 as cpb
 from horus_core.gen import types_pb2 as pb
 from horus_core.policies.backfill import GangReserve
-from horus_core.policies.fifo import FifoPolicy
+from horus_core.policies.fifo import Fifo
 from horus_core.policies.gputypes import TypeGate
+from horus_core.policies.staged import drive
 from horus_core.testing import FakeClock
 from master.app import Master
 
 
 async def test_a_waiting_gang_keeps_the_gpus_it_waits_for_and_starts_on_them(tmp_path: pathlib.Path) -> None:
     clock = FakeClock()
-    policy = FifoPolicy(gate=TypeGate(reserve=GangReserve(wait_s=0.0)))  # head at its second pass
+    policy = drive(Fifo(), TypeGate(reserve=GangReserve(wait_s=0.0)))  # head at its second pass
     async with Master(config(tmp_path), clock=clock, policy=policy) as m, client_for(m) as stub:
         w = FakeWorker(m.port, "node-a", n_gpus=2)
         await w.connect()
