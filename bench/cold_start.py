@@ -2,11 +2,12 @@
 by the measured table (warm) and by nothing (online profiling only), with fifo as the baseline.
 
     .venv/bin/python bench/cold_start.py [--trace T] [--clusters v100:16 k80:24,p100:24,v100:24]
-                                         [--runs fifo warm cards blind held_out]
+                                         [--runs fifo warm cards blind held_out] [--floors 0 0.7]
 
-One JSON line per (cluster, run): average JCT, makespan (hours), GPU utilisation (busy share and
+One JSON line per (cluster, floor, run) (``--floors``: every trace job's speed floor, as
+``horus-sim --min-speed``; 0 = none): average JCT, makespan (hours), GPU utilisation (busy share and
 useful work per GPU-second), the share of jobs whose mean speed was below 0.8x of solo, evictions;
-then per cluster the ratios of each cold run's average JCT to the warm run's, measured in the same
+then per cluster and floor the ratios of each cold run's average JCT to the warm run's, measured in the same
 process (the simulator is deterministic: the figures do not depend on the machine's load).
 
 - ``warm``: ``horus`` with the packaged table (today);
@@ -32,6 +33,7 @@ from horus_core.policies import make_policy
 from horus_core.sim.api import load_workload
 from horus_core.sim.cluster import build_cluster
 from horus_core.sim.cold import ColdLearner, cold_model
+from horus_core.sim.config import SimConfig
 from horus_core.sim.engine import Simulator
 from horus_core.sim.metrics import summarize
 
@@ -55,7 +57,7 @@ def held_out_model(hidden: set[str]) -> InterferenceModel:
     return model
 
 
-def run(trace: Path, cluster: str, name: str) -> dict[str, object]:
+def run(trace: Path, cluster: str, name: str, floor: float = 0.0) -> dict[str, object]:
     truth = default_model()
     jobs = load_workload(str(trace), truth)
     nodes = build_cluster(cluster, 8)
@@ -69,8 +71,11 @@ def run(trace: Path, cluster: str, name: str) -> dict[str, object]:
             seen = cold_model(packaged_table(), hidden, packaged_cards() if name == "cards" else None)
         learner = ColdLearner(truth, seen)
     policy = make_policy("fifo" if name == "fifo" else "horus", seen)
-    metrics = summarize(Simulator(jobs, nodes, policy, truth, None, None, learner).run())
-    out: dict[str, object] = {"bench": "cold_start", "trace": trace.name, "cluster": cluster, "run": name}
+    config = SimConfig(min_speed=floor)
+    metrics = summarize(Simulator(jobs, nodes, policy, truth, config, None, learner).run())
+    out: dict[str, object] = {
+        "bench": "cold_start", "trace": trace.name, "cluster": cluster, "floor": floor, "run": name
+    }  # fmt: skip
     out.update({k: round(float(metrics[k]), 3) for k in FIELDS})
     out["observations"] = learner.observations if learner is not None else 0
     return out
@@ -81,19 +86,26 @@ def main() -> None:
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--clusters", nargs="+", default=list(CLUSTERS))
     parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=RUNS)
+    parser.add_argument("--floors", nargs="+", type=float, default=[0.0], help="speed floors (0: none)")
     args = parser.parse_args()
     for cluster in args.clusters:
-        lines = {name: run(args.trace, cluster, name) for name in args.runs}
-        for line in lines.values():
+        for floor in args.floors:
+            lines: dict[str, dict[str, object]] = {}
+            for name in args.runs:
+                lines[name] = run(args.trace, cluster, name, floor)
+                print(json.dumps(lines[name]), flush=True)
+            ratios(cluster, floor, lines)
+
+
+def ratios(cluster: str, floor: float, lines: dict[str, dict[str, object]]) -> None:
+    """Each cold run's average JCT over the warm run's, and cards' over blind's (goal: at most 1)."""
+    avg = {name: float(str(line["avg_jct_h"])) for name, line in lines.items()}
+    pairs = [(name, "warm") for name in avg if name != "warm"] + [("cards", "blind")]
+    for top, bottom in pairs:
+        if top in avg and bottom in avg:
+            line = {"bench": "cold_start", "cluster": cluster, "floor": floor, "ratio": f"{top}/{bottom}",
+                    "avg_jct": round(avg[top] / avg[bottom], 3)}  # fmt: skip
             print(json.dumps(line), flush=True)
-        warm = lines.get("warm")
-        if warm is None:
-            continue
-        for name, line in lines.items():
-            if name != "warm":
-                ratio = float(str(line["avg_jct_h"])) / float(str(warm["avg_jct_h"]))
-                print(json.dumps({"bench": "cold_start", "cluster": cluster, "ratio": f"{name}/warm",
-                                  "avg_jct": round(ratio, 3)}), flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

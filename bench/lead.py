@@ -11,13 +11,18 @@
   ``objective="makespan"`` against the best makespan of ``gavel-makespan-perf``, ``optimus`` and
   ``fifo`` (goal: at most), and what it costs in average JCT against ``horus`` with the default
   objective.
+- ``floor``: issue 41's floor target: ``horus`` at the default floor (0.7) against ``--min-speed 0``
+  on ``msr_seed0_2869ce_cap`` and ``msr_seed0_e13805_400_cap``, on 16 V100 and 8 + 8 + 8: per
+  GPU-count bucket the worst total pending time (goal: at most 1.1x the no-floor run's + 1 h),
+  p99 JCT and average JCT (goal: no worse), one line per (trace, cluster).
 - ``homogeneous``: ``horus`` average JCT on ``msr_seed0_2869ce_cap``, 16 V100 (goal 11.52 h or
   better, today's figure to two decimals).
 
-Every run is at ``--min-speed 0`` (no floor beyond each policy's own), the simulator in-process
-and deterministic (the figures do not depend on the machine's load). ``--trace`` and ``--jobs``
-shrink the inputs (tests). The mixed target is the slow part (Gavel's LPs on 400-533 jobs):
-12 minutes of wall time on two shared cores; ``--targets batch homogeneous`` takes about 2.
+Every run but the floor target's is at ``--min-speed 0`` (no floor beyond each policy's own), the
+simulator in-process and deterministic (the figures do not depend on the machine's load).
+``--trace`` and ``--jobs`` shrink the inputs (tests). The mixed target is the slow part (Gavel's
+LPs on 400-533 jobs): 12 minutes of wall time on two shared cores; ``--targets batch homogeneous``
+takes about 2, ``--targets floor`` about 5.
 """
 
 from __future__ import annotations
@@ -44,12 +49,44 @@ OTHERS = ("gavel-las-perf", "gavel-las-packed", "gavel-ftf-perf", "gavel-makespa
 BATCH_PEERS = ("gavel-makespan-perf", "optimus", "fifo")
 MIXED_GOAL, HOMOGENEOUS_GOAL_H = 0.97, 11.52
 CONFIG = SimConfig(min_speed=0.0)
+E13805 = "msr_seed0_e13805_400_cap.trace"
+FLOOR_CASES = (("2869ce", "v100:16"), ("2869ce", "k80:8,p100:8,v100:8"),
+               (E13805, "v100:16"), (E13805, "k80:8,p100:8,v100:8"))  # fmt: skip
+DEFAULT_FLOOR, QUEUE_GOAL, QUEUE_SLACK_H = 0.7, 1.1, 1.0
 
 
-def simulate(jobs: Sequence[TraceJob], cluster: str, name: str, objective: str = "jct") -> Metrics:
+def simulate(
+    jobs: Sequence[TraceJob], cluster: str, name: str, objective: str = "jct", floor: float = 0.0
+) -> Metrics:
     model = default_model()
     policy = make_policy(name, model, round_s=ROUND_S, objective=objective)
-    return summarize(Simulator(jobs, build_cluster(cluster, 8), policy, model, CONFIG).run())
+    config = CONFIG if floor == 0.0 else SimConfig(min_speed=floor)
+    return summarize(Simulator(jobs, build_cluster(cluster, 8), policy, model, config).run())
+
+
+def floor_target(jobs: Sequence[TraceJob], trace: str, cluster: str, floor: float) -> dict[str, object]:
+    """The default floor against none: worst pending per GPU bucket, p99 and average JCT."""
+    none, floored = simulate(jobs, cluster, "horus"), simulate(jobs, cluster, "horus", floor=floor)
+    buckets: dict[str, dict[str, object]] = {}
+    queue_met = True
+    for key in (k for k in none if k.startswith("worst_queue_h_")):
+        base, got = float(none[key]), float(floored[key])
+        if base != base:  # (NaN: no job of that size)
+            continue
+        ok = got <= QUEUE_GOAL * base + QUEUE_SLACK_H
+        queue_met = queue_met and ok
+        buckets[key.removeprefix("worst_queue_h_")] = {"none": _r(base), "floor": _r(got), "met": ok}
+    p99_met = float(floored["p99_jct_h"]) <= float(none["p99_jct_h"])
+    avg_met = float(floored["avg_jct_h"]) <= float(none["avg_jct_h"])
+    return {
+        "target": "floor", "trace": trace, "cluster": cluster, "floor": floor,
+        "worst_queue_h": buckets, "queue_met": queue_met,
+        "p99_jct_h": {"none": _r(none["p99_jct_h"]), "floor": _r(floored["p99_jct_h"])}, "p99_met": p99_met,
+        "avg_jct_h": {"none": _r(none["avg_jct_h"]), "floor": _r(floored["avg_jct_h"])}, "avg_met": avg_met,
+        "p95_jct_h": {"none": _r(none["p95_jct_h"]), "floor": _r(floored["p95_jct_h"])},
+        "unfinished": {"none": none["unfinished"], "floor": floored["unfinished"]},
+        "met": queue_met and p99_met and avg_met,
+    }  # fmt: skip
 
 
 def mixed(jobs: Sequence[TraceJob], trace: str, cluster: str, others: Sequence[str]) -> dict[str, object]:
@@ -103,13 +140,15 @@ def _r(value: float | int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", nargs="+", default=["mixed", "batch", "homogeneous"],
-                        choices=["mixed", "batch", "homogeneous"])  # fmt: skip
+                        choices=["mixed", "batch", "homogeneous", "floor"])  # fmt: skip
     parser.add_argument("--policies", default=",".join(OTHERS), help="the other policies of the mixed target")
     parser.add_argument(
         "--traces", type=Path, default=TRACES, help="Gavel's traces (msr_seed0_e13805_400_cap)"
     )
     parser.add_argument("--trace", type=Path, default=TRACE, help="instead of msr_seed0_2869ce_cap (tests)")
     parser.add_argument("--jobs", type=int, default=0, help="only each trace's first N jobs (0: all)")
+    parser.add_argument("--floor", type=float, default=DEFAULT_FLOOR, help="the floor target's floor")
+    parser.add_argument("--cases", default="", help="the floor target's cases, as i,j (0-3; empty: all)")
     parser.add_argument("--batch", type=int, default=200, help="the batch target's jobs")
     args = parser.parse_args()
     others = [n.strip() for n in args.policies.split(",") if n.strip() and n.strip() != "horus"]
@@ -129,6 +168,16 @@ def main() -> None:
                     )
                     continue
                 lines.append(mixed(first(path), path.stem, cluster, others))
+        elif target == "floor":
+            picked = [int(i) for i in args.cases.split(",") if i.strip()] or range(len(FLOOR_CASES))
+            for i in picked:
+                name, cluster = FLOOR_CASES[i]
+                path = args.trace if name == "2869ce" else args.traces / name
+                if not path.is_file():
+                    lines.append({"target": "floor", "trace": name, "cluster": cluster, "skipped": "missing"})
+                    continue
+                line = floor_target(first(path), path.stem, cluster, args.floor)
+                print(json.dumps({"bench": "lead", **line}), flush=True)
         elif target == "batch":
             lines.append(batch(first(args.trace), args.batch, "v100:32", BATCH_PEERS))
         else:
