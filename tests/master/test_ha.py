@@ -194,7 +194,14 @@ async def test_a_stopped_leader_is_deposed_and_writes_nothing(tmp_path: pathlib.
             await until(lambda: any(h.term is not None and h.term.epoch > 1 for h in (a, b)))
             with pytest.raises(Unavailable):  # the old term's store writes nothing
                 await old.store.write(SubmitOp(job(), None))
-            await until(lambda: any(h.master is not None and h.master is not old for h in (a, b)))
+            # A new leader, and the old one stepped down (it learns so at its next renewal, which
+            # may come after the new term has started serving).
+            await until(
+                lambda: (
+                    any(h.master is not None and h.master is not old for h in (a, b))
+                    and all(h.master is not old for h in (a, b))
+                )
+            )
             assert a.master is not old and b.master is not old and (await leases.read_lease(conn)).epoch > 1
             await conn.close()
 
