@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from horus_core.interference import default_model
@@ -48,7 +48,6 @@ OTHERS = ("gavel-las-perf", "gavel-las-packed", "gavel-ftf-perf", "gavel-makespa
           "horus-las", "horus+", "horus-util", "fifo")  # fmt: skip
 BATCH_PEERS = ("gavel-makespan-perf", "optimus", "fifo")
 MIXED_GOAL, HOMOGENEOUS_GOAL_H = 0.97, 11.52
-CONFIG = SimConfig(min_speed=0.0)
 E13805 = "msr_seed0_e13805_400_cap.trace"
 FLOOR_CASES = (("2869ce", "v100:16"), ("2869ce", "k80:8,p100:8,v100:8"),
                (E13805, "v100:16"), (E13805, "k80:8,p100:8,v100:8"))  # fmt: skip
@@ -60,7 +59,7 @@ def simulate(
 ) -> Metrics:
     model = default_model()
     policy = make_policy(name, model, round_s=ROUND_S, objective=objective)
-    config = CONFIG if floor == 0.0 else SimConfig(min_speed=floor)
+    config = SimConfig(min_speed=floor)
     return summarize(Simulator(jobs, build_cluster(cluster, 8), policy, model, config).run())
 
 
@@ -157,33 +156,30 @@ def main() -> None:
         jobs = load_trace(path)
         return jobs[: args.jobs] if args.jobs else jobs
 
+    def say(line: dict[str, object]) -> None:
+        print(json.dumps({"bench": "lead", **line}), flush=True)
+
+    def cases(target: str, named: Sequence[tuple[str, str]]) -> Iterator[tuple[Path, str]]:
+        """Each (trace, cluster) of ``named`` whose trace is there; a line for each missing one."""
+        for name, cluster in named:
+            path = args.trace if name == "2869ce" else args.traces / name
+            if path.is_file():
+                yield path, cluster
+            else:
+                say({"target": target, "trace": name, "cluster": cluster, "skipped": f"no {path}"})
+
     for target in args.targets:
-        lines: list[dict[str, object]] = []
         if target == "mixed":
-            for name, cluster in MIXED:
-                path = args.trace if name == "2869ce" else args.traces / name
-                if not path.is_file():
-                    lines.append(
-                        {"target": "mixed", "trace": name, "cluster": cluster, "skipped": f"no {path}"}
-                    )
-                    continue
-                lines.append(mixed(first(path), path.stem, cluster, others))
+            for path, cluster in cases(target, MIXED):
+                say(mixed(first(path), path.stem, cluster, others))
         elif target == "floor":
             picked = [int(i) for i in args.cases.split(",") if i.strip()] or range(len(FLOOR_CASES))
-            for i in picked:
-                name, cluster = FLOOR_CASES[i]
-                path = args.trace if name == "2869ce" else args.traces / name
-                if not path.is_file():
-                    lines.append({"target": "floor", "trace": name, "cluster": cluster, "skipped": "missing"})
-                    continue
-                line = floor_target(first(path), path.stem, cluster, args.floor)
-                print(json.dumps({"bench": "lead", **line}), flush=True)
+            for path, cluster in cases(target, [FLOOR_CASES[i] for i in picked]):
+                say(floor_target(first(path), path.stem, cluster, args.floor))
         elif target == "batch":
-            lines.append(batch(first(args.trace), args.batch, "v100:32", BATCH_PEERS))
+            say(batch(first(args.trace), args.batch, "v100:32", BATCH_PEERS))
         else:
-            lines.append(homogeneous(first(args.trace)))
-        for line in lines:
-            print(json.dumps({"bench": "lead", **line}), flush=True)
+            say(homogeneous(first(args.trace)))
 
 
 if __name__ == "__main__":
